@@ -1,0 +1,167 @@
+"""recordkit: read and write TFRecord, OFRecord and FFRecord files.
+
+Write a few ``tf.train.Example`` records, then read them back::
+
+    import numpy as np
+    import recordkit as rk
+
+    with rk.open("train.tfrecord", "w") as writer:
+        for label in range(3):
+            writer.write(rk.encode_example({"label": label, "emb": np.zeros(4, np.float32)}))
+
+    with rk.open("train.tfrecord") as reader:
+        print(len(reader), rk.decode_example(reader[1])["label"])   # 3 [1]
+
+The public names are loaded on first use, so ``import recordkit`` stays cheap and never imports protobuf,
+numpy-heavy decoding code or PyTorch until they are needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from recordkit._version import __version__
+from recordkit.errors import (
+    ChecksumError,
+    CorruptRecordError,
+    DecodeError,
+    HeaderError,
+    LegacyFormatWarning,
+    RecordKitError,
+    RecordKitWarning,
+    SlowCRCWarning,
+    StaleIndexError,
+    TruncatedRecordError,
+    UnknownFormatError,
+    UnsupportedOperationError,
+)
+
+if TYPE_CHECKING:
+    from recordkit.example import (
+        bytes_feature,
+        decode_example,
+        decode_ofrecord,
+        decode_sequence_example,
+        double_feature,
+        encode_example,
+        encode_ofrecord,
+        encode_sequence_example,
+        float_feature,
+        int32_feature,
+        int64_feature,
+    )
+    from recordkit.formats import (
+        available_formats,
+        detect_format,
+        get_format,
+        register_format,
+    )
+    from recordkit.io import RecordReader, RecordWriter, open
+    from recordkit.parsing import (
+        FixedLen,
+        FixedLenSequence,
+        Ragged,
+        VarLen,
+        parse_example,
+        parse_examples,
+        parse_ofrecords,
+        parse_sequence_example,
+        parse_sequence_examples,
+    )
+
+# Public name -> module that defines it. Loaded lazily by __getattr__ below.
+_LAZY = {
+    **dict.fromkeys(["open", "RecordReader", "RecordWriter"], "recordkit.io"),
+    **dict.fromkeys(
+        ["available_formats", "detect_format", "get_format", "register_format"], "recordkit.formats"
+    ),
+    **dict.fromkeys(
+        [
+            "bytes_feature",
+            "decode_example",
+            "decode_ofrecord",
+            "decode_sequence_example",
+            "double_feature",
+            "encode_example",
+            "encode_ofrecord",
+            "encode_sequence_example",
+            "float_feature",
+            "int32_feature",
+            "int64_feature",
+        ],
+        "recordkit.example",
+    ),
+    **dict.fromkeys(
+        [
+            "FixedLen",
+            "FixedLenSequence",
+            "Ragged",
+            "VarLen",
+            "parse_example",
+            "parse_examples",
+            "parse_ofrecords",
+            "parse_sequence_example",
+            "parse_sequence_examples",
+        ],
+        "recordkit.parsing",
+    ),
+}
+
+__all__ = [
+    "ChecksumError",
+    "CorruptRecordError",
+    "DecodeError",
+    "FixedLen",
+    "FixedLenSequence",
+    "HeaderError",
+    "LegacyFormatWarning",
+    "Ragged",
+    "RecordKitError",
+    "RecordKitWarning",
+    "RecordReader",
+    "RecordWriter",
+    "SlowCRCWarning",
+    "StaleIndexError",
+    "TruncatedRecordError",
+    "UnknownFormatError",
+    "UnsupportedOperationError",
+    "VarLen",
+    "__version__",
+    "available_formats",
+    "bytes_feature",
+    "decode_example",
+    "decode_ofrecord",
+    "decode_sequence_example",
+    "detect_format",
+    "double_feature",
+    "encode_example",
+    "encode_ofrecord",
+    "encode_sequence_example",
+    "float_feature",
+    "get_format",
+    "int32_feature",
+    "int64_feature",
+    "open",
+    "parse_example",
+    "parse_examples",
+    "parse_ofrecords",
+    "parse_sequence_example",
+    "parse_sequence_examples",
+    "register_format",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module behind a public name on first access (PEP 562)."""
+    module_name = _LAZY.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'recordkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """List the public names, including the ones not loaded yet."""
+    return sorted(set(globals()) | set(__all__))

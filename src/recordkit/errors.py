@@ -1,0 +1,214 @@
+"""The exception and warning classes recordkit raises.
+
+Every error recordkit raises on bad input derives from :class:`RecordKitError`, and each also derives from
+the standard-library type a caller would naturally catch (``ValueError``, ``OSError``, ``EOFError``,
+``io.UnsupportedOperation``), so existing ``except`` clauses keep working.
+
+Errors about damaged files carry where the damage is: :attr:`CorruptRecordError.path`,
+:attr:`~CorruptRecordError.index` (the record number, counting from 0) and
+:attr:`~CorruptRecordError.offset` (the byte offset in the file). Offsets follow TensorFlow's convention for
+TFRecord: a bad length checksum is reported at the start of the record, a bad data checksum at the start of
+the record plus 12.
+
+Examples
+--------
+>>> from recordkit.errors import ChecksumError, RecordKitError
+>>> err = ChecksumError("data checksum mismatch", path="a.tfrecord", index=3, offset=1036,
+...                     expected=0x1234, actual=0x4321)
+>>> isinstance(err, RecordKitError) and isinstance(err, OSError)
+True
+>>> str(err)
+'a.tfrecord: record 3 at byte 1036: data checksum mismatch (expected 0x00001234, found 0x00004321)'
+"""
+
+from __future__ import annotations
+
+import io
+import os
+
+__all__ = [
+    "ChecksumError",
+    "CorruptRecordError",
+    "DecodeError",
+    "HeaderError",
+    "LegacyFormatWarning",
+    "RecordKitError",
+    "RecordKitWarning",
+    "SlowCRCWarning",
+    "StaleIndexError",
+    "TruncatedRecordError",
+    "UnknownFormatError",
+    "UnsupportedOperationError",
+]
+
+
+class RecordKitError(Exception):
+    """Base class of every error recordkit raises on purpose."""
+
+
+class UnknownFormatError(RecordKitError, ValueError):
+    """The record format could not be determined, or no format of that name is registered.
+
+    Parameters
+    ----------
+    message
+        What was asked for and what is available.
+    name
+        The format name asked for, or ``None`` when the format was being detected.
+    """
+
+    def __init__(self, message: str, *, name: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+def _where(path: str | None, index: int | None, offset: int | None) -> str:
+    """Format a location as ``path: record 3 at byte 1036``, leaving out what is unknown."""
+    position = []
+    if index is not None:
+        position.append(f"record {index}")
+    if offset is not None:
+        position.append(f"at byte {offset}" if index is not None else f"byte {offset}")
+    parts = [path] if path is not None else []
+    if position:
+        parts.append(" ".join(position))
+    return ": ".join(parts)
+
+
+class CorruptRecordError(RecordKitError, OSError):
+    """A record file is damaged.
+
+    Parameters
+    ----------
+    message
+        What is wrong, without the location (it is added from the other arguments).
+    path
+        The file, when known.
+    index
+        The number of the record concerned, counting from 0, when known.
+    offset
+        The byte offset in the (uncompressed) file where the damage was found, when known.
+
+    Attributes
+    ----------
+    path, index, offset, reason
+        As given; ``reason`` is the bare message.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        index: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.reason = message
+        self.path = None if path is None else os.fspath(path)
+        self.index = index
+        self.offset = offset
+        where = _where(self.path, index, offset)
+        super().__init__(f"{where}: {message}" if where else message)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keep keyword-only attributes across pickling (DataLoader workers send errors to the parent).
+        return (_rebuild, (type(self), self.reason, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[CorruptRecordError], reason: str, state: dict[str, object]) -> CorruptRecordError:
+    err = cls.__new__(cls)
+    CorruptRecordError.__init__(
+        err,
+        reason,
+        path=state.get("path"),  # type: ignore[arg-type]
+        index=state.get("index"),  # type: ignore[arg-type]
+        offset=state.get("offset"),  # type: ignore[arg-type]
+    )
+    err.__dict__.update(state)
+    return err
+
+
+class ChecksumError(CorruptRecordError):
+    """A stored checksum does not match the bytes it protects.
+
+    Attributes
+    ----------
+    expected
+        The checksum stored in the file.
+    actual
+        The checksum computed from the bytes read.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        index: int | None = None,
+        offset: int | None = None,
+        expected: int | None = None,
+        actual: int | None = None,
+    ) -> None:
+        self.expected = expected
+        self.actual = actual
+        if expected is not None and actual is not None:
+            message = f"{message} (expected {expected:#010x}, found {actual:#010x})"
+        super().__init__(message, path=path, index=index, offset=offset)
+        self.reason = message
+
+
+class TruncatedRecordError(CorruptRecordError, EOFError):
+    """The file ends inside a record (its header or its payload)."""
+
+
+class HeaderError(CorruptRecordError):
+    """A file header or index is inconsistent: impossible counts, offsets out of order or out of the file."""
+
+
+class StaleIndexError(CorruptRecordError):
+    """A sidecar index file does not describe the record file beside it."""
+
+
+class DecodeError(RecordKitError, ValueError):
+    """A payload could not be decoded: malformed protobuf, missing feature, wrong type or shape.
+
+    Attributes
+    ----------
+    index
+        The record number within the batch or file, when known.
+    feature
+        The feature name concerned, when known.
+    """
+
+    def __init__(self, message: str, *, index: int | None = None, feature: str | None = None) -> None:
+        self.index = index
+        self.feature = feature
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_decode, (type(self), self.args[0], self.index, self.feature))
+
+
+def _rebuild_decode(
+    cls: type[DecodeError], message: str, index: int | None, feature: str | None
+) -> DecodeError:
+    return cls(message, index=index, feature=feature)
+
+
+class UnsupportedOperationError(RecordKitError, io.UnsupportedOperation):
+    """The operation is not possible on this reader or writer, e.g. random access into a GZIP file."""
+
+
+class RecordKitWarning(UserWarning):
+    """Base class of recordkit's warnings."""
+
+
+class LegacyFormatWarning(RecordKitWarning):
+    """A file uses an old variant of its format (e.g. an FFRecord file without a header checksum)."""
+
+
+class SlowCRCWarning(RecordKitWarning, RuntimeWarning):
+    """The CRC32C implementation in use is pure Python, and reading TFRecord files will be slow."""
