@@ -1,0 +1,223 @@
+"""Opening the files of a dataset lazily, per process, and reading the records a plan names.
+
+Readers are never shared between processes: a :class:`ReaderPool` remembers the process id it opened its
+readers in and, after a ``fork``, drops the inherited ones (without closing them, as they belong to the
+parent) and opens its own. The :class:`Catalog` holds only names and counts, so it pickles for ``spawn``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from collections.abc import Generator, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from recordkit.data._sharding import IndexUnit, RangeUnit, Unit, plan_length
+
+if TYPE_CHECKING:
+    from recordkit.io import RecordReader
+
+__all__ = ["Catalog", "ReaderPool", "ShardStream"]
+
+_CHUNK = 512
+"""Records asked of ``RecordReader.read`` at a time when streaming a random-access range."""
+
+
+def _open(path: str, fmt: str | None) -> RecordReader:
+    from recordkit.io import open as open_records
+
+    return open_records(path, format=fmt)
+
+
+class Catalog:
+    """The files of a dataset with what has been learnt about them (record counts, random access).
+
+    Parameters
+    ----------
+    files
+        The file names (local paths or fsspec URLs).
+    format
+        The format of every file, or ``None`` to let :func:`recordkit.open` decide per file.
+    """
+
+    def __init__(self, files: Sequence[str], format: str | None = None) -> None:
+        self.files = list(files)
+        self.format = format
+        self.counts: list[int | None] = [None] * len(self.files)
+        self.random_access: list[bool | None] = [None] * len(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def open(self, i: int) -> RecordReader:
+        """Open a new reader on file ``i``."""
+        return _open(self.files[i], self.format)
+
+    def describe(self) -> None:
+        """Learn, for every file not yet described, whether it is random-access and its record count.
+
+        Each file is opened and closed again, so describing thousands of files never holds thousands of
+        handles.
+        """
+        for i, known in enumerate(self.random_access):
+            if known is None:
+                reader = self.open(i)
+                try:
+                    self.random_access[i] = bool(reader.supports_random_access)
+                    if reader.supports_random_access:
+                        self.counts[i] = len(reader)
+                finally:
+                    reader.close()
+
+    def count_all(self) -> None:
+        """Count the records of every file, reading sequential files through once."""
+        self.describe()
+        for i, n in enumerate(self.counts):
+            if n is None:
+                reader = self.open(i)
+                try:
+                    self.counts[i] = sum(1 for _ in reader)
+                finally:
+                    reader.close()
+
+    def offsets(self) -> np.ndarray:
+        """The global index of each file's first record (files laid end to end), with the total last."""
+        counts = [n or 0 for n in self.counts]
+        return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+
+
+class ReaderPool:
+    """Random-access readers of a catalog's files, opened on first use in the current process."""
+
+    def __init__(self, catalog: Catalog, max_open: int = 64) -> None:
+        self.catalog = catalog
+        self.max_open = max_open
+        self._readers: OrderedDict[int, RecordReader] = OrderedDict()
+        self._pid = os.getpid()
+
+    def get(self, i: int) -> RecordReader:
+        """The reader of file ``i`` (opened now if needed)."""
+        if self._pid != os.getpid():
+            # Inherited through fork: the handles are the parent's; open our own.
+            self._readers = OrderedDict()
+            self._pid = os.getpid()
+        reader = self._readers.get(i)
+        if reader is not None:
+            self._readers.move_to_end(i)
+            return reader
+        if len(self._readers) >= self.max_open:
+            _, oldest = self._readers.popitem(last=False)
+            oldest.close()
+        reader = self._readers[i] = self.catalog.open(i)
+        return reader
+
+    def read(self, files: np.ndarray, local: np.ndarray) -> list[bytes]:
+        """Records ``local[j]`` of files ``files[j]``, in that order, one ``read`` call per file."""
+        if len(files) == 0:
+            return []
+        out: list[bytes] = [b""] * len(files)
+        for f in np.unique(files):
+            where = np.flatnonzero(files == f)
+            records = self.get(int(f)).read(local[where].tolist())
+            for j, record in zip(where.tolist(), records, strict=True):
+                out[j] = record
+        return out
+
+    def close(self) -> None:
+        """Close every reader this process opened."""
+        readers, self._readers = self._readers, OrderedDict()
+        if self._pid == os.getpid():
+            for reader in readers.values():
+                reader.close()
+
+
+class ShardStream:
+    """The records of one shard's plan, in plan order, readable from any position.
+
+    Parameters
+    ----------
+    units
+        The plan (see :mod:`recordkit.data._sharding`).
+    pool
+        Where readers come from.
+    """
+
+    def __init__(self, units: Sequence[Unit], pool: ReaderPool) -> None:
+        self.units = list(units)
+        self.pool = pool
+        self.length = plan_length(self.units)
+        catalog = pool.catalog
+        self._offsets = catalog.offsets()
+        self.random_access = self.length is not None and all(
+            isinstance(u, IndexUnit) or catalog.random_access[u.file] for u in self.units
+        )
+
+    def records(self, start: int = 0) -> Iterator[bytes]:
+        """Yield the records from position ``start`` to the end."""
+        for unit in self.units:
+            if unit.sized:
+                n = len(unit)
+                if start >= n:
+                    start -= n
+                    continue
+            if isinstance(unit, IndexUnit) or self.pool.catalog.random_access[unit.file]:
+                yield from self._indexed(unit, start)
+                start = 0
+            else:
+                assert isinstance(unit, RangeUnit)
+                skipped = yield from self._sequential(unit, start)
+                start -= skipped
+
+    def _pairs(self, unit: Unit, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        if isinstance(unit, IndexUnit):
+            offsets = self._offsets
+            g = unit.indices[lo:hi]
+            files = np.searchsorted(offsets, g, side="right") - 1
+            return files, g - offsets[files]
+        local = np.arange(unit.start + lo * unit.step, unit.start + hi * unit.step, unit.step)
+        return np.full(len(local), unit.file, dtype=np.int64), local
+
+    def _indexed(self, unit: Unit, start: int) -> Iterator[bytes]:
+        n = len(unit)
+        for lo in range(start, n, _CHUNK):
+            yield from self.pool.read(*self._pairs(unit, lo, min(n, lo + _CHUNK)))
+
+    def _sequential(self, unit: RangeUnit, skip: int) -> Generator[bytes, None, int]:
+        """Yield the unit's records after the first ``skip``; return how many were skipped."""
+        reader = self.pool.catalog.open(unit.file)
+        skipped = 0
+        try:
+            for i, record in enumerate(reader):
+                if unit.stop is not None and i >= unit.stop:
+                    break
+                if i < unit.start or (i - unit.start) % unit.step:
+                    continue
+                if skipped < skip:
+                    skipped += 1
+                    continue
+                yield record
+        finally:
+            reader.close()
+        return skipped
+
+    def fetch(self, positions: Sequence[int]) -> list[bytes]:
+        """The records at ``positions`` (random-access plans only), in that order."""
+        pos = np.asarray(positions, dtype=np.int64)
+        sizes = np.array([len(u) for u in self.units], dtype=np.int64)
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+        which = np.searchsorted(bounds, pos, side="right") - 1
+        files = np.empty(len(pos), dtype=np.int64)
+        local = np.empty(len(pos), dtype=np.int64)
+        for k in np.unique(which):
+            sel = np.flatnonzero(which == k)
+            unit = self.units[int(k)]
+            rel = pos[sel] - bounds[k]
+            if isinstance(unit, IndexUnit):
+                f, loc = self._pairs(IndexUnit(unit.indices[rel]), 0, len(rel))
+            else:
+                f = np.full(len(rel), unit.file, dtype=np.int64)
+                loc = unit.start + rel * unit.step
+            files[sel], local[sel] = f, loc
+        return self.pool.read(files, local)

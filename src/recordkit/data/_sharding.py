@@ -1,0 +1,286 @@
+"""Who reads what: the rank and worker of this process, and the records each shard reads in an epoch.
+
+A *shard* is one reader of the data: ``rank * num_workers + worker`` among ``world_size * num_workers``.
+Over one epoch the shards' plans partition the records: each record is in exactly one plan.
+
+* Files whose record count is known (random-access files) are laid end to end, and the shards take
+  balanced contiguous ranges of that index space, so most shards read whole files and no shard reads more
+  than one record more than another.
+* Sequential files (compressed TFRecord) cannot be split by index without reading them. They are dealt out
+  whole, round-robin; the files left over (fewer than the shards) are each shared by a group of shards that
+  take every k-th record of it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+__all__ = [
+    "EqualShards",
+    "IndexUnit",
+    "RangeUnit",
+    "Unit",
+    "plan_global",
+    "plan_shard",
+    "resolve_rank",
+    "shard_of",
+    "worker_info",
+]
+
+EqualShards = Literal["pad", "drop"] | None
+
+
+@dataclass(frozen=True)
+class RangeUnit:
+    """Records ``range(start, stop, step)`` of one file; ``stop=None`` means up to the end of the file."""
+
+    file: int
+    start: int
+    stop: int | None
+    step: int = 1
+
+    def __len__(self) -> int:
+        if self.stop is None:
+            raise TypeError("the length of an open-ended unit is unknown")
+        return max(0, -(-(self.stop - self.start) // self.step))
+
+    @property
+    def sized(self) -> bool:
+        """Whether the number of records is known."""
+        return self.stop is not None
+
+    def head(self, n: int) -> RangeUnit:
+        """The first ``n`` records of this unit."""
+        return RangeUnit(self.file, self.start, self.start + n * self.step, self.step)
+
+
+@dataclass(frozen=True)
+class IndexUnit:
+    """Records given by their global index (files laid end to end), in this order."""
+
+    indices: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @property
+    def sized(self) -> bool:
+        """Always true."""
+        return True
+
+    def head(self, n: int) -> IndexUnit:
+        """The first ``n`` records of this unit."""
+        return IndexUnit(self.indices[:n])
+
+
+Unit = RangeUnit | IndexUnit
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={value!r} is not an integer") from None
+
+
+def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """Return ``(rank, world_size)``: explicit values, else ``torch.distributed``, else the environment.
+
+    ``torch.distributed`` is consulted only if it is already imported and a process group is initialised;
+    then the ``RANK`` and ``WORLD_SIZE`` environment variables; else a single process.
+
+    Raises
+    ------
+    ValueError
+        Only one of the two was given, or the rank is outside ``[0, world_size)``.
+    """
+    if (rank is None) != (world_size is None):
+        raise ValueError("give both rank and world_size, or neither")
+    if rank is None or world_size is None:
+        rank, world_size = 0, 1
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            rank, world_size = int(dist.get_rank()), int(dist.get_world_size())
+        else:
+            env_rank, env_world = _env_int("RANK"), _env_int("WORLD_SIZE")
+            if env_rank is not None and env_world is not None:
+                rank, world_size = env_rank, env_world
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(
+            f"rank must be in [0, world_size), got rank={rank}, world_size={world_size}"
+        )
+    return rank, world_size
+
+
+def worker_info() -> tuple[int, int]:
+    """Return ``(worker_id, num_workers)`` of the PyTorch DataLoader worker running this code, or ``(0, 1)``.
+
+    Never imports torch: if it is not imported, this cannot be a DataLoader worker.
+    """
+    data = sys.modules.get("torch.utils.data")
+    info = data.get_worker_info() if data is not None else None
+    if info is None:
+        return 0, 1
+    return int(info.id), int(info.num_workers)
+
+
+def shard_of(rank: int, world_size: int, worker: int, num_workers: int) -> tuple[int, int]:
+    """Return ``(shard, num_shards)`` for a rank and a worker."""
+    return rank * num_workers + worker, world_size * num_workers
+
+
+def _balanced(total: int, shard: int, num_shards: int) -> tuple[int, int]:
+    return shard * total // num_shards, (shard + 1) * total // num_shards
+
+
+def _ranges(order: Sequence[int], counts: Sequence[int], lo: int, hi: int) -> list[RangeUnit]:
+    """The pieces of files (in ``order``, laid end to end) covering global positions ``[lo, hi)``."""
+    units = []
+    base = 0
+    for f in order:
+        n = counts[f]
+        a, b = max(lo, base), min(hi, base + n)
+        if a < b:
+            units.append(RangeUnit(f, a - base, b - base))
+        base += n
+        if base >= hi:
+            break
+    return units
+
+
+def _sequential_units(files: Sequence[int], shard: int, num_shards: int) -> list[RangeUnit]:
+    whole, left = divmod(len(files), num_shards)
+    units = [RangeUnit(f, 0, None) for f in files[shard : whole * num_shards : num_shards]]
+    if left:
+        group = shard % left
+        members = len(range(group, num_shards, left))
+        units.append(RangeUnit(files[whole * num_shards + group], shard // left, None, members))
+    return units
+
+
+def _sized(units: list[RangeUnit], counts: Sequence[int | None]) -> list[RangeUnit]:
+    out = []
+    for u in units:
+        n = counts[u.file]
+        out.append(u if n is None or u.stop is not None else RangeUnit(u.file, u.start, n, u.step))
+    return out
+
+
+def _length(units: Sequence[Unit]) -> int | None:
+    total = 0
+    for u in units:
+        if not u.sized:
+            return None
+        total += len(u)
+    return total
+
+
+def _truncate(units: Sequence[Unit], n: int) -> list[Unit]:
+    out: list[Unit] = []
+    for u in units:
+        if n <= 0:
+            break
+        k = len(u)
+        out.append(u if k <= n else u.head(n))
+        n -= k
+    return out
+
+
+def _cycle(units: Sequence[Unit], n: int) -> list[Unit]:
+    """``n`` records taken from ``units`` repeated as often as needed."""
+    total = _length(units)
+    if n <= 0 or not total:
+        return []
+    out: list[Unit] = []
+    while n > 0:
+        out.extend(_truncate(units, n))
+        n -= total
+    return out
+
+
+def plan_shard(
+    order: Sequence[int],
+    counts: Sequence[int | None],
+    random_access: Sequence[bool],
+    shard: int,
+    num_shards: int,
+    equal: EqualShards = None,
+) -> list[Unit]:
+    """Return the units one shard reads in an epoch.
+
+    Parameters
+    ----------
+    order
+        The file indexes in this epoch's order.
+    counts
+        The record count of each file, ``None`` where unknown (sequential files not counted).
+    random_access
+        Whether each file can be read by index.
+    shard, num_shards
+        Which shard, of how many.
+    equal
+        ``None``: shard sizes may differ. ``"pad"``: every shard is brought up to the largest size by
+        repeating its own records from its start. ``"drop"``: every shard is cut to the smallest size. Both
+        need every count.
+    """
+    if equal is not None and any(counts[f] is None for f in order):
+        raise ValueError("equal shard sizes need the record count of every file")
+    indexed = [f for f in order if random_access[f] and counts[f] is not None]
+    sequential = [f for f in order if not (random_access[f] and counts[f] is not None)]
+
+    def one(s: int) -> list[Unit]:
+        total = sum(counts[f] or 0 for f in indexed)
+        units: list[Unit] = list(_ranges(indexed, counts, *_balanced(total, s, num_shards)))  # type: ignore[arg-type]
+        units.extend(_sized(_sequential_units(sequential, s, num_shards), counts))
+        return units
+
+    mine = one(shard)
+    if equal is None:
+        return mine
+    sizes = [_length(one(s)) or 0 for s in range(num_shards)]
+    if equal == "drop":
+        return _truncate(mine, min(sizes))
+    target = max(sizes)
+    donor = mine if sizes[shard] else [RangeUnit(f, 0, counts[f]) for f in order]
+    return [*mine, *_cycle(donor, target - sizes[shard])]
+
+
+def plan_global(
+    counts: Sequence[int],
+    shard: int,
+    num_shards: int,
+    seed: int,
+    epoch: int,
+    equal: EqualShards = None,
+) -> list[Unit]:
+    """Return one shard's slice of a global random permutation of every record.
+
+    All shards compute the same permutation of ``range(sum(counts))`` from ``(seed, epoch)`` and take
+    balanced contiguous slices of it. ``equal="pad"`` extends the permutation with its own beginning and
+    ``"drop"`` cuts it, so that it divides evenly (as PyTorch's ``DistributedSampler`` does).
+    """
+    from recordkit.data._shuffle import permutation
+
+    total = sum(counts)
+    perm = permutation(total, seed, epoch, "global")
+    if equal == "pad" and total:
+        size = -(-total // num_shards) * num_shards
+        perm = np.resize(perm, size)
+    elif equal == "drop":
+        perm = perm[: total // num_shards * num_shards]
+    lo, hi = _balanced(len(perm), shard, num_shards)
+    return [IndexUnit(perm[lo:hi])]
+
+
+def plan_length(units: Sequence[Unit]) -> int | None:
+    """The number of records in a plan, or ``None`` if a unit's length is unknown."""
+    return _length(units)

@@ -1,0 +1,143 @@
+"""Turning what the user passes (paths, globs, fsspec URLs, OneFlow part names) into a list of files."""
+
+from __future__ import annotations
+
+import glob
+import os
+from collections.abc import Iterable
+from typing import Any, Union
+
+__all__ = ["Sources", "expand_sources", "is_url", "part_files"]
+
+Sources = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
+"""A path, a glob pattern, an fsspec URL, or a list of them."""
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def is_url(path: str) -> bool:
+    """Whether ``path`` is an fsspec URL (``s3://...``, ``memory://...``) rather than a local path."""
+    head, sep, _ = path.partition("://")
+    return bool(sep) and head.replace("+", "").replace("-", "").isalnum() and head != "file"
+
+
+def _fsspec() -> Any:
+    try:
+        import fsspec
+    except ImportError as exc:
+        raise ImportError(
+            "reading URLs needs fsspec: pip install 'recordkit[remote]' (or pip install fsspec)"
+        ) from exc
+    return fsspec
+
+
+def _exists(path: str) -> bool:
+    if is_url(path):
+        fs, inner = _fsspec().core.url_to_fs(path)
+        return bool(fs.exists(inner))
+    return os.path.exists(path.removeprefix("file://"))
+
+
+def _expand_glob(pattern: str) -> list[str]:
+    if is_url(pattern):
+        fs, inner = _fsspec().core.url_to_fs(pattern)
+        return sorted(fs.unstrip_protocol(p) for p in fs.glob(inner))
+    return sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+
+
+def expand_sources(sources: Sources) -> list[str]:
+    """Return the files named by ``sources``, in a deterministic order.
+
+    Parameters
+    ----------
+    sources
+        A path, a glob pattern (``*``, ``?``, ``[...]``), an fsspec URL (globs allowed), or a list of any of
+        these. A list keeps its order; each glob expands to its matches sorted by name.
+
+    Returns
+    -------
+    list of str
+        The file names (URLs stay URLs).
+
+    Raises
+    ------
+    FileNotFoundError
+        A plain path does not exist, or a glob matches nothing.
+    ValueError
+        No source was given.
+    """
+    if isinstance(sources, (str, os.PathLike)):
+        items: list[str] = [os.fspath(sources)]
+    else:
+        items = [os.fspath(s) for s in sources]
+    if not items:
+        raise ValueError("no sources given: pass a path, a glob pattern, a URL or a list of them")
+    files: list[str] = []
+    for item in items:
+        if _GLOB_CHARS.intersection(item) and not _exists(item):
+            matches = _expand_glob(item)
+            if not matches:
+                raise FileNotFoundError(f"no file matches {item!r}")
+            files.extend(matches)
+        elif not _exists(item):
+            raise FileNotFoundError(f"no such file: {item!r}")
+        else:
+            files.append(item)
+    return files
+
+
+def part_files(
+    data_dir: str | os.PathLike[str],
+    data_part_num: int,
+    part_name_prefix: str = "part-",
+    part_name_suffix_length: int = -1,
+) -> list[str]:
+    """Return OneFlow's part file names: ``data_dir/prefix + str(i).zfill(suffix_length)``.
+
+    Parameters
+    ----------
+    data_dir
+        The folder holding the parts (a local path or an fsspec URL).
+    data_part_num
+        How many parts there are; parts ``0 .. data_part_num - 1`` are returned in order.
+    part_name_prefix
+        What each name starts with (OneFlow's default is ``"part-"``).
+    part_name_suffix_length
+        The width the part number is zero-padded to; ``-1`` (the default) means no padding, as in OneFlow.
+
+    Returns
+    -------
+    list of str
+        The paths of the parts.
+
+    Raises
+    ------
+    FileNotFoundError
+        A part is missing; the message names it.
+    ValueError
+        ``data_part_num`` is below 1 or ``part_name_suffix_length`` below -1.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = tempfile.mkdtemp()
+    >>> for name in ("part-00000", "part-00001"):
+    ...     _ = (pathlib.Path(d) / name).write_bytes(b"")
+    >>> [os.path.basename(p) for p in part_files(d, 2, part_name_suffix_length=5)]
+    ['part-00000', 'part-00001']
+    """
+    if data_part_num < 1:
+        raise ValueError(f"data_part_num must be at least 1, not {data_part_num}")
+    if part_name_suffix_length < -1:
+        raise ValueError(
+            f"part_name_suffix_length must be -1 or more, not {part_name_suffix_length}"
+        )
+    folder = os.fspath(data_dir).rstrip("/")
+    paths = []
+    for i in range(data_part_num):
+        number = str(i) if part_name_suffix_length == -1 else str(i).zfill(part_name_suffix_length)
+        path = f"{folder}/{part_name_prefix}{number}"
+        if not _exists(path):
+            raise FileNotFoundError(f"OFRecord part {i} is missing: {path}")
+        paths.append(path)
+    return paths
