@@ -742,13 +742,13 @@ def _parse(cls: type[_MessageT], data: bytes | bytearray | memoryview, what: str
 
 
 def _sorted_items(entries: Mapping[Any, _MessageT]) -> list[tuple[str, _MessageT]]:
-    items = list(entries.items())
-    for name, _ in items:
+    names = list(entries)
+    for name in names:
         # proto2 (OFRecord) map keys that are not UTF-8 come back as bytes
         if not isinstance(name, str):
             raise DecodeError(f"feature name {name!r} is not valid UTF-8", feature=repr(name))
-    items.sort(key=lambda item: item[0])
-    return items
+    names.sort()
+    return [(name, entries[name]) for name in names]
 
 
 def _decode_features(entries: Mapping[Any, Any]) -> dict[str, DecodedValue]:
