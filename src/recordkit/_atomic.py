@@ -1,0 +1,149 @@
+"""Atomic file creation: write under a temporary name, rename into place on success.
+
+:class:`AtomicFile` creates ``.<name>.<random>.tmp`` in the target's directory (so the final
+:func:`os.replace` never crosses a file system) and renames it over the target on :meth:`AtomicFile.commit`.
+Until then the target is untouched: after an exception, :meth:`AtomicFile.discard`, garbage collection of
+an uncommitted object, or interpreter exit, the temporary file is removed. A process killed outright
+(``SIGKILL``, power loss) leaves only the hidden temporary file behind, never a partial target.
+
+:class:`UploadOnCommit` does the same for remote (fsspec) targets: it writes a local temporary file and
+uploads it on commit, so a failed write never creates the remote object. Whether the upload itself is
+atomic depends on the storage (object stores such as S3 only show complete objects).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import tempfile
+import weakref
+from typing import IO, Any
+
+__all__ = ["AtomicFile", "UploadOnCommit", "temporary_name"]
+
+
+def temporary_name(target: str) -> str:
+    """Return a fresh hidden temporary path beside ``target``.
+
+    Examples
+    --------
+    >>> name = temporary_name("/data/train.tfrecord")
+    >>> name.startswith("/data/.train.tfrecord.") and name.endswith(".tmp")
+    True
+    """
+    directory, name = os.path.split(target)
+    return os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+
+
+def _discard(file: IO[bytes], temporary: str) -> None:
+    """Close ``file`` and delete ``temporary``, ignoring errors (it may already be gone)."""
+    with contextlib.suppress(OSError):
+        file.close()
+    with contextlib.suppress(OSError):
+        os.unlink(temporary)
+
+
+def _fsync_directory(directory: str) -> None:
+    """Make a rename in ``directory`` durable (no-op where directories cannot be opened, e.g. Windows)."""
+    try:
+        fd = os.open(directory or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class AtomicFile:
+    """A binary file that appears at ``target`` only when :meth:`commit` succeeds.
+
+    Parameters
+    ----------
+    target
+        The final path.
+    fsync
+        On commit, fsync the file before the rename and the directory after it.
+
+    Attributes
+    ----------
+    file
+        The open temporary file to write to.
+    temporary
+        Its path.
+    """
+
+    def __init__(self, target: str | os.PathLike[str], *, fsync: bool = False) -> None:
+        self.target = os.fspath(target)
+        self.fsync = fsync
+        self.temporary = temporary_name(self.target)
+        self.file: IO[bytes] = open(self.temporary, "xb")  # noqa: SIM115 - closed by commit/discard
+        self._finalizer = weakref.finalize(self, _discard, self.file, self.temporary)
+
+    @property
+    def done(self) -> bool:
+        """Whether the file was committed or discarded."""
+        return not self._finalizer.alive
+
+    def commit(self) -> None:
+        """Flush, close and rename the temporary file to the target.
+
+        On any error the temporary file is removed, the target is left as it was, and the error propagates.
+        """
+        if self.done:
+            raise ValueError(f"{self.target}: already committed or discarded")
+        try:
+            self.file.flush()
+            if self.fsync:
+                os.fsync(self.file.fileno())
+            self.file.close()
+            os.replace(self.temporary, self.target)
+        except BaseException:
+            self.discard()
+            raise
+        self._finalizer.detach()
+        if self.fsync:
+            _fsync_directory(os.path.dirname(self.target))
+
+    def discard(self) -> None:
+        """Close and delete the temporary file; the target is untouched. Idempotent."""
+        self._finalizer()
+
+
+class UploadOnCommit:
+    """A binary file written locally and uploaded to an fsspec URL on :meth:`commit`.
+
+    Parameters
+    ----------
+    fs
+        The fsspec file system.
+    path
+        The path on ``fs``.
+    """
+
+    def __init__(self, fs: Any, path: str) -> None:
+        self.fs = fs
+        self.target = path
+        handle, self.temporary = tempfile.mkstemp(prefix="recordkit-upload-", suffix=".tmp")
+        self.file: IO[bytes] = os.fdopen(handle, "wb")
+        self._finalizer = weakref.finalize(self, _discard, self.file, self.temporary)
+
+    @property
+    def done(self) -> bool:
+        """Whether the file was committed or discarded."""
+        return not self._finalizer.alive
+
+    def commit(self) -> None:
+        """Upload the local file to the target, then delete it (also on failure)."""
+        if self.done:
+            raise ValueError(f"{self.target}: already committed or discarded")
+        try:
+            self.file.close()
+            self.fs.put_file(self.temporary, self.target)
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Delete the local file without uploading. Idempotent."""
+        self._finalizer()

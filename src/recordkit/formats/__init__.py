@@ -1,0 +1,136 @@
+"""The registry of record formats (the framing layer).
+
+Each format is a :class:`~recordkit.formats.base.RecordFormat` subclass registered here by name. The
+built-in formats are registered at the bottom of this module, one explicit line each; a third-party format
+is added with :func:`register_format`.
+
+Examples
+--------
+>>> from recordkit.formats import available_formats, get_format
+>>> available_formats()
+['ffrecord', 'ofrecord', 'tfrecord']
+>>> get_format("TFRecord").extensions
+('.tfrecord', '.tfrecords', '.tfrec', '.tfr')
+>>> detect_format(bytes.fromhex("0500000000000000eab2043e68656c6c6fbb1f1c19"))
+'tfrecord'
+"""
+
+from __future__ import annotations
+
+from recordkit.errors import UnknownFormatError
+from recordkit.formats.base import RecordFormat
+from recordkit.formats.ffrecord import FFRecordFormat
+from recordkit.formats.ofrecord import OFRecordFormat
+from recordkit.formats.tfrecord import TFRecordFormat
+
+__all__ = [
+    "RecordFormat",
+    "available_formats",
+    "detect_format",
+    "format_for_path",
+    "get_format",
+    "register_format",
+]
+
+_REGISTRY: dict[str, RecordFormat] = {}
+
+
+def register_format(cls: type[RecordFormat], *, replace: bool = False) -> type[RecordFormat]:
+    """Register a format class under its ``name``; usable as a class decorator.
+
+    Parameters
+    ----------
+    cls
+        A :class:`~recordkit.formats.base.RecordFormat` subclass with a ``name``.
+    replace
+        Allow replacing a format already registered under that name.
+
+    Raises
+    ------
+    ValueError
+        If the name is taken and ``replace`` is false.
+    """
+    name = cls.name.lower()
+    if name in _REGISTRY and not replace:
+        raise ValueError(f"a format named {name!r} is already registered")
+    _REGISTRY[name] = cls()
+    return cls
+
+
+def get_format(name: str) -> RecordFormat:
+    """Return the registered format called ``name`` (case-insensitive).
+
+    Raises
+    ------
+    UnknownFormatError
+        If no format has that name; the message lists the available ones.
+    """
+    found = _REGISTRY.get(str(name).lower())
+    if found is None:
+        raise UnknownFormatError(
+            f"unknown record format {name!r}; available formats: {', '.join(available_formats())}",
+            name=str(name),
+        )
+    return found
+
+
+def available_formats() -> list[str]:
+    """Return the names of the registered formats, sorted."""
+    return sorted(_REGISTRY)
+
+
+def format_for_path(path: str) -> tuple[RecordFormat, str | None] | None:
+    """Return the format a file name's suffix selects, and the compression the suffix implies.
+
+    The compression is ``None`` when the suffix says nothing about it (``"train.tfrecord"``), ``"gzip"`` or
+    ``"zlib"`` for ``.gz``/``.gzip``/``.zlib`` after a format suffix. Returns ``None`` if no format claims
+    the suffix.
+
+    Examples
+    --------
+    >>> fmt, compression = format_for_path("shard-0.tfrecord.gz")
+    >>> fmt.name, compression
+    ('tfrecord', 'gzip')
+    """
+    lowered = path.lower()
+    compression = None
+    for suffix, name in ((".gz", "gzip"), (".gzip", "gzip"), (".zlib", "zlib")):
+        if lowered.endswith(suffix):
+            lowered = lowered[: -len(suffix)]
+            compression = name
+            break
+    for fmt in _REGISTRY.values():
+        if lowered.endswith(fmt.extensions) and (
+            compression is None or compression in fmt.capabilities.compression
+        ):
+            return fmt, compression
+    return None
+
+
+def detect_format(head: bytes, size: int | None = None) -> str | None:
+    """Return the name of the format whose sniffer recognises ``head``, or ``None``.
+
+    Parameters
+    ----------
+    head
+        The first bytes of a file (a few KiB is plenty for most files; an FFRecord file needs its
+        whole header to be recognised).
+    size
+        The file size, when known; sniffers use it to reject lengths that do not fit.
+    """
+    for name in _SNIFF_ORDER:
+        fmt = _REGISTRY.get(name)
+        if fmt is not None and fmt.sniff(head, size) is True:
+            return name
+    for name, fmt in _REGISTRY.items():
+        if name not in _SNIFF_ORDER and fmt.sniff(head, size) is True:
+            return name
+    return None
+
+
+# Sniffers with checksums (few false positives) first, OFRecord's structural guess last.
+_SNIFF_ORDER = ("tfrecord", "ffrecord", "ofrecord")
+
+register_format(TFRecordFormat)
+register_format(OFRecordFormat)
+register_format(FFRecordFormat)

@@ -1,0 +1,554 @@
+"""The contract every record format implements.
+
+A record format is a :class:`RecordFormat` subclass, registered by name in :mod:`recordkit.formats`. It
+knows how records are framed in a file and nothing about what the records contain: frame readers yield
+``bytes`` and frame writers take ``bytes``. This layer never imports protobuf or numpy.
+
+A format declares
+
+``name``
+    The registry key, also the module name (``"tfrecord"`` lives in ``recordkit/formats/tfrecord.py``).
+``extensions``
+    File suffixes (with the dot) that select the format when a path ends with them.
+``capabilities``
+    A :class:`Capabilities` describing what the format can do.
+
+and implements
+
+``sniff(head, size)``
+    Whether the first bytes of a file look like this format. It may answer with an ``int`` instead of a
+    ``bool``: the number of leading bytes it needs to decide (the caller then calls it again with that many).
+``reader(source, *, check_crc, lenient, compression, offsets)``
+    A :class:`FrameReader` over a :class:`Source`.
+``writer(fileobj, *, compression, level, n)``
+    A :class:`FrameWriter` appending to a binary file object.
+
+Frame readers iterate records in file order. When :attr:`FrameReader.random_access` is true they also offer
+``len()``, :meth:`FrameReader.read_at` and :meth:`FrameReader.read_many`; otherwise those raise
+:class:`~recordkit.errors.UnsupportedOperationError`. Damaged input raises a
+:class:`~recordkit.errors.CorruptRecordError` carrying the path, the record index and the byte offset.
+
+Frame writers buffer frames and write them in large chunks; :meth:`FrameWriter.close` writes what is left
+(and, for indexed formats, the header) but never closes the file object, which belongs to the caller.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
+
+from recordkit.errors import TruncatedRecordError, UnsupportedOperationError
+
+if TYPE_CHECKING:
+    import mmap
+
+__all__ = [
+    "READ_CHUNK",
+    "Capabilities",
+    "Offsets",
+    "FrameReader",
+    "FrameWriter",
+    "IndexedFrameReader",
+    "RecordFormat",
+    "Source",
+    "SupportsRead",
+    "as_bytes",
+    "group_runs",
+    "normalize_compression",
+    "read_full",
+]
+
+Offsets: TypeAlias = "array[int] | Callable[[], array[int]]"
+"""A frame-offset table (``len + 1`` frame boundaries), or a function that loads one on first use."""
+
+_COMPRESSION_NAMES = {"": "", "none": "", "gzip": "gzip", "gz": "gzip", "zlib": "zlib"}
+
+READ_CHUNK = 1 << 20
+"""The largest single read from a stream: a length field, however large, never allocates more than this
+ahead of the bytes actually present."""
+
+
+class SupportsRead(Protocol):
+    """A binary stream: ``read(n)`` returns at most ``n`` bytes, ``b""`` at the end."""
+
+    def read(self, n: int = -1, /) -> bytes:
+        """Read up to ``n`` bytes."""
+        ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a format supports. The defaults are the cautious answers.
+
+    Attributes
+    ----------
+    random_access
+        Records can be read by index without reading the ones before them.
+    checksums
+        Records carry checksums that readers verify.
+    compression
+        Whole-file compression names the format accepts besides ``""`` (e.g. ``("gzip", "zlib")``).
+    empty_records
+        A record may be empty (zero bytes).
+    """
+
+    random_access: bool = False
+    checksums: bool = False
+    compression: tuple[str, ...] = ()
+    empty_records: bool = False
+
+
+def read_full(read: Any, n: int) -> bytes:
+    """Read exactly ``n`` bytes from ``read`` unless the stream ends first.
+
+    Reads at most :data:`READ_CHUNK` bytes at a time, so a corrupt length never allocates more than the
+    stream actually holds.
+
+    Parameters
+    ----------
+    read
+        A ``read(size)`` callable.
+    n
+        The number of bytes wanted.
+
+    Returns
+    -------
+    bytes
+        ``n`` bytes, or fewer if the stream ended.
+    """
+    if n <= 0:
+        return b""
+    if n <= READ_CHUNK:
+        data: bytes = read(n)
+        if len(data) == n or not data:
+            return data
+        parts = [data]
+        got = len(data)
+    else:
+        parts = []
+        got = 0
+    while got < n:
+        chunk: bytes = read(min(n - got, READ_CHUNK))
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def normalize_compression(name: str) -> str:
+    """Return the canonical compression name: ``""`` (none), ``"gzip"`` or ``"zlib"``.
+
+    TensorFlow's spellings (``"GZIP"``, ``"ZLIB"``, ``""``) are accepted in any case, and so are ``"none"``
+    and ``"gz"``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name.
+
+    Examples
+    --------
+    >>> normalize_compression("GZIP"), normalize_compression("NONE")
+    ('gzip', '')
+    """
+    canonical = _COMPRESSION_NAMES.get(str(name).lower())
+    if canonical is None:
+        raise ValueError(f"unknown compression {name!r}; use '', 'gzip' or 'zlib'")
+    return canonical
+
+
+def as_bytes(data: Any) -> bytes:
+    """Return a record given to a writer as ``bytes``.
+
+    Accepts ``bytes``, any object supporting the buffer protocol (``bytearray``, ``memoryview``, a numpy
+    ``uint8`` array, ...) and any object with a ``SerializeToString`` method (a protobuf message).
+
+    Raises
+    ------
+    TypeError
+        For anything else (``str`` included: encode it first).
+    """
+    if type(data) is bytes:
+        return data
+    serialize = getattr(data, "SerializeToString", None)
+    if serialize is not None:
+        result = serialize()
+        if not isinstance(result, bytes):
+            raise TypeError(
+                f"{type(data).__name__}.SerializeToString() returned {type(result).__name__}"
+            )
+        return result
+    if isinstance(data, str):
+        raise TypeError("records are bytes; encode the str first (e.g. text.encode())")
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise TypeError(
+            f"a record must be bytes-like or a protobuf message, not {type(data).__name__}"
+        ) from None
+    with view:
+        return view.tobytes()
+
+
+class Source:
+    """The bytes a frame reader reads: a whole-file buffer, a seekable file, or a stream.
+
+    Parameters
+    ----------
+    path
+        Shown in error messages (a path or URL), or ``None``.
+    buffer
+        The whole file as a memory map or ``bytes``. Fastest: iteration and random access slice it.
+    fileobj
+        A binary file object, used when there is no buffer.
+    seekable
+        Whether ``fileobj`` may be positioned with ``seek``; random access needs it (or a buffer).
+    size
+        The file size in bytes, when known.
+
+    Notes
+    -----
+    With a seekable ``fileobj`` every offset is relative to the position the file was at when the source
+    was made, so a record file embedded in a larger file can be read too.
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str | None,
+        buffer: mmap.mmap | bytes | None = None,
+        fileobj: IO[bytes] | SupportsRead | None = None,
+        seekable: bool = False,
+        size: int | None = None,
+    ) -> None:
+        if buffer is None and fileobj is None:
+            raise ValueError("a Source needs a buffer or a file object")
+        self.path = path
+        self.buffer = buffer
+        self.fileobj = fileobj
+        self.base = 0
+        if buffer is not None:
+            self.seekable = True
+            self.size: int | None = len(buffer)
+        else:
+            self.seekable = seekable
+            self.size = size
+            if seekable:
+                file: Any = fileobj
+                self.base = file.tell()
+                if size is None:
+                    self.size = file.seek(0, os.SEEK_END) - self.base
+                    file.seek(self.base)
+
+    @property
+    def random_access(self) -> bool:
+        """Whether :meth:`pread` works."""
+        return self.seekable
+
+    def pread(self, offset: int, n: int) -> bytes:
+        """Return up to ``n`` bytes at ``offset`` (fewer at the end of the file).
+
+        Raises
+        ------
+        UnsupportedOperationError
+            If the source is a stream.
+        """
+        if self.buffer is not None:
+            return self.buffer[offset : offset + n]
+        if not self.seekable:
+            raise UnsupportedOperationError(
+                "this source is a stream and cannot be read at an offset"
+            )
+        file: Any = self.fileobj
+        file.seek(self.base + offset)
+        return read_full(file.read, n)
+
+    def stream(self) -> SupportsRead:
+        """Return a stream positioned at the first byte of the records (of a buffer: a fresh one)."""
+        if self.buffer is not None:
+            return _BufferStream(self.buffer)
+        if self.seekable:
+            return _PositionedStream(self.fileobj, self.base)
+        return self.fileobj  # type: ignore[return-value]
+
+
+class _PositionedStream:
+    """A ``read(n)`` stream over a seekable file that keeps its own position.
+
+    Random reads (``pread``) may move the file's position between two reads of an iteration; this stream
+    seeks back to where it was before each read.
+    """
+
+    def __init__(self, file: Any, start: int) -> None:
+        self._file = file
+        self._pos = start
+
+    def read(self, n: int = -1, /) -> bytes:
+        file = self._file
+        if file.tell() != self._pos:
+            file.seek(self._pos)
+        data: bytes = file.read(n)
+        self._pos += len(data)
+        return data
+
+
+class _BufferStream:
+    """A ``read(n)`` stream over a buffer."""
+
+    def __init__(self, buffer: mmap.mmap | bytes) -> None:
+        self._buffer = buffer
+        self._pos = 0
+
+    def read(self, n: int = -1, /) -> bytes:
+        start = self._pos
+        stop = len(self._buffer) if n < 0 else start + n
+        self._pos = min(stop, len(self._buffer))
+        return self._buffer[start:stop]
+
+
+class _NoLengthError(UnsupportedOperationError, TypeError):
+    """``len()`` of a sequential reader: both recordkit's error and what ``len()`` raises without a length."""
+
+
+class FrameReader(ABC):
+    """Reads the records of one file. Subclasses implement the framing of one format.
+
+    Parameters
+    ----------
+    source
+        Where the bytes come from.
+    check_crc
+        Verify checksums (formats without checksums ignore it).
+    lenient
+        Treat a file that ends inside a record header as a clean end (sequential formats only).
+    """
+
+    def __init__(self, source: Source, *, check_crc: bool = True, lenient: bool = False) -> None:
+        self.source = source
+        self.path = source.path
+        self.check_crc = check_crc
+        self.lenient = lenient
+
+    @property
+    def random_access(self) -> bool:
+        """Whether ``len()``, :meth:`read_at` and :meth:`read_many` work."""
+        return self.source.random_access
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[bytes]:
+        """Yield every record, in file order."""
+
+    def __len__(self) -> int:
+        """Return the number of records."""
+        raise self.unsupported("len()", length=True)
+
+    def read_at(self, index: int) -> bytes:
+        """Return record ``index`` (``0 <= index < len(self)``)."""
+        raise self.unsupported("random access")
+
+    def read_many(self, indices: Sequence[int]) -> list[bytes]:
+        """Return the records at ``indices`` (each in ``range(len(self))``), in the order asked."""
+        read_at = self.read_at
+        return [read_at(i) for i in indices]
+
+    def close(self) -> None:  # noqa: B027 - most readers have nothing to release
+        """Release memory held by the reader; the source is closed by its owner."""
+
+    def unsupported(self, what: str, *, length: bool = False) -> UnsupportedOperationError:
+        """Return the error for an operation that needs random access on a sequential source.
+
+        With ``length=True`` (for ``len()``) the error is also a :class:`TypeError`, the error ``len()``
+        raises for objects without a length, so ``list(reader)`` still works on a sequential reader.
+        """
+        cls = _NoLengthError if length else UnsupportedOperationError
+        return cls(
+            f"{what} needs random access, but {self.path or 'this source'} can only be read in order "
+            "(a compressed file or a non-seekable stream). Iterate over it, or decompress it / copy it to "
+            "a local file first."
+        )
+
+    def truncated(self, message: str, index: int, offset: int) -> TruncatedRecordError:
+        """Return a :class:`~recordkit.errors.TruncatedRecordError` located in this file."""
+        return TruncatedRecordError(message, path=self.path, index=index, offset=offset)
+
+
+def group_runs(indices: Sequence[int]) -> list[tuple[int, int]]:
+    """Group the distinct values of ``indices`` into runs of consecutive integers.
+
+    Returns
+    -------
+    list of (first, last)
+        Inclusive bounds of each run, in increasing order.
+
+    Examples
+    --------
+    >>> group_runs([5, 1, 2, 3, 9, 2])
+    [(1, 3), (5, 5), (9, 9)]
+    """
+    runs: list[tuple[int, int]] = []
+    for i in sorted(set(indices)):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
+
+
+class IndexedFrameReader(FrameReader):
+    """A frame reader that can locate record ``i`` by its byte range (:meth:`span`).
+
+    Subclasses implement ``__len__``, :meth:`span` and :meth:`decode`; this class provides :meth:`read_at`
+    and a :meth:`read_many` that reads each run of neighbouring records with one ranged read when the
+    source is not memory-mapped.
+    """
+
+    @abstractmethod
+    def span(self, index: int) -> tuple[int, int]:
+        """Return the byte range ``[start, end)`` of record ``index`` in the file."""
+
+    @abstractmethod
+    def decode(self, blob: Any, pos: int, end: int, index: int, offset: int) -> bytes:
+        """Return record ``index`` from ``blob[pos:end]``, which holds its bytes found at file ``offset``."""
+
+    def read_at(self, index: int) -> bytes:
+        """Return record ``index`` (``0 <= index < len(self)``)."""
+        start, end = self.span(index)
+        buffer = self.source.buffer
+        if buffer is not None:
+            return self.decode(buffer, start, end, index, start)
+        return self.decode(self.source.pread(start, end - start), 0, end - start, index, start)
+
+    def read_many(self, indices: Sequence[int]) -> list[bytes]:
+        """Return the records at ``indices`` in the order asked, reading each run of neighbours at once."""
+        if self.source.buffer is not None:
+            return super().read_many(indices)
+        span = self.span
+        found: dict[int, bytes] = {}
+        for first, last in group_runs(indices):
+            base = span(first)[0]
+            blob = self.source.pread(base, span(last)[1] - base)
+            for i in range(first, last + 1):
+                start, end = span(i)
+                found[i] = self.decode(blob, start - base, end - base, i, start)
+        return [found[i] for i in indices]
+
+
+class FrameWriter(ABC):
+    """Writes records to one binary file object (which it never closes).
+
+    Parameters
+    ----------
+    fileobj
+        Where to write.
+    """
+
+    BUFFER_SIZE: ClassVar[int] = 1 << 20
+
+    def __init__(self, fileobj: IO[bytes]) -> None:
+        self.fileobj = fileobj
+        self.count = 0
+
+    @abstractmethod
+    def write(self, data: bytes) -> None:
+        """Append one record (already ``bytes``)."""
+
+    def write_many(self, records: Iterable[bytes]) -> int:
+        """Append every record of ``records``; return how many were written."""
+        write = self.write
+        count = 0
+        for record in records:
+            write(record)
+            count += 1
+        return count
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Write buffered frames to the file object."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Finish the file (write what is buffered, trailers, headers). Idempotence is the caller's job."""
+
+    def abort(self) -> None:  # noqa: B027 - most writers have nothing to discard
+        """Discard buffered data and temporary resources after a failure."""
+
+
+class RecordFormat(ABC):
+    """A record file format. Subclasses are registered with :func:`recordkit.formats.register_format`."""
+
+    name: ClassVar[str]
+    extensions: ClassVar[tuple[str, ...]] = ()
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    @abstractmethod
+    def sniff(self, head: bytes, size: int | None) -> bool | int:
+        """Return whether ``head`` (the first bytes of a file of ``size`` bytes) looks like this format.
+
+        Returns
+        -------
+        bool or int
+            ``True``/``False``, or the number of leading bytes needed to decide when ``head`` is too short.
+        """
+
+    @abstractmethod
+    def reader(
+        self,
+        source: Source,
+        *,
+        check_crc: bool = True,
+        lenient: bool = False,
+        compression: str = "",
+        offsets: Offsets | None = None,
+    ) -> FrameReader:
+        """Return a :class:`FrameReader` over ``source``.
+
+        Parameters
+        ----------
+        source
+            The bytes to read.
+        check_crc
+            Verify checksums.
+        lenient
+            A file ending inside a record header is a clean end.
+        compression
+            The whole-file compression (normalised name, ``""`` for none).
+        offsets
+            For sequential formats: a frame-offset table (``len + 1`` entries, the last one the end of the
+            data) or a function returning one, e.g. loading a sidecar index. ``None`` builds it by a
+            header-only scan when first needed. Other formats ignore it.
+        """
+
+    @abstractmethod
+    def writer(
+        self,
+        fileobj: IO[bytes],
+        *,
+        compression: str = "",
+        level: int | None = None,
+        n: int | None = None,
+    ) -> FrameWriter:
+        """Return a :class:`FrameWriter` appending records to ``fileobj``.
+
+        Parameters
+        ----------
+        fileobj
+            A binary file object open for writing.
+        compression
+            The whole-file compression (normalised name).
+        level
+            The compression level, when compressing.
+        n
+            The number of records that will be written, when the format can use it.
+        """
+
+    def detect_compression(self, head: bytes) -> str:
+        """Return the compression ``head`` appears to use (``""`` for none)."""
+        return ""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"

@@ -1,0 +1,428 @@
+"""FFRecord: HFAiLab's indexed record files (``.ffr``).
+
+Byte layout (all integers little-endian):
+
+=========  =====  =================================================================
+offset     size   field
+=========  =====  =================================================================
+0          4      ``checksum_meta``: zlib CRC-32 of bytes ``[4, 12 + 12N)``
+4          8      ``N`` (int64): number of samples
+12         4N     ``crc32[i]``: zlib CRC-32 of sample ``i``
+12 + 4N    8N     ``offset[i]``: absolute file offset of sample ``i``
+12 + 12N   ...    samples back to back, no padding
+=========  =====  =================================================================
+
+Sample ``i`` spans ``[offset[i], offset[i+1])``; the last one runs to the end of the file. An empty file
+(N = 0) is exactly 12 bytes. ``checksum_meta == 0`` marks a file from the first (pure-Python) ffrecord
+writer: recordkit opens it with a :class:`~recordkit.errors.LegacyFormatWarning` and still checks every
+sample's CRC.
+
+The reference reader trusts the header. recordkit checks on open that N fits the file, that the first
+sample starts right after the header, that offsets never decrease and stay inside the file
+(:class:`~recordkit.errors.HeaderError`), and that the header checksum matches
+(:class:`~recordkit.errors.ChecksumError`, unless ``check_crc=False``).
+
+Specification: https://github.com/HFAiLab/ffrecord (``ffrecord/src/writer.cpp`` and ``reader.cpp``).
+"""
+
+from __future__ import annotations
+
+import operator
+import shutil
+import struct
+import sys
+import tempfile
+import warnings
+import zlib
+from array import array
+from collections.abc import Iterator
+from typing import IO, Any, ClassVar
+
+from recordkit.errors import ChecksumError, HeaderError, LegacyFormatWarning
+from recordkit.formats.base import (
+    Capabilities,
+    FrameWriter,
+    IndexedFrameReader,
+    Offsets,
+    RecordFormat,
+    Source,
+    SupportsRead,
+    read_full,
+)
+
+__all__ = ["FFRecordFormat", "FFRecordReader", "FFRecordWriter", "build_header"]
+
+_PREFIX = struct.Struct("<Iq")
+_COUNT = struct.Struct("<q")
+_BIG_ENDIAN = sys.byteorder == "big"
+
+
+def _little_endian(table: array[int]) -> bytes:
+    if _BIG_ENDIAN:
+        table = array(table.typecode, table)
+        table.byteswap()
+    return table.tobytes()
+
+
+def build_header(crcs: array[int], offsets: array[int]) -> bytes:
+    """Return the FFRecord header for samples with these CRCs and absolute offsets.
+
+    Examples
+    --------
+    >>> build_header(array("I"), array("q")).hex(" ")
+    '69 df 22 65 00 00 00 00 00 00 00 00'
+    """
+    meta = _COUNT.pack(len(crcs)) + _little_endian(crcs) + _little_endian(offsets)
+    return struct.pack("<I", zlib.crc32(meta)) + meta
+
+
+class FFRecordReader(IndexedFrameReader):
+    """Reads an FFRecord file: the header on construction (random-access sources), samples on demand.
+
+    Parameters
+    ----------
+    source
+        The file. A stream is read sequentially: the header first, then each sample.
+    check_crc
+        Verify the header checksum and every sample's CRC-32.
+    lenient
+        Unused (FFRecord files have no partial-header ambiguity).
+    """
+
+    def __init__(self, source: Source, *, check_crc: bool = True, lenient: bool = False) -> None:
+        super().__init__(source, check_crc=check_crc, lenient=lenient)
+        self.crcs = array("I")
+        self.offsets = array("q")
+        self.size = source.size
+        if source.random_access:
+            assert source.size is not None
+            self._load(source.pread(0, 12), source.pread)
+
+    def _load(self, prefix: bytes, read_at: Any) -> None:
+        """Parse and check the header; ``read_at(offset, n)`` reads the rest of it."""
+        if len(prefix) < 12:
+            raise self.truncated(
+                f"the file is {len(prefix)} bytes long, shorter than the 12-byte FFRecord header",
+                0,
+                0,
+            )
+        meta, count = _PREFIX.unpack(prefix)
+        header_end = 12 + 12 * count
+        if count < 0 or (self.size is not None and header_end > self.size):
+            raise self._header_error(
+                f"the header declares {count} samples, which needs {header_end} header bytes, "
+                f"but the file has {self.size}"
+            )
+        body = read_at(12, 12 * count)
+        if len(body) < 12 * count:
+            raise self.truncated("the file ends inside the FFRecord header", 0, 12 + len(body))
+        if meta and self.check_crc:
+            actual = zlib.crc32(body, zlib.crc32(prefix[4:]))
+            if actual != meta:
+                raise ChecksumError(
+                    "FFRecord header checksum mismatch (the header is damaged)",
+                    path=self.path,
+                    offset=0,
+                    expected=meta,
+                    actual=actual,
+                )
+        self.crcs.frombytes(body[: 4 * count])
+        self.offsets.frombytes(body[4 * count :])
+        if _BIG_ENDIAN:
+            self.crcs.byteswap()
+            self.offsets.byteswap()
+        self._validate(header_end)
+        if not meta:
+            warnings.warn(
+                f"{self.path or 'this FFRecord file'} has no header checksum (written by an old ffrecord "
+                "version); its header cannot be verified. Rewrite it with recordkit to add one.",
+                LegacyFormatWarning,
+                stacklevel=4,
+            )
+
+    def _header_error(self, message: str, index: int | None = None) -> HeaderError:
+        return HeaderError(
+            message, path=self.path, index=index, offset=None if index is None else 12
+        )
+
+    def _validate(self, header_end: int) -> None:
+        offsets, size = self.offsets, self.size
+        if not offsets:
+            if size is not None and size != 12:
+                raise self._header_error(
+                    f"the header declares 0 samples but the file has {size - 12} bytes after it "
+                    "(an unfinished file, whose writer never wrote the header?)"
+                )
+            return
+        if offsets[0] != header_end:
+            raise self._header_error(
+                f"sample 0 starts at byte {offsets[0]}, not right after the header (byte {header_end})",
+                0,
+            )
+        if any(map(operator.gt, offsets, offsets[1:])):
+            bad = next(i for i in range(1, len(offsets)) if offsets[i] < offsets[i - 1])
+            raise self._header_error(
+                f"sample offsets decrease: sample {bad} starts at byte {offsets[bad]}, "
+                f"before sample {bad - 1} (byte {offsets[bad - 1]})",
+                bad,
+            )
+        if size is not None and offsets[-1] > size:
+            bad = next(i for i in range(len(offsets)) if offsets[i] > size)
+            raise self._header_error(
+                f"sample {bad} starts at byte {offsets[bad]}, past the end of the {size}-byte file "
+                "(is the file truncated?)",
+                bad,
+            )
+
+    def __len__(self) -> int:
+        """Return the number of samples."""
+        if not self.source.random_access:
+            raise self.unsupported("len()", length=True)
+        return len(self.offsets)
+
+    def span(self, index: int) -> tuple[int, int]:
+        """Return the byte range of sample ``index``."""
+        offsets = self.offsets
+        end = offsets[index + 1] if index + 1 < len(offsets) else self.size
+        assert end is not None
+        return offsets[index], end
+
+    def decode(self, blob: Any, pos: int, end: int, index: int, offset: int) -> bytes:
+        """Return sample ``index`` from ``blob[pos:end]``, checking its CRC-32."""
+        data: bytes = blob[pos:end]
+        if len(data) != end - pos:
+            raise self.truncated(
+                "the file is shorter than its header says (did it change?)", index, offset
+            )
+        if self.check_crc:
+            self._check(data, index, offset)
+        return data
+
+    def _check(self, data: bytes, index: int, offset: int) -> None:
+        actual = zlib.crc32(data)
+        if actual != self.crcs[index]:
+            raise ChecksumError(
+                "sample checksum mismatch",
+                path=self.path,
+                index=index,
+                offset=offset,
+                expected=self.crcs[index],
+                actual=actual,
+            )
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Yield every sample in order."""
+        buffer = self.source.buffer
+        if buffer is not None:
+            return self._iter_buffer(buffer)
+        if self.source.random_access:
+            return self._iter_ranges()
+        return self._iter_stream(self.source.stream())
+
+    def _iter_buffer(self, buffer: Any) -> Iterator[bytes]:
+        offsets, crcs = self.offsets, self.crcs
+        crc32 = zlib.crc32
+        check = self.check_crc
+        count = len(offsets)
+        for index in range(count):
+            start = offsets[index]
+            data = buffer[start : offsets[index + 1] if index + 1 < count else len(buffer)]
+            if check and crc32(data) != crcs[index]:
+                self._check(data, index, start)
+            yield data
+
+    def _iter_ranges(self, batch: int = 1 << 22) -> Iterator[bytes]:
+        """Read a seekable (e.g. remote) file in ranged reads of about ``batch`` bytes."""
+        count = len(self.offsets)
+        first = 0
+        while first < count:
+            last = first
+            start = self.offsets[first]
+            while last + 1 < count and self.span(last + 1)[1] - start <= batch:
+                last += 1
+            yield from self.read_many(range(first, last + 1))
+            first = last + 1
+
+    def _iter_stream(self, stream: SupportsRead) -> Iterator[bytes]:
+        read = stream.read
+
+        def read_header(offset: int, n: int) -> bytes:
+            return read_full(read, n)
+
+        self._load(read_full(read, 12), read_header)
+        offsets = self.offsets
+        count = len(offsets)
+        for index in range(count):
+            start = offsets[index]
+            if index + 1 < count:
+                length = offsets[index + 1] - start
+                data = read_full(read, length)
+                if len(data) < length:
+                    raise self.truncated("the file ends inside a sample", index, start)
+            else:
+                data = read_full(read, 1 << 62)
+            if self.check_crc:
+                self._check(data, index, start)
+            yield data
+
+
+class FFRecordWriter(FrameWriter):
+    """Writes an FFRecord file.
+
+    With ``n`` known and a seekable file, samples are written in place after a reserved header, which is
+    filled in by :meth:`close`. Otherwise samples go to an anonymous temporary file and the whole file is
+    assembled by :meth:`close`.
+
+    Parameters
+    ----------
+    fileobj
+        Where to write (positioned at the start of the FFRecord data).
+    n
+        The number of samples that will be written, or ``None``.
+    """
+
+    def __init__(self, fileobj: IO[bytes], *, n: int | None = None) -> None:
+        super().__init__(fileobj)
+        if n is not None and (isinstance(n, bool) or operator.index(n) < 0):
+            raise ValueError(f"n must be a non-negative int, not {n!r}")
+        self.n = n
+        self.crcs = array("I")
+        self.lengths = array("q")
+        self._parts: list[bytes] = []
+        self._pending = 0
+        self._spill: IO[bytes] | None = None
+        self._base = 0
+        seekable = False
+        if n is not None:
+            try:
+                seekable = fileobj.seekable()
+            except (AttributeError, OSError):
+                seekable = False
+        if seekable:
+            assert n is not None
+            self._base = fileobj.tell()
+            self._out = fileobj
+            fileobj.write(bytes(12 + 12 * n))
+        else:
+            self._spill = tempfile.TemporaryFile(prefix="recordkit-ffrecord-")  # noqa: SIM115
+            self._out = self._spill
+
+    def write(self, data: bytes) -> None:
+        """Append one sample.
+
+        Raises
+        ------
+        ValueError
+            If more than ``n`` samples are written.
+        """
+        if self.n is not None and self.count >= self.n:
+            raise ValueError(f"this FFRecord writer was told n={self.n} samples; cannot write more")
+        self.crcs.append(zlib.crc32(data))
+        self.lengths.append(len(data))
+        self._parts.append(data)
+        self.count += 1
+        self._pending += len(data)
+        if self._pending >= self.BUFFER_SIZE:
+            self._drain()
+
+    def _drain(self) -> None:
+        if self._parts:
+            self._out.write(b"".join(self._parts))
+            self._parts.clear()
+            self._pending = 0
+
+    def flush(self) -> None:
+        """Write buffered samples (to the file, or to the temporary spill file)."""
+        self._drain()
+
+    def close(self) -> None:
+        """Write the header (and, when spilling, the samples) to the file.
+
+        Raises
+        ------
+        ValueError
+            If ``n`` was given and a different number of samples was written.
+        """
+        self._drain()
+        if self.n is not None and self.count != self.n:
+            self.abort()
+            raise ValueError(
+                f"this FFRecord writer was told n={self.n} samples but got {self.count}"
+            )
+        offsets = array("q")
+        position = 12 + 12 * self.count
+        for length in self.lengths:
+            offsets.append(position)
+            position += length
+        header = build_header(self.crcs, offsets)
+        if self._spill is None:
+            self.fileobj.seek(self._base)
+            self.fileobj.write(header)
+            self.fileobj.seek(self._base + position)
+        else:
+            self.fileobj.write(header)
+            self._spill.seek(0)
+            shutil.copyfileobj(self._spill, self.fileobj, 1 << 20)
+            self._spill.close()
+            self._spill = None
+
+    def abort(self) -> None:
+        """Drop buffered samples and the spill file."""
+        self._parts.clear()
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+
+class FFRecordFormat(RecordFormat):
+    """The FFRecord format."""
+
+    name: ClassVar[str] = "ffrecord"
+    extensions: ClassVar[tuple[str, ...]] = (".ffr",)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        random_access=True, checksums=True, empty_records=True
+    )
+
+    def sniff(self, head: bytes, size: int | None) -> bool | int:
+        """Recognise a header whose sample count fits the file and whose checksum (or layout) verifies."""
+        if len(head) < 12:
+            return False
+        meta, count = _PREFIX.unpack_from(head)
+        header_end = 12 + 12 * count
+        if count < 0 or (size is not None and header_end > size):
+            return False
+        if len(head) < header_end:
+            return int(header_end)
+        if meta:
+            return bool(zlib.crc32(head[4:header_end]) == meta)
+        # A legacy file without a header checksum: check the layout instead.
+        offsets = array("q")
+        offsets.frombytes(head[12 + 4 * count : header_end])
+        if _BIG_ENDIAN:
+            offsets.byteswap()
+        if not offsets:
+            return size == 12 and head[:12] == bytes(12)
+        return bool(offsets[0] == header_end and not any(map(operator.gt, offsets, offsets[1:])))
+
+    def reader(
+        self,
+        source: Source,
+        *,
+        check_crc: bool = True,
+        lenient: bool = False,
+        compression: str = "",
+        offsets: Offsets | None = None,
+    ) -> FFRecordReader:
+        """Return an :class:`FFRecordReader` (the header is read and checked now, for seekable sources)."""
+        return FFRecordReader(source, check_crc=check_crc, lenient=lenient)
+
+    def writer(
+        self,
+        fileobj: IO[bytes],
+        *,
+        compression: str = "",
+        level: int | None = None,
+        n: int | None = None,
+    ) -> FFRecordWriter:
+        """Return an :class:`FFRecordWriter`."""
+        return FFRecordWriter(fileobj, n=n)

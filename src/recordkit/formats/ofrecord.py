@@ -1,0 +1,179 @@
+"""OFRecord: OneFlow's length-prefixed record files.
+
+Byte layout of one record (little-endian); a file (OneFlow calls it a *part*, e.g. ``part-0``) is records
+back to back, with no file header, no padding and no checksum:
+
+======  ======  =================================================
+offset  size    field
+======  ======  =================================================
+0       8       ``length`` (int64, > 0): payload size in bytes
+8       length  payload: a serialized ``oneflow.OFRecord`` message
+======  ======  =================================================
+
+OneFlow aborts on a zero or negative length, so the writer refuses empty records (an ``OFRecord`` without
+features serializes to zero bytes). OneFlow's legacy reader capped records at 64 MiB; recordkit has no cap
+but never allocates more than what is left in the file, so a damaged length cannot exhaust memory.
+
+Because there is no checksum, a flipped payload bit cannot be detected here: it surfaces (at best) as a
+:class:`~recordkit.errors.DecodeError` when the payload is parsed.
+
+Specification: ``oneflow/core/record/record.proto`` and ``oneflow/user/data/ofrecord_dataset.h``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import IO, TYPE_CHECKING, ClassVar
+
+from recordkit.errors import CorruptRecordError
+from recordkit.formats._sequential import SequentialFrameReader
+from recordkit.formats.base import Capabilities, FrameWriter, Offsets, RecordFormat, Source
+
+if TYPE_CHECKING:
+    import mmap
+
+__all__ = ["OFRecordFormat", "OFRecordReader", "OFRecordWriter"]
+
+_LENGTH = struct.Struct("<q")
+_MAP_ENTRY_TAG = 0x0A  # field 1 (``feature`` map), wire type 2 (length-delimited)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
+    """Decode a protobuf varint at ``pos``: ``(value, next position)``, or ``None`` if it runs off ``data``."""
+    value = 0
+    for shift in range(0, 70, 7):
+        if pos >= len(data):
+            return None
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+    return None
+
+
+class OFRecordReader(SequentialFrameReader):
+    """Reads OFRecord frames; see :class:`~recordkit.formats._sequential.SequentialFrameReader`."""
+
+    HEADER: ClassVar[int] = 8
+    TRAILER: ClassVar[int] = 0
+
+    def parse_header(self, header: bytes, index: int, offset: int) -> int:
+        """Return the payload length, which must be positive."""
+        length = int(_LENGTH.unpack(header)[0])
+        if length <= 0:
+            raise self._bad_length(length, index, offset)
+        return length
+
+    def _bad_length(self, length: int, index: int, offset: int) -> CorruptRecordError:
+        return CorruptRecordError(
+            f"invalid record length {length} (OFRecord lengths are positive; is this an OFRecord file?)",
+            path=self.path,
+            index=index,
+            offset=offset,
+        )
+
+    def iter_buffer(self, buffer: mmap.mmap | bytes, size: int) -> Iterator[bytes]:
+        """Yield the records of a memory-mapped file (the hot loop)."""
+        unpack = _LENGTH.unpack_from
+        pos = 0
+        index = 0
+        while pos < size:
+            if size - pos < 8:
+                if self.lenient:
+                    return
+                raise self.truncated("the file ends inside a record header", index, pos)
+            length = unpack(buffer, pos)[0]
+            if length <= 0:
+                raise self._bad_length(length, index, pos)
+            stop = pos + 8 + length
+            if stop > size:
+                raise self.truncated("the file ends inside a record", index, pos)
+            yield buffer[pos + 8 : stop]
+            pos = stop
+            index += 1
+
+
+class OFRecordWriter(FrameWriter):
+    """Writes OFRecord frames; empty records are refused."""
+
+    def __init__(self, fileobj: IO[bytes]) -> None:
+        super().__init__(fileobj)
+        self._parts: list[bytes] = []
+        self._pending = 0
+
+    def write(self, data: bytes) -> None:
+        """Append one record.
+
+        Raises
+        ------
+        ValueError
+            If ``data`` is empty: OneFlow cannot read a zero-length record.
+        """
+        if not data:
+            raise ValueError(
+                "OFRecord cannot store an empty record (OneFlow aborts on a zero length); "
+                "an OFRecord message with no features serializes to zero bytes"
+            )
+        self._parts += (_LENGTH.pack(len(data)), data)
+        self.count += 1
+        self._pending += len(data) + 8
+        if self._pending >= self.BUFFER_SIZE:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write buffered records to the file object."""
+        if self._parts:
+            self.fileobj.write(b"".join(self._parts))
+            self._parts.clear()
+            self._pending = 0
+
+    def close(self) -> None:
+        """Write what is buffered."""
+        self.flush()
+
+    def abort(self) -> None:
+        """Drop buffered records."""
+        self._parts.clear()
+
+
+class OFRecordFormat(RecordFormat):
+    """The OFRecord format."""
+
+    name: ClassVar[str] = "ofrecord"
+    extensions: ClassVar[tuple[str, ...]] = (".ofrecord",)
+    capabilities: ClassVar[Capabilities] = Capabilities(random_access=True)
+
+    def sniff(self, head: bytes, size: int | None) -> bool | int:
+        """Recognise a positive first length that fits the file, followed by an ``OFRecord`` map entry."""
+        if len(head) < 9:
+            return False
+        length = _LENGTH.unpack_from(head)[0]
+        if length <= 0 or (size is not None and 8 + length > size) or head[8] != _MAP_ENTRY_TAG:
+            return False
+        entry = _varint(head, 9)
+        return entry is None or entry[0] + entry[1] - 8 <= length
+
+    def reader(
+        self,
+        source: Source,
+        *,
+        check_crc: bool = True,
+        lenient: bool = False,
+        compression: str = "",
+        offsets: Offsets | None = None,
+    ) -> OFRecordReader:
+        """Return an :class:`OFRecordReader` (OFRecord has no checksums; ``check_crc`` changes nothing)."""
+        return OFRecordReader(source, check_crc=check_crc, lenient=lenient, offsets=offsets)
+
+    def writer(
+        self,
+        fileobj: IO[bytes],
+        *,
+        compression: str = "",
+        level: int | None = None,
+        n: int | None = None,
+    ) -> OFRecordWriter:
+        """Return an :class:`OFRecordWriter`."""
+        return OFRecordWriter(fileobj)

@@ -1,0 +1,417 @@
+"""TFRecord: TensorFlow's CRC-framed record files.
+
+Byte layout of one record (all integers little-endian); a file is records back to back, with no file header:
+
+======  =====  =============================================
+offset  size   field
+======  =====  =============================================
+0       8      ``length`` (uint64): payload size in bytes
+8       4      masked CRC32C of the 8 length bytes
+12      length payload (usually a serialized ``tf.train.Example``)
+12+len  4      masked CRC32C of the payload
+======  =====  =============================================
+
+``masked(crc) = ((crc >> 15 | crc << 17) + 0xA282EAD8) mod 2**32`` (see :mod:`recordkit.formats._crc`).
+The whole file may be GZIP or ZLIB compressed (TensorFlow's ``compression_type``); compressed files can only
+be read in order.
+
+Errors are located the way TensorFlow reports them: a bad length checksum at the record's first byte, a bad
+payload checksum at the record's first byte + 12. A file ending inside a header is an error unless
+``lenient=True`` (TensorFlow silently stops there).
+
+Specification: ``tensorflow/tsl/lib/io/record_writer.h`` and https://www.tensorflow.org/tutorials/load_data/tfrecord
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterable, Iterator
+from typing import IO, TYPE_CHECKING, ClassVar
+
+from recordkit.errors import ChecksumError, CorruptRecordError, TruncatedRecordError
+from recordkit.formats import _crc
+from recordkit.formats._sequential import SequentialFrameReader
+from recordkit.formats.base import (
+    READ_CHUNK,
+    Capabilities,
+    FrameWriter,
+    Offsets,
+    RecordFormat,
+    Source,
+    SupportsRead,
+)
+
+if TYPE_CHECKING:
+    import mmap
+
+__all__ = ["TFRecordFormat", "TFRecordReader", "TFRecordWriter", "frame"]
+
+_HEADER = struct.Struct("<QI")
+_LENGTH = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+_MASK_DELTA = _crc.MASK_DELTA
+_WBITS = {"gzip": 31, "zlib": 15}
+_CACHE_LIMIT = 4096
+
+
+def frame(data: bytes) -> bytes:
+    """Return ``data`` framed as one TFRecord record.
+
+    Examples
+    --------
+    >>> frame(b"hello").hex(" ")
+    '05 00 00 00 00 00 00 00 ea b2 04 3e 68 65 6c 6c 6f bb 1f 1c 19'
+    """
+    length = _LENGTH.pack(len(data))
+    return (
+        length + _U32.pack(_crc.masked_crc32c(length)) + data + _U32.pack(_crc.masked_crc32c(data))
+    )
+
+
+def _looks_zlib(head: bytes) -> bool:
+    return (
+        len(head) >= 2
+        and head[0] & 0x0F == 8
+        and head[0] >> 4 <= 7
+        and (head[0] << 8 | head[1]) % 31 == 0
+    )
+
+
+def _valid_header(head: bytes, size: int | None) -> bool:
+    if len(head) < 12:
+        return False
+    length, stored = _HEADER.unpack_from(head)
+    if _crc.masked_crc32c(head[:8]) != stored:
+        return False
+    return size is None or 16 + length <= size
+
+
+class _Inflater:
+    """A ``read(n)`` stream that inflates GZIP (any number of members) or ZLIB data in bounded steps.
+
+    Damaged or truncated compressed data raises :class:`~recordkit.errors.CorruptRecordError` /
+    :class:`~recordkit.errors.TruncatedRecordError` located at the uncompressed offset reached.
+    """
+
+    def __init__(self, raw: SupportsRead, compression: str, path: str | None) -> None:
+        self._raw = raw
+        self._wbits = _WBITS[compression]
+        self._name = compression.upper()
+        self._path = path
+        self._inflate = zlib.decompressobj(self._wbits)
+        self._input = b""
+        self._in_member = False
+        self._done = False
+        self.position = 0
+
+    def read(self, n: int = -1, /) -> bytes:
+        """Return up to ``n`` inflated bytes (``b""`` at the end of the stream)."""
+        if n == 0:
+            return b""
+        limit = READ_CHUNK if n < 0 else n
+        while not self._done:
+            inflate = self._inflate
+            if inflate.unconsumed_tail:
+                chunk = inflate.unconsumed_tail
+            elif self._input:
+                chunk, self._input = self._input, b""
+            else:
+                chunk = self._raw.read(READ_CHUNK)
+                if not chunk:
+                    if self._in_member:
+                        raise TruncatedRecordError(
+                            f"the {self._name} stream ends before its end marker (the file is truncated)",
+                            path=self._path,
+                            offset=self.position,
+                        )
+                    self._done = True
+                    break
+            self._in_member = True
+            try:
+                out = inflate.decompress(chunk, limit)
+            except zlib.error as exc:
+                raise CorruptRecordError(
+                    f"corrupt {self._name} data: {exc}", path=self._path, offset=self.position
+                ) from exc
+            if inflate.eof:
+                self._in_member = False
+                self._input = inflate.unused_data
+                self._inflate = zlib.decompressobj(self._wbits)
+                if self._input and self._name == "ZLIB":
+                    raise CorruptRecordError(
+                        "unexpected bytes after the end of the ZLIB stream",
+                        path=self._path,
+                        offset=self.position + len(out),
+                    )
+            if out:
+                self.position += len(out)
+                return out
+        return b""
+
+
+class TFRecordReader(SequentialFrameReader):
+    """Reads TFRecord frames; see :class:`~recordkit.formats._sequential.SequentialFrameReader`."""
+
+    HEADER: ClassVar[int] = 12
+    TRAILER: ClassVar[int] = 4
+
+    def parse_header(self, header: bytes, index: int, offset: int) -> int:
+        """Return the payload length, verifying the length checksum when ``check_crc`` is on."""
+        length, stored = _HEADER.unpack(header)
+        if self.check_crc:
+            actual = _crc.masked_crc32c(header[:8])
+            if actual != stored:
+                raise self._length_error(index, offset, stored, actual)
+        return int(length)
+
+    def check_payload(self, data: bytes, trailer: bytes, index: int, offset: int) -> None:
+        """Verify the payload checksum."""
+        stored = _U32.unpack(trailer)[0]
+        actual = _crc.masked_crc32c(data)
+        if actual != stored:
+            raise self._data_error(index, offset, stored, actual)
+
+    def _length_error(self, index: int, offset: int, stored: int, actual: int) -> ChecksumError:
+        return ChecksumError(
+            "length checksum mismatch (is this a TFRecord file?)",
+            path=self.path,
+            index=index,
+            offset=offset,
+            expected=stored,
+            actual=actual,
+        )
+
+    def _data_error(self, index: int, offset: int, stored: int, actual: int) -> ChecksumError:
+        return ChecksumError(
+            "payload checksum mismatch",
+            path=self.path,
+            index=index,
+            offset=offset + 12,
+            expected=stored,
+            actual=actual,
+        )
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Yield every record in file order."""
+        if self.inflate is not None:
+            return self._iter_compressed(self.inflate(self.source.stream()))
+        return super().__iter__()
+
+    def _iter_compressed(self, stream: SupportsRead) -> Iterator[bytes]:
+        index = 0
+        try:
+            for record in self.iter_stream(stream):
+                yield record
+                index += 1
+        except CorruptRecordError as exc:
+            if exc.index is not None:
+                raise
+            raise type(exc)(exc.reason, path=self.path, index=index, offset=exc.offset) from exc
+
+    def iter_buffer(self, buffer: mmap.mmap | bytes, size: int) -> Iterator[bytes]:
+        """Yield the records of a memory-mapped file: the hot loop, kept free of method calls."""
+        unpack_header = _HEADER.unpack_from
+        unpack_u32 = _U32.unpack_from
+        crc32c = _crc.crc32c
+        check = self.check_crc
+        # The length checksum depends only on the length: remember it for the lengths seen so far.
+        known: dict[int, int] = {}
+        pos = 0
+        index = 0
+        while pos < size:
+            if size - pos < 12:
+                if self.lenient:
+                    return
+                raise self.truncated("the file ends inside a record header", index, pos)
+            length, stored = unpack_header(buffer, pos)
+            if check:
+                expected = known.get(length)
+                if expected is None:
+                    crc = crc32c(buffer[pos : pos + 8])
+                    expected = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+                    if len(known) < _CACHE_LIMIT:
+                        known[length] = expected
+                if expected != stored:
+                    raise self._length_error(index, pos, stored, expected)
+            start = pos + 12
+            stop = start + length
+            if stop + 4 > size:
+                raise self.truncated("the file ends inside a record", index, pos)
+            data = buffer[start:stop]
+            if check:
+                crc = crc32c(data)
+                actual = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+                stored = unpack_u32(buffer, stop)[0]
+                if actual != stored:
+                    raise self._data_error(index, pos, stored, actual)
+            yield data
+            pos = stop + 4
+            index += 1
+
+
+class TFRecordWriter(FrameWriter):
+    """Writes TFRecord frames, optionally through a GZIP or ZLIB compressor.
+
+    Parameters
+    ----------
+    fileobj
+        Where to write.
+    compression
+        ``""``, ``"gzip"`` or ``"zlib"``.
+    level
+        The zlib compression level (0-9, or -1 for zlib's default, which TensorFlow uses too).
+    """
+
+    def __init__(
+        self, fileobj: IO[bytes], *, compression: str = "", level: int | None = None
+    ) -> None:
+        super().__init__(fileobj)
+        self._parts: list[bytes] = []
+        self._pending = 0
+        self._headers: dict[int, bytes] = {}
+        self._compressor = None
+        if compression:
+            level = -1 if level is None else level
+            if not -1 <= level <= 9:
+                raise ValueError(f"compression level must be between -1 and 9, not {level}")
+            self._compressor = zlib.compressobj(level, zlib.DEFLATED, _WBITS[compression])
+        elif level is not None:
+            raise ValueError("a compression level needs compression='gzip' or 'zlib'")
+
+    def _header(self, length: int) -> bytes:
+        header = self._headers.get(length)
+        if header is None:
+            packed = _LENGTH.pack(length)
+            header = packed + _U32.pack(_crc.masked_crc32c(packed))
+            if len(self._headers) < _CACHE_LIMIT:
+                self._headers[length] = header
+        return header
+
+    def write(self, data: bytes) -> None:
+        """Append one record."""
+        crc = _crc.crc32c(data)
+        self._parts += (
+            self._header(len(data)),
+            data,
+            _U32.pack((((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF),
+        )
+        self.count += 1
+        self._pending += len(data) + 16
+        if self._pending >= self.BUFFER_SIZE:
+            self._drain()
+
+    def write_many(self, records: Iterable[bytes]) -> int:
+        """Append every record of ``records``; return how many were written."""
+        parts = self._parts
+        header_for, headers = self._header, self._headers
+        crc32c, pack = _crc.crc32c, _U32.pack
+        limit = self.BUFFER_SIZE
+        count = 0
+        for data in records:
+            length = len(data)
+            crc = crc32c(data)
+            parts += (
+                headers.get(length) or header_for(length),
+                data,
+                pack((((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF),
+            )
+            count += 1
+            self._pending += length + 16
+            if self._pending >= limit:
+                self._drain()
+        self.count += count
+        return count
+
+    def _drain(self) -> None:
+        blob = b"".join(self._parts)
+        self._parts.clear()
+        self._pending = 0
+        if self._compressor is not None:
+            blob = self._compressor.compress(blob)
+        if blob:
+            self.fileobj.write(blob)
+
+    def flush(self) -> None:
+        """Write every buffered record to the file object (a compressor is sync-flushed)."""
+        self._drain()
+        if self._compressor is not None:
+            self.fileobj.write(self._compressor.flush(zlib.Z_SYNC_FLUSH))
+
+    def close(self) -> None:
+        """Write what is buffered and end the compressed stream."""
+        self._drain()
+        if self._compressor is not None:
+            self.fileobj.write(self._compressor.flush())
+            self._compressor = None
+
+    def abort(self) -> None:
+        """Drop buffered records."""
+        self._parts.clear()
+        self._compressor = None
+
+
+class TFRecordFormat(RecordFormat):
+    """The TFRecord format (plain, GZIP or ZLIB)."""
+
+    name: ClassVar[str] = "tfrecord"
+    extensions: ClassVar[tuple[str, ...]] = (".tfrecord", ".tfrecords", ".tfrec", ".tfr")
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        random_access=True, checksums=True, compression=("gzip", "zlib"), empty_records=True
+    )
+
+    def sniff(self, head: bytes, size: int | None) -> bool | int:
+        """Recognise a plain TFRecord by its first length checksum, a compressed one by what it inflates to."""
+        if _valid_header(head, size):
+            return True
+        compression = self.detect_compression(head)
+        if not compression:
+            return False
+        try:
+            inflated = zlib.decompressobj(_WBITS[compression]).decompress(head, 64)
+        except zlib.error:
+            return False
+        return _valid_header(inflated, None)
+
+    def detect_compression(self, head: bytes) -> str:
+        """Return ``"gzip"`` or ``"zlib"`` if ``head`` starts a compressed stream and is no plain TFRecord."""
+        if _valid_header(head, None):
+            return ""
+        if head[:3] == b"\x1f\x8b\x08":
+            return "gzip"
+        if _looks_zlib(head):
+            return "zlib"
+        return ""
+
+    def reader(
+        self,
+        source: Source,
+        *,
+        check_crc: bool = True,
+        lenient: bool = False,
+        compression: str = "",
+        offsets: Offsets | None = None,
+    ) -> TFRecordReader:
+        """Return a :class:`TFRecordReader`; compressed sources are read through an inflater."""
+        _crc.warn_if_slow()
+        inflate = None
+        if compression:
+
+            def inflate(raw: SupportsRead) -> SupportsRead:
+                return _Inflater(raw, compression, source.path)
+
+        return TFRecordReader(
+            source, check_crc=check_crc, lenient=lenient, inflate=inflate, offsets=offsets
+        )
+
+    def writer(
+        self,
+        fileobj: IO[bytes],
+        *,
+        compression: str = "",
+        level: int | None = None,
+        n: int | None = None,
+    ) -> TFRecordWriter:
+        """Return a :class:`TFRecordWriter` (``n`` is not needed and ignored)."""
+        _crc.warn_if_slow()
+        return TFRecordWriter(fileobj, compression=compression, level=level)

@@ -1,0 +1,791 @@
+"""Open record files for reading and writing: :func:`open`, :class:`RecordReader`, :class:`RecordWriter`.
+
+This module is format-agnostic: it finds the format (argument, file suffix, then content), opens the
+file (memory-mapped when it is a local file), and delegates the framing to the format's frame reader or
+writer from :mod:`recordkit.formats`.
+
+Examples
+--------
+>>> import os, tempfile, recordkit as rk
+>>> path = os.path.join(tempfile.mkdtemp(), "demo.tfrecord")
+>>> with rk.open(path, "w") as writer:
+...     writer.write_many([b"alpha", b"beta", b"gamma"])
+3
+>>> with rk.open(path) as reader:
+...     len(reader), reader[-1], reader.read([2, 0])
+(3, b'gamma', [b'gamma', b'alpha'])
+"""
+
+from __future__ import annotations
+
+import bisect
+import builtins
+import glob
+import itertools
+import mmap
+import operator
+import os
+import stat
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from recordkit._atomic import AtomicFile, UploadOnCommit
+from recordkit._index import default_index_path, load_index, save_index
+from recordkit.errors import UnknownFormatError
+from recordkit.formats import available_formats, detect_format, format_for_path, get_format
+from recordkit.formats._sequential import SequentialFrameReader
+from recordkit.formats.base import (
+    FrameReader,
+    FrameWriter,
+    RecordFormat,
+    Source,
+    as_bytes,
+    normalize_compression,
+)
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from typing_extensions import Self
+
+__all__ = ["RecordReader", "RecordWriter", "open", "write_index"]
+
+PathLike = str | os.PathLike[str]
+SNIFF_SIZE = 1 << 16
+"""How many leading bytes are read to recognise a file's format (more for a large FFRecord header)."""
+SNIFF_LIMIT = 1 << 26
+"""The most a sniffer may ask for (64 MiB)."""
+
+
+def _is_url(path: str) -> bool:
+    scheme, sep, _ = path.partition("://")
+    return bool(sep) and scheme.isidentifier() and len(scheme) > 1
+
+
+def _fsspec() -> Any:
+    try:
+        import fsspec
+    except ImportError as exc:
+        raise ImportError(
+            "reading or writing URLs needs fsspec: pip install recordkit[remote]"
+        ) from exc
+    return fsspec
+
+
+# -- opening one file for reading -----------------------------------------------------------------
+
+
+class _Opened:
+    """A source plus the resources recordkit opened for it (closed by :meth:`close`)."""
+
+    def __init__(
+        self, source: Source, resources: Sequence[Any] = (), local_path: str | None = None
+    ) -> None:
+        self.source = source
+        self.resources = list(resources)
+        self.local_path = local_path
+
+    def close(self) -> None:
+        for resource in reversed(self.resources):
+            resource.close()
+        self.resources.clear()
+
+
+def _open_local(path: str) -> _Opened:
+    file = builtins.open(path, "rb")  # noqa: SIM115 - owned by the returned _Opened
+    try:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            return _Opened(Source(path=path, fileobj=file), [file], path)
+        if info.st_size == 0:
+            return _Opened(Source(path=path, buffer=b""), [file], path)
+        try:
+            mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):
+            return _Opened(
+                Source(path=path, fileobj=file, seekable=True, size=info.st_size), [file], path
+            )
+    except BaseException:
+        file.close()
+        raise
+    return _Opened(Source(path=path, buffer=mapped), [mapped, file], path)
+
+
+def _open_url(url: str) -> _Opened:
+    fs, fs_path = _fsspec().core.url_to_fs(url)
+    file = fs.open(fs_path, "rb")
+    try:
+        size = fs.size(fs_path)
+        return _Opened(Source(path=url, fileobj=file, seekable=True, size=size), [file])
+    except BaseException:
+        file.close()
+        raise
+
+
+class _PeekStream:
+    """A stream whose first bytes were already read (to sniff them) and are replayed first."""
+
+    def __init__(self, head: bytes, stream: Any) -> None:
+        self._head = head
+        self._read = stream.read
+
+    def read(self, n: int = -1, /) -> bytes:
+        if not self._head:
+            data: bytes = self._read(n)
+            return data
+        if n < 0:
+            data = self._head + self._read()
+            self._head = b""
+            return data
+        data, self._head = self._head[:n], self._head[n:]
+        return data
+
+
+def _open_fileobj(fileobj: Any) -> _Opened:
+    if not callable(getattr(fileobj, "read", None)):
+        raise TypeError(f"expected a path or a binary file object, not {type(fileobj).__name__}")
+    name = getattr(fileobj, "name", None)
+    path = os.fspath(name) if isinstance(name, (str, os.PathLike)) else None
+    try:
+        seekable = bool(fileobj.seekable())
+    except (AttributeError, OSError, ValueError):
+        seekable = False
+    return _Opened(Source(path=path, fileobj=fileobj, seekable=seekable))
+
+
+def _head(opened: _Opened, n: int) -> bytes:
+    source = opened.source
+    if source.random_access:
+        return source.pread(0, n)
+    fileobj: Any = source.fileobj
+    head = fileobj.read(n)
+    if not isinstance(head, bytes):
+        raise TypeError(
+            f"the file object returned {type(head).__name__} from read(); open it in binary mode"
+        )
+    source.fileobj = _PeekStream(head, fileobj)
+    return head
+
+
+def _sniff(opened: _Opened) -> RecordFormat:
+    size = opened.source.size
+    head = _head(opened, SNIFF_SIZE)
+    name = detect_format(head, size)
+    if name is None and opened.source.random_access:
+        # A sniffer may need more bytes (an FFRecord header); give each one what it asks for, once.
+        for candidate in available_formats():
+            fmt = get_format(candidate)
+            wanted = fmt.sniff(head, size)
+            needs_more = (
+                wanted is not True and wanted is not False and len(head) < wanted <= SNIFF_LIMIT
+            )
+            if needs_more and fmt.sniff(_head(opened, int(wanted)), size) is True:
+                name = candidate
+                break
+    if name is None:
+        where = opened.source.path or "the file object"
+        raise UnknownFormatError(
+            f"cannot tell the record format of {where}: pass format= (one of "
+            f"{', '.join(available_formats())}) or use a known file suffix"
+        )
+    return get_format(name)
+
+
+def _resolve_format(
+    opened: _Opened | None, path: str | None, format: str | None, compression: str | None
+) -> tuple[RecordFormat, str | None]:
+    """Return the format and the compression (``None``: still unknown) for one file."""
+    if compression is not None:
+        compression = normalize_compression(compression)
+    if format is not None:
+        return get_format(format), compression
+    by_suffix = format_for_path(path) if path else None
+    if by_suffix is not None:
+        fmt, suffix_compression = by_suffix
+        return fmt, compression if compression is not None else suffix_compression
+    if opened is None:
+        raise UnknownFormatError(
+            f"cannot tell the record format of {path or 'the file object'} from its name: pass format= "
+            f"(one of {', '.join(available_formats())})"
+        )
+    return _sniff(opened), compression
+
+
+def _check_compression(fmt: RecordFormat, compression: str) -> None:
+    if compression and compression not in fmt.capabilities.compression:
+        raise ValueError(f"the {fmt.name} format does not support {compression!r} compression")
+
+
+def _index_loader(index: Any, opened: _Opened) -> Callable[[], array[int]] | None:
+    source = opened.source
+    if index is False or not source.random_access or source.size is None:
+        return None
+    if index is None or index is True:
+        if opened.local_path is None:
+            return None
+        index_path = default_index_path(opened.local_path)
+        if not os.path.exists(index_path):
+            return None
+    else:
+        index_path = os.fspath(index)
+    size = source.size
+    return lambda: load_index(index_path, size=size, path=source.path)
+
+
+def _open_part(
+    src: Any,
+    *,
+    format: str | None,
+    compression: str | None,
+    check_crc: bool,
+    index: Any,
+    lenient: bool,
+) -> tuple[FrameReader, _Opened, RecordFormat, str]:
+    if isinstance(src, (str, os.PathLike)):
+        path = os.fspath(src)
+        opened = _open_url(path) if _is_url(path) else _open_local(path)
+    else:
+        opened = _open_fileobj(src)
+        path = opened.source.path
+    try:
+        fmt, comp = _resolve_format(opened, path, format, compression)
+        if comp is None:
+            comp = fmt.detect_compression(_head(opened, 64)) if fmt.capabilities.compression else ""
+        _check_compression(fmt, comp)
+        offsets = None if comp else _index_loader(index, opened)
+        frames = fmt.reader(
+            opened.source, check_crc=check_crc, lenient=lenient, compression=comp, offsets=offsets
+        )
+    except BaseException:
+        opened.close()
+        raise
+    return frames, opened, fmt, comp
+
+
+def _expand(src: Any) -> tuple[list[Any], str | None]:
+    """Return the files a source names and the display path: a list, a directory, or one file."""
+    if isinstance(src, (list, tuple)):
+        if not src:
+            raise ValueError("an empty list of files")
+        return list(src), None
+    if isinstance(src, (str, os.PathLike)):
+        path = os.fspath(src)
+        if not _is_url(path) and os.path.isdir(path):
+            files = sorted(glob.glob(os.path.join(glob.escape(path), "*.ffr")))
+            if not files:
+                raise FileNotFoundError(f"no *.ffr files in the directory {path}")
+            return files, path
+        return [path], path
+    return [src], None
+
+
+# -- the reader -------------------------------------------------------------------------------------
+
+
+class RecordReader:
+    """Reads the records of one file, or of several files as one sequence.
+
+    Made by :func:`open`. Iterating yields each record as ``bytes``. Files that allow random access
+    (every uncompressed file that is not a stream) also support ``len(reader)``, ``reader[i]`` (negative
+    indexes count from the end), ``reader[a:b]`` (a list) and :meth:`read`.
+
+    Attributes
+    ----------
+    paths
+        The files read, in order (``None`` entries for file objects without a name).
+    """
+
+    def __init__(
+        self,
+        parts: Sequence[tuple[FrameReader, _Opened]],
+        *,
+        path: str | None,
+        format: str,
+        compression: str,
+    ) -> None:
+        self._frames = [frames for frames, _ in parts]
+        self._opened = [opened for _, opened in parts]
+        self._path = path
+        self._format = format
+        self._compression = compression
+        self._starts: list[int] | None = None
+        self._closed = False
+        self.paths = [frames.path for frames in self._frames]
+
+    # properties
+
+    @property
+    def path(self) -> str | None:
+        """The path or URL given (the directory for a directory of files), or ``None``."""
+        return self._path
+
+    @property
+    def format(self) -> str:
+        """The format name (``"tfrecord"``, ``"ofrecord"``, ``"ffrecord"``, ...)."""
+        return self._format
+
+    @property
+    def compression(self) -> str:
+        """The whole-file compression: ``""``, ``"gzip"`` or ``"zlib"``."""
+        return self._compression
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    @property
+    def supports_random_access(self) -> bool:
+        """Whether ``len()``, indexing, slicing and :meth:`read` work."""
+        return all(frames.random_access for frames in self._frames)
+
+    # lifecycle
+
+    def close(self) -> None:
+        """Close the files recordkit opened (a file object passed in stays open). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for frames in self._frames:
+            frames.close()
+        for opened in self._opened:
+            opened.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<RecordReader {self._format} {self._path or self.paths!r} ({state})>"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("I/O operation on a closed RecordReader")
+
+    # reading
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Yield every record, file after file."""
+        self._check_open()
+        if len(self._frames) == 1:
+            return iter(self._frames[0])
+        return itertools.chain.from_iterable(self._frames)
+
+    def _part_starts(self) -> list[int]:
+        if self._starts is None:
+            starts = [0]
+            for frames in self._frames:
+                starts.append(starts[-1] + len(frames))
+            self._starts = starts
+        return self._starts
+
+    def __len__(self) -> int:
+        """Return the number of records (a header-only scan on first use for TFRecord and OFRecord)."""
+        self._check_open()
+        return self._part_starts()[-1]
+
+    def _normalize(self, index: Any, total: int) -> int:
+        i = operator.index(index)
+        if i < 0:
+            i += total
+        if not 0 <= i < total:
+            raise IndexError(f"record index {index} out of range for {total} records")
+        return i
+
+    def _locate(self, i: int) -> tuple[FrameReader, int]:
+        if len(self._frames) == 1:
+            return self._frames[0], i
+        starts = self._part_starts()
+        part = bisect.bisect_right(starts, i) - 1
+        return self._frames[part], i - starts[part]
+
+    @overload
+    def __getitem__(self, key: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> list[bytes]: ...
+
+    def __getitem__(self, key: int | slice) -> bytes | list[bytes]:
+        """Return record ``key`` or, for a slice, a list of records."""
+        self._check_open()
+        if isinstance(key, slice):
+            return self.read(range(*key.indices(len(self))))
+        frames, local = self._locate(self._normalize(key, len(self)))
+        return frames.read_at(local)
+
+    def read(self, indices: Iterable[int]) -> list[bytes]:
+        """Return the records at ``indices`` as a list, in the order asked.
+
+        Neighbouring records are read together, so sorted or adjacent indexes cost few I/O calls.
+        Negative indexes count from the end.
+        """
+        self._check_open()
+        total = len(self)
+        wanted = [self._normalize(i, total) for i in indices]
+        if len(self._frames) == 1:
+            return self._frames[0].read_many(wanted)
+        starts = self._part_starts()
+        by_part: dict[int, list[int]] = {}
+        for i in wanted:
+            by_part.setdefault(bisect.bisect_right(starts, i) - 1, []).append(i)
+        found: dict[int, bytes] = {}
+        for part, members in by_part.items():
+            base = starts[part]
+            records = self._frames[part].read_many([i - base for i in members])
+            found.update(zip(members, records, strict=True))
+        return [found[i] for i in wanted]
+
+
+# -- the writer -------------------------------------------------------------------------------------
+
+
+class RecordWriter:
+    """Writes records to one file. Made by :func:`open` with mode ``"w"``.
+
+    Writing to a path is atomic: records go to a hidden temporary file beside the target, which is renamed
+    into place by :meth:`close`. If the ``with`` block raises, :meth:`abort` is called, or the writer is
+    garbage-collected without being closed, the target is left untouched and the temporary file removed.
+    A file object passed in is written directly and never closed.
+
+    Attributes
+    ----------
+    count
+        The number of records written so far.
+    """
+
+    def __init__(
+        self,
+        frames: FrameWriter,
+        *,
+        target: AtomicFile | UploadOnCommit | None,
+        path: str | None,
+        format: str,
+        compression: str,
+    ) -> None:
+        self._frames = frames
+        self._target = target
+        self._path = path
+        self._format = format
+        self._compression = compression
+        self._closed = False
+
+    @property
+    def path(self) -> str | None:
+        """The target path or URL, or ``None`` for a file object without a name."""
+        return self._path
+
+    @property
+    def format(self) -> str:
+        """The format name."""
+        return self._format
+
+    @property
+    def compression(self) -> str:
+        """The whole-file compression: ``""``, ``"gzip"`` or ``"zlib"``."""
+        return self._compression
+
+    @property
+    def closed(self) -> bool:
+        """Whether the writer was closed or aborted."""
+        return self._closed
+
+    @property
+    def count(self) -> int:
+        """The number of records written so far."""
+        return self._frames.count
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("I/O operation on a closed RecordWriter")
+
+    def write(self, data: Any) -> None:
+        """Append one record: ``bytes``, any bytes-like object, or a protobuf message."""
+        self._check_open()
+        self._frames.write(as_bytes(data))
+
+    def write_many(self, records: Iterable[Any]) -> int:
+        """Append every record of ``records``; return how many were written."""
+        self._check_open()
+        return self._frames.write_many(map(as_bytes, records))
+
+    def flush(self) -> None:
+        """Push buffered records to the (temporary) file."""
+        self._check_open()
+        self._frames.flush()
+        self._frames.fileobj.flush()
+
+    def close(self) -> None:
+        """Finish the file and move it into place. Idempotent.
+
+        If finishing fails (a disk error, an FFRecord count different from ``n``), the error propagates and
+        no file is left at the target.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._frames.close()
+            if self._target is not None:
+                self._target.commit()
+            else:
+                self._frames.fileobj.flush()
+        except BaseException:
+            self._discard()
+            raise
+
+    def abort(self) -> None:
+        """Stop writing and discard everything: the target is left untouched. Idempotent."""
+        self._closed = True
+        self._discard()
+
+    def _discard(self) -> None:
+        self._frames.abort()
+        if self._target is not None:
+            self._target.discard()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<RecordWriter {self._format} {self._path!r} ({state})>"
+
+
+# -- open -------------------------------------------------------------------------------------------
+
+
+def _open_reader(
+    src: Any,
+    *,
+    format: str | None,
+    compression: str | None,
+    check_crc: bool,
+    index: Any,
+    lenient: bool,
+) -> RecordReader:
+    files, path = _expand(src)
+    if len(files) > 1 and index not in (None, False, True):
+        raise ValueError("index= takes a path only when reading a single file")
+    parts: list[tuple[FrameReader, _Opened]] = []
+    formats: list[tuple[str, str]] = []
+    try:
+        for file in files:
+            frames, opened, fmt, comp = _open_part(
+                file,
+                format=format,
+                compression=compression,
+                check_crc=check_crc,
+                index=index,
+                lenient=lenient,
+            )
+            parts.append((frames, opened))
+            formats.append((fmt.name, comp))
+    except BaseException:
+        for _, opened in parts:
+            opened.close()
+        raise
+    if len(set(formats)) > 1:
+        for _, opened in parts:
+            opened.close()
+        raise UnknownFormatError(f"the files mix formats or compressions: {sorted(set(formats))}")
+    name, comp = formats[0]
+    return RecordReader(parts, path=path, format=name, compression=comp)
+
+
+def _open_writer(
+    dst: Any,
+    *,
+    format: str | None,
+    compression: str | None,
+    level: int | None,
+    n: int | None,
+    fsync: bool,
+) -> RecordWriter:
+    target: AtomicFile | UploadOnCommit | None
+    if isinstance(dst, (str, os.PathLike)):
+        path: str | None = os.fspath(dst)
+        fileobj = None
+    elif callable(getattr(dst, "write", None)):
+        name = getattr(dst, "name", None)
+        path = os.fspath(name) if isinstance(name, (str, os.PathLike)) else None
+        fileobj = dst
+    else:
+        raise TypeError(f"expected a path or a binary file object, not {type(dst).__name__}")
+    fmt, comp = _resolve_format(None, path, format, compression)
+    comp = comp or ""
+    _check_compression(fmt, comp)
+    if fileobj is None:
+        assert path is not None
+        if _is_url(path):
+            fs, fs_path = _fsspec().core.url_to_fs(path)
+            target = UploadOnCommit(fs, fs_path)
+        else:
+            target = AtomicFile(path, fsync=fsync)
+        fileobj = target.file
+    else:
+        target = None
+    try:
+        frames = fmt.writer(fileobj, compression=comp, level=level, n=n)
+    except BaseException:
+        if target is not None:
+            target.discard()
+        raise
+    return RecordWriter(frames, target=target, path=path, format=fmt.name, compression=comp)
+
+
+@overload
+def open(
+    src: Any,
+    mode: Literal["r"] = "r",
+    *,
+    format: str | None = None,
+    compression: str | None = None,
+    check_crc: bool = True,
+    index: PathLike | bool | None = None,
+    lenient: bool = False,
+) -> RecordReader: ...
+
+
+@overload
+def open(
+    src: Any,
+    mode: Literal["w"],
+    *,
+    format: str | None = None,
+    compression: str | None = None,
+    level: int | None = None,
+    n: int | None = None,
+    fsync: bool = False,
+) -> RecordWriter: ...
+
+
+def open(
+    src: Any,
+    mode: str = "r",
+    *,
+    format: str | None = None,
+    compression: str | None = None,
+    check_crc: bool = True,
+    index: PathLike | bool | None = None,
+    lenient: bool = False,
+    level: int | None = None,
+    n: int | None = None,
+    fsync: bool = False,
+) -> RecordReader | RecordWriter:
+    """Open a record file for reading (``mode="r"``) or writing (``mode="w"``).
+
+    Parameters
+    ----------
+    src
+        A path (``str`` or :class:`pathlib.Path`), an fsspec URL (``"s3://bucket/x.tfrecord"``, needs
+        ``recordkit[remote]``), a binary file object, or, for reading, a list of paths or a directory of
+        ``*.ffr`` files (read as one sequence, in sorted order).
+    mode
+        ``"r"`` or ``"w"``.
+    format
+        ``"tfrecord"``, ``"ofrecord"``, ``"ffrecord"`` (any case). Default: from the file suffix
+        (``.tfrecord``, ``.tfrecords``, ``.tfrec``, ``.tfr``, optionally followed by ``.gz``, ``.gzip`` or
+        ``.zlib``; ``.ofrecord``; ``.ffr``), else, when reading, from the file's content.
+    compression
+        TFRecord only: ``""``/``"none"``, ``"gzip"`` or ``"zlib"`` (TensorFlow's ``"GZIP"``/``"ZLIB"`` too).
+        Default: from the suffix, else (reading) from the content.
+    check_crc
+        Reading: verify checksums. ``False`` verifies nothing.
+    index
+        Reading TFRecord/OFRecord: a sidecar index path to load, ``False`` to never use one, or ``None`` to
+        use ``<file>.idx`` when it exists (else the offsets are found by a header-only scan when needed).
+    lenient
+        Reading: a file that ends inside a record header ends cleanly, as in TensorFlow; by default it
+        raises :class:`~recordkit.errors.TruncatedRecordError`.
+    level
+        Writing compressed TFRecord: the zlib level, 0-9 (default: zlib's default, as TensorFlow).
+    n
+        Writing FFRecord: the number of records that will be written, if known (they are then written
+        in place; otherwise they are assembled at close). Writing a different number is an error.
+    fsync
+        Writing: fsync the file and its directory on close.
+
+    Returns
+    -------
+    RecordReader or RecordWriter
+
+    Raises
+    ------
+    ValueError
+        For a mode other than ``"r"``/``"w"``, or an option that does not fit the format.
+    UnknownFormatError
+        If the format cannot be determined.
+    """
+    if mode == "r":
+        if level is not None or n is not None or fsync:
+            raise ValueError("level=, n= and fsync= apply to writing (mode='w')")
+        return _open_reader(
+            src,
+            format=format,
+            compression=compression,
+            check_crc=check_crc,
+            index=index,
+            lenient=lenient,
+        )
+    if mode == "w":
+        if index is not None or lenient or not check_crc:
+            raise ValueError("check_crc=, index= and lenient= apply to reading (mode='r')")
+        return _open_writer(
+            src, format=format, compression=compression, level=level, n=n, fsync=fsync
+        )
+    raise ValueError(f"invalid mode {mode!r}: use 'r' or 'w'")
+
+
+def write_index(
+    path: PathLike,
+    index_path: PathLike | None = None,
+    *,
+    format: str | None = None,
+) -> str:
+    """Write the sidecar offset index of a TFRecord or OFRecord file.
+
+    Parameters
+    ----------
+    path
+        The record file (local, uncompressed).
+    index_path
+        Where to write the index; default ``<path>.idx``.
+    format
+        The format, if the suffix does not tell it.
+
+    Returns
+    -------
+    str
+        The index path.
+    """
+    index_path = os.fspath(index_path) if index_path is not None else default_index_path(path)
+    with _open_reader(
+        path, format=format, compression=None, check_crc=True, index=False, lenient=False
+    ) as reader:
+        frames = reader._frames[0]
+        if not isinstance(frames, SequentialFrameReader):
+            raise TypeError(f"the {reader.format} format has its own index; it needs no sidecar")
+        if not frames.random_access:
+            raise frames.unsupported("building an index")
+        save_index(frames.offsets, index_path)
+    return index_path
