@@ -203,7 +203,7 @@ def test_writing_after_close_raises(tmp_path):
 
 def test_write_accepts_bytes_likes_and_messages(tmp_path):
     class Message:
-        def SerializeToString(self) -> bytes:  # noqa: N802 - the protobuf method name
+        def SerializeToString(self) -> bytes:
             return b"message"
 
     items = [b"bytes", bytearray(b"bytearray"), memoryview(b"memoryview"), Message()]

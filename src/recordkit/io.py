@@ -430,7 +430,9 @@ class RecordReader:
         """
         self._check_open()
         total = len(self)
-        wanted = [self._normalize(i, total) for i in indices]
+        wanted = indices if type(indices) is list else list(indices)
+        if wanted and (min(wanted) < 0 or max(wanted) >= total or type(wanted[0]) is not int):
+            wanted = [self._normalize(i, total) for i in wanted]
         if len(self._frames) == 1:
             return self._frames[0].read_many(wanted)
         starts = self._part_starts()

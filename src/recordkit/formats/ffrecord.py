@@ -35,7 +35,7 @@ import tempfile
 import warnings
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO, Any, ClassVar
 
 from recordkit.errors import ChecksumError, HeaderError, LegacyFormatWarning
@@ -197,6 +197,25 @@ class FFRecordReader(IndexedFrameReader):
         if self.check_crc:
             self._check(data, index, offset)
         return data
+
+    def read_many(self, indices: Sequence[int]) -> list[bytes]:
+        """Return the samples at ``indices``, in the order asked."""
+        buffer = self.source.buffer
+        if buffer is None:
+            return super().read_many(indices)
+        offsets, crcs = self.offsets, self.crcs
+        crc32 = zlib.crc32
+        check = self.check_crc
+        last = len(offsets) - 1
+        size = len(buffer)
+        records = []
+        for index in indices:
+            start = offsets[index]
+            data = buffer[start : offsets[index + 1] if index < last else size]
+            if check and crc32(data) != crcs[index]:
+                self._check(data, index, start)
+            records.append(data)
+        return records
 
     def _check(self, data: bytes, index: int, offset: int) -> None:
         actual = zlib.crc32(data)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, ClassVar
 
 from recordkit.errors import ChecksumError, CorruptRecordError, TruncatedRecordError
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["TFRecordFormat", "TFRecordReader", "TFRecordWriter", "frame"]
 
 _HEADER = struct.Struct("<QI")
+_TRAILER_AND_HEADER = struct.Struct("<IQI")
 _LENGTH = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 _MASK_DELTA = _crc.MASK_DELTA
@@ -210,44 +211,81 @@ class TFRecordReader(SequentialFrameReader):
             raise type(exc)(exc.reason, path=self.path, index=index, offset=exc.offset) from exc
 
     def iter_buffer(self, buffer: mmap.mmap | bytes, size: int) -> Iterator[bytes]:
-        """Yield the records of a memory-mapped file: the hot loop, kept free of method calls."""
-        unpack_header = _HEADER.unpack_from
-        unpack_u32 = _U32.unpack_from
+        """Yield the records of a memory-mapped file: the hot loop, kept free of method calls.
+
+        One ``unpack_from`` per record reads the payload checksum together with the next record's header.
+        """
+        if not self.check_crc:
+            return super().iter_buffer(buffer, size)
+        return self._iter_checked(buffer, size)
+
+    def _iter_checked(self, buffer: mmap.mmap | bytes, size: int) -> Iterator[bytes]:
+        unpack_next = _TRAILER_AND_HEADER.unpack_from
         crc32c = _crc.crc32c
-        check = self.check_crc
         # The length checksum depends only on the length: remember it for the lengths seen so far.
         known: dict[int, int] = {}
         pos = 0
         index = 0
-        while pos < size:
-            if size - pos < 12:
-                if self.lenient:
-                    return
-                raise self.truncated("the file ends inside a record header", index, pos)
-            length, stored = unpack_header(buffer, pos)
-            if check:
-                expected = known.get(length)
-                if expected is None:
-                    crc = crc32c(buffer[pos : pos + 8])
-                    expected = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
-                    if len(known) < _CACHE_LIMIT:
-                        known[length] = expected
-                if expected != stored:
-                    raise self._length_error(index, pos, stored, expected)
-            start = pos + 12
-            stop = start + length
-            if stop + 4 > size:
-                raise self.truncated("the file ends inside a record", index, pos)
-            data = buffer[start:stop]
-            if check:
-                crc = crc32c(data)
-                actual = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
-                stored = unpack_u32(buffer, stop)[0]
-                if actual != stored:
-                    raise self._data_error(index, pos, stored, actual)
+        if size < 12:
+            if size and not self.lenient:
+                raise self.truncated("the file ends inside a record header", 0, 0)
+            return
+        length, stored = _HEADER.unpack_from(buffer, 0)
+        while True:
+            expected = known.get(length)
+            if expected is None:
+                crc = crc32c(buffer[pos : pos + 8])
+                expected = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+                if len(known) < _CACHE_LIMIT:
+                    known[length] = expected
+            if expected != stored:
+                raise self._length_error(index, pos, stored, expected)
+            stop = pos + 12 + length
+            data = buffer[pos + 12 : stop]
+            try:
+                stored, length, next_stored = unpack_next(buffer, stop)
+            except struct.error:
+                # Fewer than 16 bytes after the payload: the last record, or a truncated file.
+                if stop + 4 > size:
+                    raise self.truncated("the file ends inside a record", index, pos) from None
+                stored = _U32.unpack_from(buffer, stop)[0]
+                length = -1
+            crc = crc32c(data)
+            if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != stored:
+                raise self._data_error(index, pos, stored, _crc.masked_crc32c(data))
             yield data
             pos = stop + 4
             index += 1
+            if length < 0:
+                if pos == size or self.lenient:
+                    return
+                raise self.truncated("the file ends inside a record header", index, pos)
+            stored = next_stored
+
+    def read_many(self, indices: Sequence[int]) -> list[bytes]:
+        """Return the records at ``indices``, in the order asked."""
+        buffer = self.source.buffer
+        if buffer is None or not self.check_crc:
+            return super().read_many(indices)
+        offsets = self.offsets
+        unpack_length, unpack_u32 = _HEADER.unpack_from, _U32.unpack_from
+        crc32c = _crc.crc32c
+        records = []
+        for index in indices:
+            start, end = offsets[index], offsets[index + 1]
+            length, stored = unpack_length(buffer, start)
+            if start + 16 + length != end:
+                return super().read_many(indices)  # let decode() report the stale index
+            crc = crc32c(buffer[start : start + 8])
+            if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != stored:
+                raise self._length_error(index, start, stored, _crc.masked_crc32c(buffer[start : start + 8]))
+            data = buffer[start + 12 : end - 4]
+            crc = crc32c(data)
+            stored = unpack_u32(buffer, end - 4)[0]
+            if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != stored:
+                raise self._data_error(index, start, stored, _crc.masked_crc32c(data))
+            records.append(data)
+        return records
 
 
 class TFRecordWriter(FrameWriter):
