@@ -1,0 +1,448 @@
+"""A lean reader of the protobuf wire format of Example, SequenceExample and OFRecord payloads.
+
+The scanner walks one serialized message and, for each *wanted* feature, records its kind (the field
+number of the ``Feature`` oneof that is set) and its values as raw chunks, without building protobuf
+objects:
+
+* a numeric list becomes the bytes of its packed payload: a packed chunk is taken whole, and values that
+  were written unpacked (one tag per value) are taken one by one. Joined, these chunks are exactly the
+  packed encoding, so one ``np.frombuffer`` (fixed-width) or one vectorised varint decode
+  (:func:`decode_varints`) turns a whole batch into an array;
+* a bytes list becomes its values.
+
+Protobuf's merge rules are followed: map entries may come in any order and the last entry with a given
+key wins; a field of a sub-message written twice is merged; of the ``Feature`` oneof the last kind set
+wins and the values of repeated occurrences of the same kind are concatenated. Unknown fields are
+skipped by wire type. Features that are not wanted are skipped by their length without looking inside.
+
+Anything malformed (a varint over 10 bytes, a length past the end of its message, a known field with the
+wrong wire type, a truncated message) raises :class:`~recordkit.errors.DecodeError`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+
+from recordkit.errors import DecodeError
+
+if TYPE_CHECKING:
+    from collections.abc import Container
+
+    import numpy.typing as npt
+
+__all__ = [
+    "BYTES",
+    "FIXED32",
+    "FIXED64",
+    "OFRECORD_KINDS",
+    "TF_KINDS",
+    "VARINT",
+    "Chunk",
+    "NotTemplatable",
+    "Slot",
+    "decode_varints",
+    "scan_example",
+    "scan_features",
+    "scan_sequence_example",
+]
+
+# How the values of a list are encoded on the wire.
+BYTES: Final = 0
+VARINT: Final = 1
+FIXED32: Final = 2
+FIXED64: Final = 3
+
+#: Field number of each ``Feature`` oneof member -> value encoding, for tf.train.Example.
+TF_KINDS: Final[dict[int, int]] = {1: BYTES, 2: FIXED32, 3: VARINT}
+#: The same for oneflow.OFRecord (bytes, float, double, int32, int64).
+OFRECORD_KINDS: Final[dict[int, int]] = {1: BYTES, 2: FIXED32, 3: FIXED64, 4: VARINT, 5: VARINT}
+
+_UNPACKED_WIRE_TYPE: Final = {VARINT: 0, FIXED32: 5, FIXED64: 1}
+_WIDTH: Final = {FIXED32: 4, FIXED64: 8}
+_MAX_GROUP_DEPTH: Final = 100
+
+#: A value chunk: the bytes themselves, or their ``(start, stop)`` position in the message when the
+#: scanner records positions (the batch template path).
+Chunk = bytes | tuple[int, int]
+#: What the scanner found for one feature: ``(kind, chunks)``; kind 0 means no oneof member was set.
+Slot = tuple[int, list[Chunk]]
+
+
+class NotTemplatable(Exception):  # noqa: N818 - an internal signal, never seen by users
+    """Raised in position-recording mode when a record cannot serve as a batch template."""
+
+
+def _varint_tail(buf: bytes, pos: int, first: int) -> tuple[int, int]:
+    """Finish reading a varint whose first byte ``first`` (>= 0x80) was at ``pos - 1``."""
+    result = first & 0x7F
+    shift = 7
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise DecodeError("malformed protobuf: varint longer than 10 bytes")
+
+
+def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Read a length prefix at ``pos``; return ``(stop, start)`` of the bytes it delimits, bounds-checked."""
+    n = buf[pos]
+    pos += 1
+    if n >= 0x80:
+        n, pos = _varint_tail(buf, pos, n)
+    stop = pos + n
+    if stop > end:
+        raise DecodeError("malformed protobuf: length runs past the end of its message")
+    return stop, pos
+
+
+def _skip(buf: bytes, pos: int, end: int, tag: int) -> int:
+    """Skip the value of an unknown field with ``tag`` starting at ``pos``; return the position after it."""
+    wire_type = tag & 7
+    if tag >> 3 == 0:
+        raise DecodeError("malformed protobuf: field number 0")
+    if wire_type == 0:
+        while buf[pos] >= 0x80:
+            pos += 1
+            if pos > end:
+                break
+        pos += 1
+    elif wire_type == 1:
+        pos += 8
+    elif wire_type == 2:
+        pos, _ = _length(buf, pos, end)
+    elif wire_type == 5:
+        pos += 4
+    elif wire_type == 3:
+        pos = _skip_group(buf, pos, end, tag >> 3)
+    else:
+        raise DecodeError(f"malformed protobuf: invalid wire type {wire_type}")
+    if pos > end:
+        raise DecodeError("malformed protobuf: field runs past the end of its message")
+    return pos
+
+
+def _skip_group(buf: bytes, pos: int, end: int, field: int) -> int:
+    """Skip a (deprecated) group up to its matching end-group tag, iteratively."""
+    open_groups = [field]
+    while open_groups:
+        if pos >= end:
+            raise DecodeError("malformed protobuf: unterminated group")
+        tag = buf[pos]
+        pos += 1
+        if tag >= 0x80:
+            tag, pos = _varint_tail(buf, pos, tag)
+        if tag & 7 == 4:
+            if tag >> 3 != open_groups.pop():
+                raise DecodeError("malformed protobuf: mismatched end-group tag")
+        elif tag & 7 == 3:
+            if len(open_groups) >= _MAX_GROUP_DEPTH:
+                raise DecodeError("malformed protobuf: groups nested too deeply")
+            open_groups.append(tag >> 3)
+        else:
+            pos = _skip(buf, pos, end, tag)
+    return pos
+
+
+def _wrong_wire_type(what: str, tag: int) -> DecodeError:
+    return DecodeError(f"malformed protobuf: {what} has wire type {tag & 7}")
+
+
+def _scan_list(
+    buf: bytes, pos: int, end: int, encoding: int, chunks: list[Chunk], positions: bool
+) -> None:
+    """Append the values of one ``BytesList``/``FloatList``/... message in ``buf[pos:end]`` to ``chunks``."""
+    while pos < end:
+        tag = buf[pos]
+        pos += 1
+        if tag >= 0x80:
+            tag, pos = _varint_tail(buf, pos, tag)
+        if tag == 0x0A:  # field 1, length-delimited: a bytes value or a packed run of numbers
+            stop, pos = _length(buf, pos, end)
+            if encoding >= FIXED32 and (stop - pos) % _WIDTH[encoding]:
+                raise DecodeError(
+                    f"malformed protobuf: packed payload of {stop - pos} bytes is not a whole number "
+                    f"of {_WIDTH[encoding]}-byte values"
+                )
+            chunks.append((pos, stop) if positions else buf[pos:stop])
+            pos = stop
+        elif tag >> 3 == 1:
+            if encoding == BYTES or tag & 7 != _UNPACKED_WIRE_TYPE[encoding]:
+                raise _wrong_wire_type("a list value", tag)
+            if positions:
+                raise NotTemplatable
+            start = pos
+            if encoding == VARINT:
+                while buf[pos] >= 0x80:
+                    pos += 1
+                    if pos - start >= 10:
+                        raise DecodeError("malformed protobuf: varint longer than 10 bytes")
+                pos += 1
+            else:
+                pos += _WIDTH[encoding]
+            if pos > end:
+                raise DecodeError("malformed protobuf: value runs past the end of its list")
+            chunks.append(buf[start:pos])
+        else:
+            pos = _skip(buf, pos, end, tag)
+
+
+def _scan_feature(buf: bytes, pos: int, end: int, kinds: dict[int, int], positions: bool) -> Slot:
+    """Read one ``Feature`` message in ``buf[pos:end]``."""
+    kind = 0
+    chunks: list[Chunk] = []
+    while pos < end:
+        tag = buf[pos]
+        pos += 1
+        if tag >= 0x80:
+            tag, pos = _varint_tail(buf, pos, tag)
+        field = tag >> 3
+        encoding = kinds.get(field)
+        if encoding is None:
+            pos = _skip(buf, pos, end, tag)
+            continue
+        if tag & 7 != 2:
+            raise _wrong_wire_type("a Feature list", tag)
+        stop, pos = _length(buf, pos, end)
+        if field != kind:  # a oneof: setting another member clears the previous one
+            kind = field
+            chunks = []
+        _scan_list(buf, pos, stop, encoding, chunks, positions)
+        pos = stop
+    return kind, chunks
+
+
+def _merge_feature(
+    buf: bytes, regions: list[tuple[int, int]], kinds: dict[int, int], positions: bool
+) -> Slot:
+    """Read a map value written as one or more ``Feature`` messages (protobuf merges them)."""
+    kind, chunks = _scan_feature(buf, regions[0][0], regions[0][1], kinds, positions)
+    for start, stop in regions[1:]:
+        more_kind, more = _scan_feature(buf, start, stop, kinds, positions)
+        if more_kind == kind:
+            chunks.extend(more)
+        elif more_kind:
+            kind, chunks = more_kind, more
+    return kind, chunks
+
+
+def _map_entry(buf: bytes, pos: int, end: int) -> tuple[bytes, list[tuple[int, int]]]:
+    """Read a map entry: its key and the ``(start, stop)`` of each occurrence of its value field."""
+    key = b""
+    values: list[tuple[int, int]] = []
+    while pos < end:
+        tag = buf[pos]
+        pos += 1
+        if tag >= 0x80:
+            tag, pos = _varint_tail(buf, pos, tag)
+        if tag == 0x0A:
+            stop, pos = _length(buf, pos, end)
+            key = buf[pos:stop]
+        elif tag == 0x12:
+            stop, pos = _length(buf, pos, end)
+            values.append((pos, stop))
+        elif tag >> 3 in (1, 2):
+            raise _wrong_wire_type("a map entry field", tag)
+        else:
+            stop = _skip(buf, pos, end, tag)
+        pos = stop
+    return key, values
+
+
+def scan_features(
+    buf: bytes,
+    pos: int,
+    end: int,
+    wanted: Container[bytes],
+    kinds: dict[int, int],
+    out: dict[bytes, Slot],
+    dont_care: list[tuple[int, int]] | None = None,
+) -> None:
+    """Read a ``Features`` (or ``OFRecord``) message in ``buf[pos:end]`` into ``out``.
+
+    Parameters
+    ----------
+    buf, pos, end
+        The serialized message and the part of it to read.
+    wanted
+        The feature names (UTF-8 bytes) to extract; the others are skipped by length.
+    kinds
+        :data:`TF_KINDS` or :data:`OFRECORD_KINDS`.
+    out
+        Receives ``name -> (kind, chunks)``; a later entry with the same name replaces an earlier one.
+    dont_care
+        When given, chunks are ``(start, stop)`` positions instead of bytes, the value regions of features
+        that are not wanted are appended here, and :class:`NotTemplatable` is raised for unpacked values.
+    """
+    positions = dont_care is not None
+    while pos < end:
+        tag = buf[pos]
+        pos += 1
+        if tag >= 0x80:
+            tag, pos = _varint_tail(buf, pos, tag)
+        if tag != 0x0A:
+            if tag >> 3 == 1:
+                raise _wrong_wire_type("a feature map entry", tag)
+            pos = _skip(buf, pos, end, tag)
+            continue
+        stop, pos = _length(buf, pos, end)
+        key, values = _map_entry(buf, pos, stop)
+        if key in wanted:
+            out[key] = _merge_feature(buf, values, kinds, positions) if values else (0, [])
+        elif dont_care is not None:
+            dont_care.extend(values)
+        pos = stop
+
+
+def scan_example(
+    buf: bytes,
+    wanted: Container[bytes],
+    kinds: dict[int, int],
+    dont_care: list[tuple[int, int]] | None = None,
+) -> dict[bytes, Slot]:
+    """Read a serialized ``tf.train.Example``; return ``name -> (kind, chunks)`` for the wanted features.
+
+    See :func:`scan_features` for the arguments.
+    """
+    out: dict[bytes, Slot] = {}
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        tag = buf[pos]
+        pos += 1
+        if tag >= 0x80:
+            tag, pos = _varint_tail(buf, pos, tag)
+        if tag == 0x0A:
+            stop, pos = _length(buf, pos, end)
+            scan_features(buf, pos, stop, wanted, kinds, out, dont_care)
+            pos = stop
+        elif tag >> 3 == 1:
+            raise _wrong_wire_type("Example.features", tag)
+        else:
+            pos = _skip(buf, pos, end, tag)
+    return out
+
+
+def _scan_feature_list(buf: bytes, regions: list[tuple[int, int]], steps: list[Slot]) -> None:
+    """Append the steps of one or more ``FeatureList`` messages (concatenated, as protobuf merges them)."""
+    for pos, end in regions:
+        while pos < end:
+            tag = buf[pos]
+            pos += 1
+            if tag >= 0x80:
+                tag, pos = _varint_tail(buf, pos, tag)
+            if tag == 0x0A:
+                stop, pos = _length(buf, pos, end)
+                steps.append(_scan_feature(buf, pos, stop, TF_KINDS, False))
+                pos = stop
+            elif tag >> 3 == 1:
+                raise _wrong_wire_type("a FeatureList feature", tag)
+            else:
+                pos = _skip(buf, pos, end, tag)
+
+
+def scan_sequence_example(
+    buf: bytes, context: Container[bytes], sequence: Container[bytes]
+) -> tuple[dict[bytes, Slot], dict[bytes, list[Slot]]]:
+    """Read a serialized ``tf.train.SequenceExample``.
+
+    Returns
+    -------
+    context, feature_lists
+        ``name -> (kind, chunks)`` for the wanted context features, and ``name -> [(kind, chunks), ...]``
+        (one slot per time step) for the wanted feature lists.
+    """
+    ctx: dict[bytes, Slot] = {}
+    lists: dict[bytes, list[Slot]] = {}
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        tag = buf[pos]
+        pos += 1
+        if tag >= 0x80:
+            tag, pos = _varint_tail(buf, pos, tag)
+        if tag == 0x0A:
+            stop, pos = _length(buf, pos, end)
+            scan_features(buf, pos, stop, context, TF_KINDS, ctx)
+        elif tag == 0x12:
+            stop, pos = _length(buf, pos, end)
+            while pos < stop:
+                entry_tag = buf[pos]
+                pos += 1
+                if entry_tag >= 0x80:
+                    entry_tag, pos = _varint_tail(buf, pos, entry_tag)
+                if entry_tag != 0x0A:
+                    if entry_tag >> 3 == 1:
+                        raise _wrong_wire_type("a feature list map entry", entry_tag)
+                    pos = _skip(buf, pos, stop, entry_tag)
+                    continue
+                entry_stop, pos = _length(buf, pos, stop)
+                key, values = _map_entry(buf, pos, entry_stop)
+                if key in sequence:
+                    steps: list[Slot] = []
+                    _scan_feature_list(buf, values, steps)
+                    lists[key] = steps
+                pos = entry_stop
+        elif tag >> 3 in (1, 2):
+            raise _wrong_wire_type("a SequenceExample field", tag)
+        else:
+            stop = _skip(buf, pos, end, tag)
+        pos = stop
+    return ctx, lists
+
+
+def decode_varints(
+    data: npt.NDArray[np.uint8], bounds: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Decode the concatenated packed varint payloads of many records at once.
+
+    Parameters
+    ----------
+    data
+        The payload bytes of all records, back to back.
+    bounds
+        Byte offsets: record ``i`` owns ``data[bounds[i]:bounds[i + 1]]``.
+
+    Returns
+    -------
+    values, counts
+        All values as int64 (two's complement, as protobuf's int64 and int32), and the number of values
+        in each record.
+
+    Raises
+    ------
+    DecodeError
+        A record's payload does not end at the end of a varint, or a varint is longer than 10 bytes;
+        ``.index`` is the position of that record in ``bounds``.
+    """
+    sizes = np.diff(bounds)
+    if data.size == 0:
+        return np.zeros(0, np.int64), np.zeros(len(sizes), np.int64)
+    is_last = data < 0x80
+    nonempty = np.flatnonzero(sizes)
+    unfinished = ~is_last[bounds[1:][nonempty] - 1]
+    if unfinished.any():
+        index = int(nonempty[np.argmax(unfinished)])
+        raise DecodeError("malformed protobuf: packed varints end inside a varint", index=index)
+    if is_last.all():
+        return data.astype(np.int64), sizes.astype(np.int64)
+    ends = np.flatnonzero(is_last)
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    lengths = ends - starts + 1
+    if lengths.max() > 10:
+        where = int(starts[np.argmax(lengths > 10)])
+        index = int(np.searchsorted(bounds, where, side="right") - 1)
+        raise DecodeError("malformed protobuf: varint longer than 10 bytes", index=index)
+    shifts = (np.arange(data.size) - np.repeat(starts, lengths)) * 7
+    parts = (data & 0x7F).astype(np.uint64) << shifts.astype(np.uint64)
+    values = np.bitwise_or.reduceat(parts, starts).view(np.int64)
+    ends_before = np.concatenate(([0], np.cumsum(is_last, dtype=np.int64)))
+    counts = ends_before[bounds[1:]] - ends_before[bounds[:-1]]
+    return values, counts

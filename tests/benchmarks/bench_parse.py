@@ -1,0 +1,190 @@
+"""Measure batched Example parsing: recordkit against TensorFlow and vahidk ``tfrecord``.
+
+Every contender parses the same in-memory serialized Examples (an int64 ``label``, 784 float32 ``image``
+values and a 32-byte ``bytes`` feature) into batches of 256 with fixed-length specs. As in a training loop,
+each batch is dropped once parsed (keeping every result alive would mostly measure page faults). Each figure is the
+median of several repetitions over the whole set; the ratios compare the medians.
+
+* ``recordkit``: :func:`recordkit.parse_examples` as users call it.
+* ``recordkit (scanner)``: the same with the batch-template path switched off, i.e. every record walked by
+  the pure-Python wire scanner (what records of irregular layout get).
+* ``tensorflow``: eager ``tf.io.parse_example`` on a ``tf.constant`` batch of the serialized strings.
+* ``vahidk tfrecord``: what its ``tfrecord_loader`` does per record after framing:
+  ``Example.ParseFromString`` then ``reader.extract_feature_dict`` with a description.
+
+TensorFlow and vahidk ``tfrecord`` both register ``tensorflow.Example`` in protobuf's default descriptor
+pool and cannot be imported into one process, so each contender runs in its own subprocess of this
+script, on the same records (written once to a temporary file).
+
+Run: ``python tests/benchmarks/bench_parse.py [--records 20480] [--repeat 7]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import recordkit as rk
+from recordkit import _columns
+from recordkit._proto.tensorflow import example_pb2
+
+BATCH = 256
+
+
+def make_records(count: int, seed: int = 0) -> list[bytes]:
+    """Serialized Examples: label (int64), image (784 float32), raw (32 bytes)."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for i in range(count):
+        ex = example_pb2.Example()
+        feature = ex.features.feature
+        feature["label"].int64_list.value.append(int(rng.integers(0, 1000)) if i % 2 else i % 10)
+        feature["image"].float_list.value.extend(rng.random(784, dtype=np.float32).tolist())
+        feature["raw"].bytes_list.value.append(rng.bytes(32))
+        records.append(ex.SerializeToString())
+    return records
+
+
+def batches(records: list[bytes]) -> list[list[bytes]]:
+    return [records[i : i + BATCH] for i in range(0, len(records), BATCH)]
+
+
+def timed(run: Callable[[], None], count: int, repeat: int) -> float:
+    """Median records per second over ``repeat`` runs."""
+    rates = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        rates.append(count / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def bench_recordkit(groups: list[list[bytes]]) -> Callable[[], None]:
+    spec = {
+        "label": rk.FixedLen((), np.int64),
+        "image": rk.FixedLen((784,), np.float32),
+        "raw": rk.FixedLen((), bytes),
+    }
+
+    def run() -> None:
+        for group in groups:
+            rk.parse_examples(group, spec)
+
+    return run
+
+
+def bench_recordkit_scanner(groups: list[list[bytes]]) -> Callable[[], None]:
+    run = bench_recordkit(groups)
+
+    def scanner_only() -> None:
+        saved = _columns._MIN_TEMPLATE_GROUP
+        _columns._MIN_TEMPLATE_GROUP = 1 << 62
+        try:
+            run()
+        finally:
+            _columns._MIN_TEMPLATE_GROUP = saved
+
+    return scanner_only
+
+
+def bench_tensorflow(groups: list[list[bytes]]) -> Callable[[], None] | None:
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return None
+    spec = {
+        "label": tf.io.FixedLenFeature([], tf.int64),
+        "image": tf.io.FixedLenFeature([784], tf.float32),
+        "raw": tf.io.FixedLenFeature([], tf.string),
+    }
+    tensors = [tf.constant(group) for group in groups]
+
+    def run() -> None:
+        for tensor in tensors:
+            tf.io.parse_example(tensor, spec)
+
+    return run
+
+
+def bench_vahidk(groups: list[list[bytes]]) -> Callable[[], None] | None:
+    try:
+        from tfrecord import example_pb2 as vahidk_pb2
+        from tfrecord import reader
+    except ImportError:
+        return None
+    description = {"label": "int", "image": "float", "raw": "byte"}
+    mapping = {"byte": "bytes_list", "float": "float_list", "int": "int64_list"}
+
+    def run() -> None:
+        for group in groups:
+            for record in group:
+                example = vahidk_pb2.Example()
+                example.ParseFromString(record)
+                reader.extract_feature_dict(example.features, description, mapping)
+
+    return run
+
+
+CONTENDERS = {
+    "recordkit": bench_recordkit,
+    "recordkit (scanner)": bench_recordkit_scanner,
+    "tensorflow": bench_tensorflow,
+    "vahidk tfrecord": bench_vahidk,
+}
+
+
+def worker(name: str, data: str, repeat: int) -> None:
+    """Time one contender on the pickled records in ``data``; print its rate (or nothing if absent)."""
+    with open(data, "rb") as f:
+        records = pickle.load(f)
+    run = CONTENDERS[name](batches(records))
+    if run is not None:
+        run()  # warm up
+        print(timed(run, len(records), repeat))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=20480)
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--data", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.data, args.repeat)
+        return
+    records = make_records(args.records)
+    size = sum(map(len, records)) / len(records)
+    print(
+        f"{len(records)} Examples of {size:.0f} bytes, batches of {BATCH}, median of {args.repeat} runs"
+    )
+    rates = {}
+    with tempfile.NamedTemporaryFile(suffix=".pickle") as data:
+        pickle.dump(records, data)
+        data.flush()
+        for name in CONTENDERS:
+            command = [sys.executable, __file__, "--worker", name, "--data", data.name]
+            command += ["--repeat", str(args.repeat)]
+            result = subprocess.run(command, capture_output=True, text=True, check=True)
+            lines = result.stdout.split()
+            if not lines:
+                print(f"{name:22s} not installed")
+                continue
+            rates[name] = float(lines[-1])
+            print(f"{name:22s} {rates[name]:12,.0f} records/s")
+    for peer in ("tensorflow", "vahidk tfrecord"):
+        if peer in rates:
+            for ours in ("recordkit", "recordkit (scanner)"):
+                print(f"{ours} / {peer}: {rates[ours] / rates[peer]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
