@@ -1,0 +1,76 @@
+"""The layer rules of docs/design.md: what importing each module may pull in.
+
+Each rule imports one module in a fresh interpreter and lists what ended up in ``sys.modules``. A rule whose
+module does not exist is skipped. To add a rule, add one line to RULES.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+# (module imported, modules that must then be absent: a name also forbids its submodules)
+RULES: list[tuple[str, tuple[str, ...]]] = [
+    ("recordkit", ("google.protobuf", "torch", "numpy", "recordkit.formats", "recordkit._proto")),
+    ("recordkit.errors", ("google.protobuf", "torch", "numpy")),
+    (
+        "recordkit.formats",
+        ("google.protobuf", "numpy", "torch", "recordkit._proto", "recordkit.io"),
+    ),
+    (
+        "recordkit.io",
+        ("google.protobuf", "numpy", "torch", "recordkit.example", "recordkit.parsing"),
+    ),
+    ("recordkit.example", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
+    ("recordkit.parsing", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
+    ("recordkit._wire", ("recordkit.formats", "recordkit.io", "torch")),
+    ("recordkit.data", ("torch", "recordkit.cli")),
+    ("recordkit.cli", ("torch",)),
+]
+
+PROBE = "import importlib, json, sys; importlib.import_module(sys.argv[1]); print(json.dumps(sorted(sys.modules)))"
+
+
+def loaded_after_import(module: str) -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, module],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded: list[str] = json.loads(result.stdout)
+    return loaded
+
+
+def exists(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize(("module", "forbidden"), RULES, ids=[module for module, _ in RULES])
+def test_layer_rule(module: str, forbidden: tuple[str, ...]) -> None:
+    if not exists(module):
+        pytest.skip(f"{module} does not exist yet")
+    loaded = loaded_after_import(module)
+    assert module in loaded
+    offending = [m for m in loaded if any(m == f or m.startswith(f + ".") for f in forbidden)]
+    assert not offending, f"importing {module} also imported {offending}"
+
+
+def test_import_recordkit_loads_only_errors_and_version() -> None:
+    loaded = {m for m in loaded_after_import("recordkit") if m.startswith("recordkit")}
+    assert loaded == {"recordkit", "recordkit.errors", "recordkit._version"}
+
+
+def test_rules_name_real_modules() -> None:
+    """A typo in RULES would make a rule skip forever; the core modules must exist."""
+    for module in ("recordkit", "recordkit.errors", "recordkit.example"):
+        assert exists(module)
