@@ -1,0 +1,244 @@
+"""A drop-in replacement for HFAiLab's ``ffrecord`` Python API, in pure Python.
+
+Existing scripts keep working with only the import changed::
+
+    # from ffrecord import FileReader, FileWriter
+    from recordkit.ffrecord import FileReader, FileWriter
+
+    with FileWriter("train.ffr", n=len(samples)) as writer:
+        for sample in samples:
+            writer.write_one(sample)
+
+    reader = FileReader("train.ffr", check_data=True)
+    batch = reader.read([3, 1, 4])      # list of numpy uint8 arrays
+    first = reader.read_one(0)           # one numpy uint8 array
+    reader.close()
+
+Differences from the C++ original, all on bad input: a damaged file raises a
+:class:`~recordkit.errors.CorruptRecordError` subclass instead of aborting the process or returning wrong
+bytes; an index out of range raises :class:`IndexError`; a writer that receives fewer (or more) samples
+than ``n`` raises :class:`ValueError` and leaves no file behind (the original aborts the process and
+leaves a file with an empty header). Files are written atomically.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from recordkit.io import RecordReader, RecordWriter
+from recordkit.io import open as _open
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    import numpy.typing as npt
+    from typing_extensions import Self
+
+__all__ = ["FileReader", "FileWriter", "dump"]
+
+
+def _as_array(data: bytes) -> npt.NDArray[np.uint8]:
+    """Return ``data`` as a writable uint8 array (what the C++ bindings return)."""
+    return np.frombuffer(bytearray(data), dtype=np.uint8)
+
+
+def _file_names(fname: Any) -> list[str]:
+    if isinstance(fname, (str, os.PathLike)):
+        path = os.fspath(fname)
+        if os.path.isdir(path):
+            return sorted(
+                os.path.join(path, name) for name in os.listdir(path) if name.endswith(".ffr")
+            )
+        return [path]
+    if isinstance(fname, (list, tuple)):
+        return [os.fspath(name) for name in fname]
+    raise TypeError("fname must be str, os.PathLike, list or tuple")
+
+
+class FileReader:
+    """Read one FFRecord file, a list of them, or a directory of ``*.ffr`` files as one sequence.
+
+    Parameters
+    ----------
+    fname
+        A file, a directory (its ``*.ffr`` files, sorted by name), or a list of files.
+    check_data
+        Verify the header checksum and each sample's CRC-32.
+
+    Attributes
+    ----------
+    n
+        The total number of samples.
+    fnames
+        The files read, in order.
+    check_data
+        As given.
+    """
+
+    def __init__(self, fname: Any, check_data: bool = True) -> None:
+        self.fnames = _file_names(fname)
+        if not self.fnames:
+            raise FileNotFoundError(f"no .ffr files in {os.fspath(fname)}")
+        self.check_data = check_data
+        self._reader: RecordReader = _open(self.fnames, format="ffrecord", check_crc=check_data)
+        self.n = len(self._reader)
+
+    def _index(self, index: Any) -> int:
+        i = operator.index(index)
+        if not 0 <= i < self.n:
+            raise IndexError(f"sample index {index} out of range for {self.n} samples")
+        return i
+
+    def read(self, indices: Iterable[int]) -> list[npt.NDArray[np.uint8]]:
+        """Return the samples at ``indices`` as a list of uint8 arrays, in the order asked."""
+        wanted = [self._index(i) for i in indices]
+        return [_as_array(data) for data in self._reader.read(wanted)]
+
+    def read_one(self, index: int) -> npt.NDArray[np.uint8]:
+        """Return sample ``index`` as a uint8 array."""
+        return _as_array(self._reader[self._index(index)])
+
+    def validate(self) -> None:
+        """Read every sample, verifying its checksum (raises on the first damaged one)."""
+        reader = _open(self.fnames, format="ffrecord", check_crc=True)
+        with reader:
+            for _ in reader:
+                pass
+
+    def get_offsets(self, file_index: int) -> npt.NDArray[np.int64]:
+        """Return the sample offsets stored in the header of file ``file_index``."""
+        frames: Any = self._reader._frames[file_index]
+        return np.array(frames.offsets, dtype=np.int64)
+
+    def get_checksums(self, file_index: int) -> npt.NDArray[np.uint32]:
+        """Return the sample CRC-32 values stored in the header of file ``file_index``."""
+        frames: Any = self._reader._frames[file_index]
+        return np.array(frames.crcs, dtype=np.uint32)
+
+    def close(self) -> None:
+        """Close the files."""
+        self._reader.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Readers are sent to DataLoader workers by pickling; each worker reopens the files.
+        return (FileReader, (self.fnames, self.check_data))
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class FileWriter:
+    """Write ``n`` samples to an FFRecord file.
+
+    Parameters
+    ----------
+    fname
+        The output file.
+    n
+        The number of samples that will be written.
+
+    Attributes
+    ----------
+    n
+        As given.
+    count
+        Samples written so far.
+    """
+
+    def __init__(self, fname: str | os.PathLike[str], n: int) -> None:
+        if not isinstance(fname, (str, os.PathLike)):
+            raise TypeError("fname must be str or os.PathLike")
+        self.n = operator.index(n)
+        self._writer: RecordWriter = _open(fname, "w", format="ffrecord", n=self.n)
+
+    @property
+    def count(self) -> int:
+        """The number of samples written so far."""
+        return self._writer.count
+
+    def write_one(self, data: Any) -> None:
+        """Append one sample (``bytes``, ``bytearray``, a uint8 array or any buffer)."""
+        self._writer.write(data)
+
+    def close(self) -> None:
+        """Write the header and move the file into place.
+
+        Raises
+        ------
+        ValueError
+            If fewer than ``n`` samples were written; no file is left.
+        """
+        self._writer.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._writer.abort()
+
+
+def dump(
+    dataset: Sequence[Any], fname: str | os.PathLike[str], nfiles: int, verbose: bool = False
+) -> None:
+    """Write the items of ``dataset`` (indexable, with ``len``) to ``nfiles`` FFRecord files.
+
+    With ``nfiles == 1``, ``fname`` is the output file. Otherwise ``fname`` is a directory that receives
+    ``PART_00000.ffr``, ``PART_00001.ffr``, ... of ``ceil(len / nfiles)`` items each (the last ones may
+    have fewer, and there may be fewer files than asked), as ``ffrecord.utils.dump`` does.
+
+    Parameters
+    ----------
+    dataset
+        Items of bytes-like data.
+    fname
+        The output file or directory.
+    nfiles
+        How many files to split into.
+    verbose
+        Show a progress bar (needs ``tqdm``).
+    """
+    count = len(dataset)
+    if nfiles == 1:
+        _write_part(dataset, range(count), fname, verbose)
+        return
+    if nfiles < 1:
+        raise ValueError(f"nfiles must be at least 1, not {nfiles}")
+    os.makedirs(fname, exist_ok=True)
+    per_file = max(1, -(-count // nfiles))
+    for number, first in enumerate(range(0, count, per_file)):
+        part = os.path.join(fname, f"PART_{number:05d}.ffr")
+        _write_part(dataset, range(first, min(first + per_file, count)), part, verbose)
+
+
+def _write_part(
+    dataset: Sequence[Any], indices: range, fname: str | os.PathLike[str], verbose: bool
+) -> None:
+    steps: Iterable[int] = indices
+    if verbose:
+        from tqdm import tqdm
+
+        steps = tqdm(indices)
+    with FileWriter(fname, len(indices)) as writer:
+        for i in steps:
+            writer.write_one(dataset[i])
