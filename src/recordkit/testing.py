@@ -53,7 +53,7 @@ class NoSeekBytesIO(io.BytesIO):
 
 def _read_everything(data: bytes, format_name: str, **options: Any) -> list[bytes]:
     """Read ``data`` by iteration and, if possible, by random access; check that both agree."""
-    with rk.open(io.BytesIO(data), format=format_name, **options) as reader:  # type: ignore[call-overload]
+    with rk.open(io.BytesIO(data), format=format_name, **options) as reader:
         records = list(reader)
         if reader.supports_random_access:
             assert len(reader) == len(records)

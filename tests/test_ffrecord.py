@@ -1,0 +1,246 @@
+"""FFRecord: golden files written by HFAiLab's ffrecord, damaged files, the writer, the drop-in API."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import pickle
+
+import numpy as np
+import pytest
+
+import recordkit as rk
+from recordkit import ffrecord
+from recordkit.errors import (
+    ChecksumError,
+    CorruptRecordError,
+    HeaderError,
+    LegacyFormatWarning,
+    TruncatedRecordError,
+)
+
+VALID = ["empty.ffr", "one.ffr", "varied.ffr", "pickled.ffr", "packed.ffr"]
+DAMAGED = {
+    "corrupt_payload.ffr": ChecksumError,
+    "corrupt_header.ffr": ChecksumError,
+    "truncated.ffr": HeaderError,
+    "truncated_last_sample.ffr": ChecksumError,
+    "trailing_garbage.ffr": ChecksumError,
+    "unfinished.ffr": HeaderError,
+}
+
+
+def _sha(records):
+    return [hashlib.sha256(bytes(r)).hexdigest() for r in records]
+
+
+def _samples(entry):
+    """Rebuild the samples of a golden file from its manifest (hex, or the documented content rule)."""
+    if "content_rule" in entry:
+        return [
+            hashlib.shake_256(b"ffrecord-golden-varied-%d" % i).digest(length)
+            for i, length in enumerate(entry["lengths"])
+        ]
+    return [bytes.fromhex(h) for h in entry["hex"]]
+
+
+@pytest.mark.parametrize("name", VALID)
+def test_golden_files_read_to_their_hashes(golden_dir, ffrecord_manifest, name):
+    entry = ffrecord_manifest["files"][name]
+    with rk.open(golden_dir / "ffrecord" / name) as reader:
+        records = list(reader)
+        assert len(reader) == entry["records"]
+        assert reader.read(range(len(reader))) == records
+    assert _sha(records) == entry["sha256"]
+
+
+@pytest.mark.parametrize("name", VALID)
+def test_rewriting_golden_samples_is_byte_identical(golden_dir, ffrecord_manifest, tmp_path, name):
+    entry = ffrecord_manifest["files"][name]
+    samples = _samples(entry)
+    assert _sha(samples) == entry["sha256"]
+    expected = (golden_dir / "ffrecord" / name).read_bytes()
+    for n in (None, len(samples)):
+        with rk.open(tmp_path / name, "w", n=n) as writer:
+            writer.write_many(samples)
+        assert (tmp_path / name).read_bytes() == expected
+    buffer = io.BytesIO()  # unknown n and a file object: samples are assembled at close
+    with rk.open(buffer, "w", format="ffrecord") as writer:
+        writer.write_many(samples)
+    assert buffer.getvalue() == expected
+
+
+def test_multi_directory_reads_as_one(golden_dir, ffrecord_manifest, tmp_path):
+    entry = ffrecord_manifest["files"]["multi/"]
+    with rk.open(golden_dir / "ffrecord" / "multi") as reader:
+        assert len(reader) == entry["records"]
+        assert _sha(reader) == entry["sha256"]
+        assert reader[-1].hex() == entry["hex"][-1]
+        assert [r.hex() for r in reader.read([9, 0, 4])] == [entry["hex"][i] for i in (9, 0, 4)]
+    samples = [bytes.fromhex(h) for h in entry["hex"]]
+    ffrecord.dump(samples, tmp_path / "multi", nfiles=3)
+    for part in entry["parts"]:
+        written = (tmp_path / "multi" / part).read_bytes()
+        assert hashlib.sha256(written).hexdigest() == entry["parts"][part]["file_sha256"]
+
+
+@pytest.mark.parametrize(("name", "error"), sorted(DAMAGED.items()))
+def test_damaged_golden_files_raise(golden_dir, name, error):
+    with pytest.raises(error) as caught:
+        with rk.open(golden_dir / "ffrecord" / name) as reader:
+            list(reader)
+    assert caught.value.path.endswith(name)
+
+
+def test_corrupt_payload_locates_the_sample(golden_dir, ffrecord_manifest):
+    entry = ffrecord_manifest["files"]["corrupt_payload.ffr"]
+    with rk.open(golden_dir / "ffrecord" / "corrupt_payload.ffr") as reader:
+        assert reader[49]
+        with pytest.raises(ChecksumError) as caught:
+            reader[50]
+    assert caught.value.index == entry["bad_samples"][0] == 50
+    assert caught.value.offset == 26216 - 5
+
+
+def test_check_crc_false_returns_what_ffrecord_returns(golden_dir, ffrecord_manifest):
+    for name in ("corrupt_payload.ffr", "trailing_garbage.ffr", "truncated_last_sample.ffr"):
+        said = ffrecord_manifest["files"][name]["ffrecord_says"]["check_data=False"]["read_one"]
+        with rk.open(golden_dir / "ffrecord" / name, check_crc=False) as reader:
+            assert _sha(reader) == said
+
+
+def test_truncated_file_error_names_the_first_missing_sample(golden_dir):
+    with pytest.raises(HeaderError) as caught:
+        rk.open(golden_dir / "ffrecord" / "truncated.ffr")
+    assert caught.value.index == 61
+    assert "past the end" in str(caught.value)
+
+
+def test_legacy_file_warns_and_still_checks_samples(golden_dir, tmp_path):
+    with pytest.warns(LegacyFormatWarning), rk.open(golden_dir / "ffrecord" / "legacy_zero_meta_crc.ffr") as r:
+        assert r[0] == b"hello ffrecord"
+    data = bytearray((golden_dir / "ffrecord" / "legacy_zero_meta_crc.ffr").read_bytes())
+    data[-1] ^= 1
+    (tmp_path / "bad.ffr").write_bytes(bytes(data))
+    with pytest.warns(LegacyFormatWarning), rk.open(tmp_path / "bad.ffr") as reader:
+        with pytest.raises(ChecksumError):
+            reader[0]
+
+
+@pytest.mark.parametrize(
+    ("header", "size_after", "message"),
+    [
+        ((-1).to_bytes(8, "little", signed=True), 0, "declares -1"),
+        ((10**15).to_bytes(8, "little"), 0, "declares"),
+    ],
+)
+def test_impossible_counts(tmp_path, header, size_after, message):
+    (tmp_path / "x.ffr").write_bytes(b"\1\2\3\4" + header + bytes(size_after))
+    with pytest.raises(HeaderError, match=message):
+        rk.open(tmp_path / "x.ffr")
+
+
+def test_short_file_is_truncated(tmp_path):
+    (tmp_path / "x.ffr").write_bytes(b"\1\2\3")
+    with pytest.raises(TruncatedRecordError):
+        rk.open(tmp_path / "x.ffr")
+
+
+def _header(crcs, offsets, *, meta=None):
+    from array import array
+
+    from recordkit.formats.ffrecord import build_header
+
+    header = build_header(array("I", crcs), array("q", offsets))
+    return header if meta is None else meta.to_bytes(4, "little") + header[4:]
+
+
+def test_decreasing_offsets_are_refused(tmp_path):
+    (tmp_path / "x.ffr").write_bytes(_header([0, 0], [36, 30]) + b"abc")
+    with pytest.raises(HeaderError, match="decrease") as caught:
+        rk.open(tmp_path / "x.ffr")
+    assert caught.value.index == 1
+
+
+def test_first_offset_must_follow_the_header(tmp_path):
+    (tmp_path / "x.ffr").write_bytes(_header([0], [40]) + bytes(10))
+    with pytest.raises(HeaderError, match="right after the header"):
+        rk.open(tmp_path / "x.ffr")
+
+
+def test_writer_count_mismatch_leaves_no_file(tmp_path):
+    with pytest.raises(ValueError, match="n=3"), rk.open(tmp_path / "x.ffr", "w", n=3) as writer:
+        writer.write_many([b"a", b"b"])
+    assert list(tmp_path.iterdir()) == []
+    with rk.open(tmp_path / "x.ffr", "w", n=1) as writer:
+        writer.write(b"a")
+        with pytest.raises(ValueError, match="n=1"):
+            writer.write(b"b")
+    with rk.open(tmp_path / "x.ffr") as reader:
+        assert list(reader) == [b"a"]
+
+
+def test_stream_reading(golden_dir, ffrecord_manifest):
+    from recordkit.testing import NoSeekBytesIO
+
+    data = (golden_dir / "ffrecord" / "varied.ffr").read_bytes()
+    with rk.open(NoSeekBytesIO(data), format="ffrecord") as reader:
+        assert _sha(reader) == ffrecord_manifest["files"]["varied.ffr"]["sha256"]
+    with rk.open(NoSeekBytesIO(data[:-10]), format="ffrecord") as reader, pytest.raises(CorruptRecordError):
+        list(reader)
+
+
+# -- the drop-in API ------------------------------------------------------------------------------
+
+
+def test_dropin_reader_matches_ffrecords_types(golden_dir, ffrecord_manifest):
+    entry = ffrecord_manifest["files"]["varied.ffr"]
+    with ffrecord.FileReader(golden_dir / "ffrecord" / "varied.ffr", check_data=True) as reader:
+        assert reader.n == 100
+        batch = reader.read([3, 1, 99])
+        assert all(isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.flags.writeable for a in batch)
+        assert _sha(batch) == [entry["sha256"][i] for i in (3, 1, 99)]
+        one = reader.read_one(2)
+        assert one.dtype == np.uint8 and hashlib.sha256(one.tobytes()).hexdigest() == entry["sha256"][2]
+        assert list(reader.get_offsets(0)[:3]) == entry["offsets"][:3]
+        assert list(reader.get_checksums(0)[:3]) == entry["crc32"][:3]
+        reader.validate()
+        with pytest.raises(IndexError):
+            reader.read_one(100)
+        clone = pickle.loads(pickle.dumps(reader))
+        assert clone.read_one(2).tobytes() == one.tobytes()
+        clone.close()
+
+
+def test_dropin_reader_on_a_directory(golden_dir, ffrecord_manifest):
+    entry = ffrecord_manifest["files"]["multi/"]
+    reader = ffrecord.FileReader(str(golden_dir / "ffrecord" / "multi"))
+    assert reader.n == 10
+    assert [a.tobytes().hex() for a in reader.read(range(10))] == entry["hex"]
+    reader.close()
+
+
+def test_dropin_reader_raises_recordkit_errors(golden_dir):
+    with pytest.raises(ChecksumError):
+        ffrecord.FileReader(golden_dir / "ffrecord" / "corrupt_header.ffr")
+    reader = ffrecord.FileReader(golden_dir / "ffrecord" / "corrupt_payload.ffr", check_data=True)
+    with pytest.raises(ChecksumError):
+        reader.read([49, 50])
+    reader.close()
+
+
+def test_dropin_writer(tmp_path, golden_dir):
+    with ffrecord.FileWriter(tmp_path / "one.ffr", 1) as writer:
+        writer.write_one(np.frombuffer(b"hello ffrecord", dtype=np.uint8))
+        assert writer.count == 1
+    assert (tmp_path / "one.ffr").read_bytes() == (golden_dir / "ffrecord" / "one.ffr").read_bytes()
+    writer = ffrecord.FileWriter(tmp_path / "short.ffr", 3)
+    writer.write_one(b"abc")
+    with pytest.raises(ValueError, match="n=3"):
+        writer.close()
+    assert not (tmp_path / "short.ffr").exists()
+
+
+def test_dump_single_file(tmp_path, golden_dir):
+    ffrecord.dump([b"hello ffrecord"], tmp_path / "one.ffr", nfiles=1)
+    assert (tmp_path / "one.ffr").read_bytes() == (golden_dir / "ffrecord" / "one.ffr").read_bytes()
