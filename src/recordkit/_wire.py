@@ -13,7 +13,9 @@ objects:
 Protobuf's merge rules are followed: map entries may come in any order and the last entry with a given
 key wins; a field of a sub-message written twice is merged; of the ``Feature`` oneof the last kind set
 wins and the values of repeated occurrences of the same kind are concatenated. Unknown fields are
-skipped by wire type. Features that are not wanted are skipped by their length without looking inside.
+skipped by wire type, except inside a map entry (protobuf drops such an entry, TensorFlow rejects the
+record; recordkit raises). Features that are not wanted are skipped by their length without looking
+inside.
 
 Anything malformed (a varint over 10 bytes, a length past the end of its message, a known field with the
 wrong wire type, a truncated message) raises :class:`~recordkit.errors.DecodeError`.
@@ -249,7 +251,11 @@ def _map_entry(buf: bytes, pos: int, end: int) -> tuple[bytes, list[tuple[int, i
         elif tag >> 3 in (1, 2):
             raise _wrong_wire_type("a map entry field", tag)
         else:
-            stop = _skip(buf, pos, end, tag)
+            # protobuf's runtime drops such an entry and TensorFlow rejects the record: neither reading
+            # is safe to guess, so it is an error.
+            raise DecodeError(
+                f"malformed protobuf: unexpected field {tag >> 3} in a feature map entry"
+            )
         pos = stop
     return key, values
 

@@ -1,0 +1,438 @@
+"""The batched wire decoder: protobuf's encoding and merge rules, and malformed payloads.
+
+The oracle is protobuf's own parser (the generated classes in ``recordkit._proto``): whatever it reads
+from a payload, parse_examples must read too.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import _protowire as pw
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import recordkit as rk
+from recordkit import _columns, _wire
+from recordkit._proto.oneflow import record_pb2
+from recordkit._proto.tensorflow import example_pb2
+from recordkit.errors import DecodeError
+
+SPECS = {
+    "b": rk.VarLen(bytes),
+    "f": rk.VarLen(np.float32),
+    "i": rk.VarLen(np.int64),
+}
+TF_DTYPE = {pw.TF_BYTES: bytes, pw.TF_FLOAT: np.float32, pw.TF_INT64: np.int64}
+
+
+def oracle(payload: bytes, name: str) -> tuple[str | None, list[object]]:
+    """What protobuf itself reads for feature ``name``: its kind and values."""
+    feature = example_pb2.Example.FromString(payload).features.feature
+    if name not in feature:
+        return None, []
+    kind = feature[name].WhichOneof("kind")
+    if kind is None:
+        return None, []
+    return kind, list(getattr(feature[name], kind).value)
+
+
+def parsed(payload: bytes, name: str, dtype: object) -> list[object]:
+    return rk.parse_examples([payload], {name: rk.VarLen(dtype)})[name][0].tolist()
+
+
+def as_float32(values: list[float]) -> list[float]:
+    return np.asarray(values, np.float32).tolist()
+
+
+VALUES = {
+    pw.TF_BYTES: [b"", b"x", b"\x00\xff" * 100],
+    pw.TF_FLOAT: as_float32([0.0, -1.5, 3.25e38, 1e-40]),
+    pw.TF_INT64: [0, 1, -1, 127, 128, 2**63 - 1, -(2**63), 300],
+}
+
+
+@pytest.mark.parametrize("kind", [pw.TF_FLOAT, pw.TF_INT64])
+def test_packed_and_unpacked_lists_decode_identically(kind):
+    values = VALUES[kind]
+    packed = pw.example([pw.entry("v", pw.feature(kind, values, packed=True))])
+    unpacked = pw.example([pw.entry("v", pw.feature(kind, values, packed=False))])
+    assert packed != unpacked
+    expected = oracle(unpacked, "v")[1]
+    assert parsed(packed, "v", TF_DTYPE[kind]) == expected == values
+    assert parsed(unpacked, "v", TF_DTYPE[kind]) == expected
+    batch = rk.parse_examples(
+        [packed, unpacked] * 8, {"v": rk.FixedLen((len(values),), TF_DTYPE[kind])}
+    )
+    assert (batch["v"] == np.asarray(values, TF_DTYPE[kind])).all()
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [pw.OF_FLOAT, pw.OF_DOUBLE, pw.OF_INT32, pw.OF_INT64],
+    ids=["float", "double", "int32", "int64"],
+)
+def test_ofrecord_packed_and_unpacked_decode_identically(kind):
+    values = (
+        [0, 1, -1, 2**31 - 1, -(2**31), 5]
+        if kind in (pw.OF_INT32, pw.OF_INT64)
+        else [0.5, -2.0, 1e30]
+    )
+    records = [
+        pw.features_payload([pw.entry("v", pw.feature(kind, values, packed=packed, ofrecord=True))])
+        for packed in (True, False)
+    ]
+    message = record_pb2.OFRecord.FromString(records[1]).feature["v"]
+    expected = list(getattr(message, message.WhichOneof("kind")).value)
+    dtype = {
+        pw.OF_FLOAT: np.float32,
+        pw.OF_DOUBLE: np.float64,
+        pw.OF_INT32: np.int32,
+        pw.OF_INT64: np.int64,
+    }[kind]
+    out = rk.parse_ofrecords(records, {"v": rk.VarLen(dtype)})["v"]
+    assert out[0].tolist() == out[1].tolist() == np.asarray(expected, dtype).tolist()
+    assert out.dtype == dtype
+
+
+def test_packed_and_unpacked_chunks_of_one_list_concatenate():
+    chunks = (
+        pw.delimited(1, pw.varint(1) + pw.varint(2))
+        + pw.tag(1, 0) + pw.varint(3)
+        + pw.delimited(1, pw.varint(4))
+    )  # fmt: skip
+    payload = pw.example([pw.entry("i", pw.delimited(pw.TF_INT64, chunks))])
+    assert oracle(payload, "i")[1] == [1, 2, 3, 4]
+    assert parsed(payload, "i", np.int64) == [1, 2, 3, 4]
+
+
+def test_map_entries_in_any_order_and_value_before_key():
+    entries = [
+        pw.entry("i", pw.feature(pw.TF_INT64, [7, 8])),
+        pw.entry("f", pw.feature(pw.TF_FLOAT, [0.5]), value_first=True),
+        pw.entry("b", pw.feature(pw.TF_BYTES, [b"hello"])),
+    ]
+    results = []
+    for order in ([0, 1, 2], [2, 1, 0], [1, 2, 0]):
+        payload = pw.example([entries[k] for k in order])
+        out = rk.parse_examples([payload], SPECS)
+        results.append({name: value[0].tolist() for name, value in out.items()})
+    assert results[0] == {"i": [7, 8], "f": [0.5], "b": [b"hello"]}
+    assert results[0] == results[1] == results[2]
+
+
+def test_duplicate_map_keys_last_one_wins():
+    payload = pw.example(
+        [
+            pw.entry("i", pw.feature(pw.TF_INT64, [1, 2, 3])),
+            pw.entry("f", pw.feature(pw.TF_FLOAT, [1.0])),
+            pw.entry("i", pw.feature(pw.TF_INT64, [9])),
+        ]
+    )
+    assert oracle(payload, "i")[1] == [9]
+    assert parsed(payload, "i", np.int64) == [9]
+
+
+def test_features_field_written_twice_merges_the_maps():
+    payload = pw.example([pw.entry("i", pw.feature(pw.TF_INT64, [1]))]) + pw.example(
+        [pw.entry("f", pw.feature(pw.TF_FLOAT, [2.0])), pw.entry("i", pw.feature(pw.TF_INT64, [5]))]
+    )
+    assert oracle(payload, "i")[1] == [5]
+    out = rk.parse_examples([payload], SPECS)
+    assert out["i"][0].tolist() == [5]
+    assert out["f"][0].tolist() == [2.0]
+
+
+def test_oneof_last_kind_wins_and_same_kind_merges():
+    value = (
+        pw.feature(pw.TF_INT64, [1])
+        + pw.feature(pw.TF_FLOAT, [2.0])
+        + pw.feature(pw.TF_FLOAT, [3.0])
+    )
+    payload = pw.example([pw.entry("x", value)])
+    assert oracle(payload, "x") == ("float_list", [2.0, 3.0])
+    assert parsed(payload, "x", np.float32) == [2.0, 3.0]
+    back = pw.example([pw.entry("x", value + pw.feature(pw.TF_INT64, [4]))])
+    assert oracle(back, "x") == ("int64_list", [4])
+    assert parsed(back, "x", np.int64) == [4]
+
+
+def test_map_value_written_twice_is_merged():
+    twice = pw.delimited(
+        1,
+        pw.delimited(1, b"i")
+        + pw.delimited(2, pw.feature(pw.TF_INT64, [1]))
+        + pw.delimited(2, pw.feature(pw.TF_INT64, [2])),
+    )
+    payload = pw.delimited(1, twice)
+    assert oracle(payload, "i")[1] == [1, 2]
+    assert parsed(payload, "i", np.int64) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "unknown", pw.UNKNOWN_FIELDS, ids=["varint", "fixed64", "bytes", "fixed32", "group"]
+)
+def test_unknown_fields_are_skipped_at_every_level(unknown):
+    int_list = unknown + pw.delimited(1, pw.varint(5) + pw.varint(6)) + unknown
+    feature = unknown + pw.delimited(pw.TF_INT64, int_list) + unknown
+    entry = pw.delimited(1, pw.delimited(1, b"i") + pw.delimited(2, feature))
+    payload = unknown + pw.delimited(1, unknown + entry + unknown) + unknown
+    assert oracle(payload, "i")[1] == [5, 6]
+    assert parsed(payload, "i", np.int64) == [5, 6]
+
+
+@pytest.mark.parametrize("unknown", pw.UNKNOWN_FIELDS[:2], ids=["varint", "fixed64"])
+def test_unknown_field_inside_a_map_entry_is_an_error(unknown):
+    entry = pw.delimited(
+        1, pw.delimited(1, b"i") + unknown + pw.delimited(2, pw.feature(pw.TF_INT64, [5]))
+    )
+    payload = pw.delimited(1, entry)
+    assert oracle(payload, "i")[1] == []  # protobuf drops the entry; TensorFlow rejects the record
+    with pytest.raises(DecodeError, match="map entry"):
+        parsed(payload, "i", np.int64)
+
+
+GOOD = pw.example(
+    [pw.entry("i", pw.feature(pw.TF_INT64, [1, 2])), pw.entry("f", pw.feature(pw.TF_FLOAT, [1.0]))]
+)
+
+MALFORMED = {
+    "truncated": GOOD[:-3],
+    "truncated varint": pw.example([pw.entry("i", pw.delimited(pw.TF_INT64, b"\x0a\x02\x80\x80"))]),
+    "varint over 10 bytes": pw.example(
+        [pw.entry("i", pw.delimited(pw.TF_INT64, b"\x0a\x0b" + b"\x80" * 10 + b"\x01"))]
+    ),
+    "unpacked varint over 10 bytes": pw.example(
+        [pw.entry("i", pw.delimited(pw.TF_INT64, b"\x08" + b"\xff" * 11 + b"\x01"))]
+    ),
+    "tag varint over 10 bytes": b"\xff" * 11 + b"\x01",
+    "length past the end": b"\x0a\x7f" + GOOD[2:],
+    "inner length past its message": pw.example([b"\x0a\x05\x0a\x09i"]),
+    "example field 1 as varint": b"\x08\x01",
+    "entry key as varint": pw.example([pw.delimited(1, b"\x08\x01")]),
+    "feature list as fixed32": pw.example([pw.entry("i", b"\x1d\x00\x00\x00\x00")]),
+    "bytes value as varint": pw.example([pw.entry("b", pw.delimited(pw.TF_BYTES, b"\x08\x01"))]),
+    "float value as varint": pw.example([pw.entry("f", pw.delimited(pw.TF_FLOAT, b"\x08\x01"))]),
+    "int value as fixed32": pw.example(
+        [pw.entry("i", pw.delimited(pw.TF_INT64, b"\x0d\x00\x00\x00\x00"))]
+    ),
+    "packed floats not a multiple of 4": pw.example(
+        [pw.entry("f", pw.delimited(pw.TF_FLOAT, b"\x0a\x03abc"))]
+    ),
+    "packed varints end mid-varint": pw.example(
+        [pw.entry("i", pw.delimited(pw.TF_INT64, b"\x0a\x02\x01\x80"))]
+    ),
+    "invalid wire type 6": b"\x0e\x00",
+    "invalid wire type 7": pw.example([b"\x0f"]),
+    "field number 0": b"\x00\x00",
+    "unterminated group": b"\x7b\x08\x01",
+    "mismatched end group": b"\x7b\x74",
+    "fixed64 past the end": pw.example([]) + b"\x79\x00\x00",
+}
+
+
+@pytest.mark.parametrize("payload", MALFORMED.values(), ids=MALFORMED.keys())
+def test_malformed_payload_raises_decode_error_with_its_index(payload):
+    with pytest.raises(DecodeError) as info:
+        rk.parse_examples([GOOD, GOOD, payload], SPECS)
+    assert info.value.index == 2
+    assert "record 2" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"\x0a\x05\x0a\x01i", b"\x0a\x07\x0a\x01i\x12\x02\x22\x05", b"\x0a\x04\x0a\x01i\x12", b"\x08"],
+    ids=["entry past the end", "int32 list past its feature", "truncated entry", "map as varint"],
+)
+def test_malformed_ofrecord_raises_decode_error(payload):
+    with pytest.raises(DecodeError) as info:
+        rk.parse_ofrecords([payload], {"i": rk.VarLen(np.int32)})
+    assert info.value.index == 0
+
+
+def test_malformed_record_in_a_template_batch_is_reported():
+    packed_ints = pw.delimited(1, pw.varint(1) + pw.varint(2))
+    bad = GOOD.replace(packed_ints, pw.delimited(1, b"\x01\x82"))  # same length, ends mid-varint
+    assert len(bad) == len(GOOD)
+    assert bad != GOOD
+    batch = [GOOD] * 20 + [bad] + [GOOD] * 5
+    with pytest.raises(DecodeError) as info:
+        rk.parse_examples(batch, SPECS)
+    assert info.value.index == 20
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=64))
+def test_random_bytes_decode_or_raise_decode_error(data):
+    for parse in (rk.parse_examples, rk.parse_ofrecords):
+        try:
+            parse([data], SPECS)
+        except DecodeError as exc:  # noqa: PERF203
+            assert exc.index == 0  # noqa: PT017
+
+
+@st.composite
+def examples(draw):
+    entries = []
+    names = draw(st.lists(st.sampled_from(["i", "f", "b", "zz"]), max_size=5))
+    for name in names:
+        kind = draw(st.sampled_from([pw.TF_BYTES, pw.TF_FLOAT, pw.TF_INT64]))
+        if kind == pw.TF_BYTES:
+            values = draw(st.lists(st.binary(max_size=5), max_size=3))
+        elif kind == pw.TF_FLOAT:
+            values = draw(st.lists(st.floats(width=32, allow_nan=False), max_size=4))
+        else:
+            values = draw(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=4))
+        packed = draw(st.booleans())
+        entries.append(
+            pw.entry(name, pw.feature(kind, values, packed=packed), value_first=draw(st.booleans()))
+        )
+    return pw.example(entries)
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@given(examples(), st.data())
+def test_mutated_payloads_never_raise_anything_but_decode_error(payload, data):
+    cut = data.draw(st.integers(0, len(payload)))
+    flip = data.draw(st.integers(0, max(0, len(payload) - 1)))
+    mutated = bytearray(payload)
+    if mutated:
+        mutated[flip] ^= data.draw(st.integers(1, 255))
+    for candidate in (payload[:cut], bytes(mutated)):
+        try:
+            out = rk.parse_examples(
+                [candidate],
+                {name: rk.VarLen(TF_DTYPE[k]) for name, k in [("i", 3), ("f", 2), ("b", 1)]},
+            )
+        except DecodeError:
+            continue
+        try:
+            reference = example_pb2.Example.FromString(candidate)
+        except Exception:  # noqa: BLE001, S112 - protobuf validates more (e.g. unwanted features)
+            continue
+        for name in ("i", "f", "b"):
+            feature = reference.features.feature
+            expected_kind, values = oracle(candidate, name)
+            if expected_kind is None:
+                assert len(out[name][0]) == 0
+            assert feature is not None
+            if expected_kind == {"i": "int64_list", "f": "float_list", "b": "bytes_list"}[name]:
+                assert out[name][0].tolist() == (as_float32(values) if name == "f" else values)
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(examples(), min_size=1, max_size=6))
+def test_kinds_that_do_not_match_the_spec_raise(payloads):
+    specs = {"i": rk.VarLen(np.int64), "f": rk.VarLen(np.float32), "b": rk.VarLen(bytes)}
+    expected_kinds = {"i": "int64_list", "f": "float_list", "b": "bytes_list"}
+    mismatch = [
+        index
+        for index, payload in enumerate(payloads)
+        for name in specs
+        if oracle(payload, name)[0] not in (None, expected_kinds[name])
+    ]
+    if mismatch:
+        with pytest.raises(DecodeError) as info:
+            rk.parse_examples(payloads, specs)
+        assert info.value.index in mismatch
+        return
+    out = rk.parse_examples(payloads, specs)
+    for index, payload in enumerate(payloads):
+        for name in specs:
+            values = oracle(payload, name)[1]
+            assert out[name][index].tolist() == (as_float32(values) if name == "f" else values)
+
+
+@settings(max_examples=100)
+@given(st.lists(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=6), max_size=6))
+def test_decode_varints_matches_a_reference(rows):
+    payloads = [b"".join(pw.varint(v) for v in row) for row in rows]
+    data = np.frombuffer(b"".join(payloads), np.uint8)
+    bounds = np.cumsum([0] + [len(p) for p in payloads]).astype(np.int64)
+    values, counts = _wire.decode_varints(data, bounds)
+    assert counts.tolist() == [len(row) for row in rows]
+    assert values.tolist() == [v for row in rows for v in row]
+
+
+def test_decode_varints_truncates_to_64_bits_like_protobuf():
+    ten = b"\xff" * 9 + b"\x7f"  # 70 bits set: protobuf keeps the low 64
+    data = np.frombuffer(ten, np.uint8)
+    values, _ = _wire.decode_varints(data, np.array([0, 10], np.int64))
+    assert values.tolist() == [-1]
+    payload = pw.example([pw.entry("i", pw.delimited(pw.TF_INT64, pw.delimited(1, ten)))])
+    assert oracle(payload, "i")[1] == [-1]
+
+
+@st.composite
+def same_layout_batches(draw):
+    """Records with one layout, values differing, plus records that break the layout in various ways."""
+    size = draw(st.integers(1, 4))
+    count = draw(st.integers(8, 24))
+    order = draw(st.permutations(["label", "image", "raw", "other"]))
+    records = []
+    for _ in range(count):
+        values = {
+            "label": pw.feature(pw.TF_INT64, [draw(st.integers(0, 127))]),
+            "image": pw.feature(
+                pw.TF_FLOAT, draw(st.lists(st.floats(width=32), min_size=size, max_size=size))
+            ),
+            "raw": pw.feature(pw.TF_BYTES, [draw(st.binary(min_size=3, max_size=3))]),
+            "other": pw.feature(pw.TF_INT64, [draw(st.integers(0, 127))]),
+        }
+        records.append(pw.example([pw.entry(name, values[name]) for name in order]))
+    for _ in range(draw(st.integers(0, 3))):
+        at = draw(st.integers(0, count - 1))
+        base = bytearray(records[at])
+        where = draw(st.integers(0, len(base) - 1))
+        base[where] ^= draw(st.integers(1, 255))
+        if b"label" in base and b"image" in base and b"raw" in base:
+            records[at] = bytes(base)
+    return records
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(same_layout_batches())
+def test_template_path_and_scanner_path_agree(records):
+    specs = {"label": rk.VarLen(np.int64), "image": rk.VarLen(np.float32), "raw": rk.VarLen(bytes)}
+
+    def run():
+        try:
+            out = rk.parse_examples(records, specs)
+        except DecodeError as exc:
+            return ("error", exc.index)
+        return {
+            name: (
+                value.values.view(np.uint8).tobytes() if name == "image" else value.values.tolist(),
+                value.row_splits.tolist(),
+            )
+            for name, value in out.items()
+        }
+
+    fast = run()
+    saved = _columns._MIN_TEMPLATE_GROUP
+    _columns._MIN_TEMPLATE_GROUP = 1 << 62
+    try:
+        slow = run()
+    finally:
+        _columns._MIN_TEMPLATE_GROUP = saved
+    assert fast == slow
+
+
+def test_only_wanted_features_are_read():
+    broken_other = pw.delimited(1, pw.delimited(1, b"other") + pw.delimited(2, b"\x1a\x05\x0a\x09"))
+    payload = pw.example([pw.entry("i", pw.feature(pw.TF_INT64, [3])), broken_other])
+    assert parsed(payload, "i", np.int64) == [3]
+    with pytest.raises(DecodeError):
+        parsed(payload, "other", np.int64)
+
+
+def test_fixed_width_values_are_little_endian():
+    payload = pw.example(
+        [pw.entry("f", pw.delimited(pw.TF_FLOAT, pw.delimited(1, struct.pack("<2f", 1.0, -2.0))))]
+    )
+    out = rk.parse_examples([payload], {"f": rk.FixedLen((2,), np.float32)})["f"]
+    assert out.tolist() == [[1.0, -2.0]]
+    assert out.dtype == np.float32
+    assert out.dtype.isnative
