@@ -1,0 +1,124 @@
+"""Atomic writes: the target appears only on a clean close, whatever else happens."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import recordkit as rk
+from recordkit._atomic import AtomicFile
+
+
+def _leftovers(directory):
+    return sorted(name for name in os.listdir(directory) if name.endswith(".tmp"))
+
+
+@pytest.mark.parametrize("name", ["a.tfrecord", "a.tfrecord.gz", "a.ofrecord", "a.ffr"])
+def test_exception_in_with_block_leaves_target_untouched(tmp_path, name):
+    target = tmp_path / name
+    target.write_bytes(b"previous content")
+    with pytest.raises(RuntimeError), rk.open(target, "w") as writer:
+        writer.write(b"\x0a\x01x")
+        raise RuntimeError("boom")
+    assert target.read_bytes() == b"previous content"
+    assert _leftovers(tmp_path) == []
+
+
+def test_abort(tmp_path):
+    writer = rk.open(tmp_path / "a.tfrecord", "w")
+    writer.write(b"x")
+    writer.abort()
+    writer.abort()
+    writer.close()  # closing an aborted writer does nothing
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(ValueError, match="closed"):
+        writer.write(b"y")
+
+
+def test_garbage_collected_writer_leaves_nothing(tmp_path):
+    writer = rk.open(tmp_path / "a.tfrecord", "w")
+    writer.write(b"x" * 10_000_000)
+    assert len(_leftovers(tmp_path)) == 1
+    del writer
+    gc.collect()
+    assert os.listdir(tmp_path) == []
+
+
+def test_temporary_file_is_hidden_beside_the_target(tmp_path):
+    with rk.open(tmp_path / "a.tfrecord", "w") as writer:
+        writer.write(b"x")
+        writer.flush()
+        (temporary,) = _leftovers(tmp_path)
+        assert temporary.startswith(".a.tfrecord.")
+        assert not (tmp_path / "a.tfrecord").exists()
+    assert os.listdir(tmp_path) == ["a.tfrecord"]
+
+
+def test_fsync(tmp_path, monkeypatch):
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    with rk.open(tmp_path / "a.tfrecord", "w", fsync=True) as writer:
+        writer.write(b"x")
+    assert len(synced) == 2  # the file, then the directory
+    with rk.open(tmp_path / "b.tfrecord", "w") as writer:
+        writer.write(b"x")
+    assert len(synced) == 2
+
+
+def test_failed_close_propagates_and_leaves_no_target(tmp_path, monkeypatch):
+    def failing_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    writer = rk.open(tmp_path / "a.tfrecord", "w")
+    writer.write(b"x")
+    with pytest.raises(OSError, match="No space"):
+        writer.close()
+    assert os.listdir(tmp_path) == []
+
+
+def test_failed_flush_on_close_leaves_no_target(tmp_path):
+    target = AtomicFile(tmp_path / "a.bin")
+    target.file.write(b"data")
+    target.file.close()  # the next flush fails
+    with pytest.raises(ValueError, match="closed file"):
+        target.commit()
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(ValueError, match="already"):
+        target.commit()
+
+
+def test_sigkill_mid_write_never_creates_the_target(tmp_path):
+    target = tmp_path / "killed.tfrecord"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import recordkit as rk
+        writer = rk.open({os.fspath(target)!r}, "w")
+        for i in range(10**9):
+            writer.write(b"x" * 1000)
+            if i == 5000:
+                writer.flush()
+                print("writing", flush=True)
+        """
+    )
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE) as process:
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline() == b"writing\n"
+            time.sleep(0.2)
+            assert _leftovers(tmp_path)  # mid-write: only the temporary file exists
+            process.send_signal(signal.SIGKILL)
+            assert process.wait(timeout=30) == -signal.SIGKILL
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert not target.exists()
