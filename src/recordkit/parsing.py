@@ -472,9 +472,8 @@ class _Reader:
             values = pieces[0][2]
             if values.flags.writeable and values.flags.c_contiguous and values.dtype.isnative:
                 return values.reshape((n, *spec.shape))
-            return np.ascontiguousarray(values, values.dtype.newbyteorder("=")).reshape(
-                (n, *spec.shape)
-            )
+            native = np.array(values, values.dtype.newbyteorder("="), order="C")
+            return native.reshape((n, *spec.shape))
         out = np.empty((n, *spec.shape), _numpy_type(spec.dtype))
         rows_out = out.reshape(n, size)
         for rows, _, values in pieces:
