@@ -90,6 +90,12 @@ def test_numeric_helpers(helper: Any, value: object, expected: np.ndarray) -> No
 
 def test_float_feature_overflow_becomes_infinity() -> None:
     assert_same(rk.float_feature([1e300, -1e300]).value, np.array([np.inf, -np.inf], np.float32))
+    for value in (1e300, -1e300):
+        decoded = rk.decode_example(
+            rk.encode_example({"x": value, "y": [value], "z": np.array([value])})
+        )
+        for name in "xyz":
+            assert_same(decoded[name], np.array([np.copysign(np.inf, value)], np.float32))
 
 
 @pytest.mark.parametrize(
@@ -485,6 +491,11 @@ def _utf8(value: bytes | str) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else value
 
 
+def _to_float32(array: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return array.astype(np.float32)
+
+
 def _pairs(family: str) -> st.SearchStrategy[tuple[object, object]]:
     """(value to encode, what decoding must give) pairs."""
     python_scalars = st.one_of(
@@ -511,7 +522,7 @@ def _pairs(family: str) -> st.SearchStrategy[tuple[object, object]]:
             int32_arrays.map(lambda a: (rk.int32_feature(a), a)),
         )
     else:
-        arrays |= float64_arrays.map(lambda a: (a, a.astype(np.float32)))
+        arrays |= float64_arrays.map(lambda a: (a, _to_float32(a)))
     return python_scalars | arrays
 
 

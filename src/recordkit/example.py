@@ -25,6 +25,7 @@ Examples
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple, TypeVar
@@ -35,7 +36,7 @@ from google.protobuf.message import DecodeError as _ProtobufDecodeError
 from google.protobuf.message import Message
 
 from recordkit._proto.oneflow import record_pb2
-from recordkit._proto.tensorflow import example_pb2
+from recordkit._proto.tensorflow import example_pb2, feature_pb2
 from recordkit.errors import DecodeError
 
 __all__ = [
@@ -82,9 +83,9 @@ _WIRE_DTYPES: Final[dict[str, np.dtype[Any]]] = {
     "double_list": np.dtype("<f8"),
 }
 _BYTES_LIKE: Final = (bytes, bytearray, memoryview)
-# Up to this many integers, np.fromiter beats np.array on a protobuf repeated field, and a Python loop beats
-# the vectorized varint encoder.
+# Up to this many integers, np.fromiter beats np.array on a protobuf repeated field.
 _SMALL: Final = 32
+_UINT64_MASK: Final = 2**64 - 1
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -160,7 +161,9 @@ def int64_feature(value: object) -> Feature:
     >>> int64_feature([1, 2, 3])
     Feature(kind='int64_list', value=array([1, 2, 3]))
     """
-    return Feature("int64_list", _readonly(_integers(value, "int64_list", "int64_feature()")))
+    return Feature(
+        "int64_list", _readonly(_integers(value, "int64_list", "int64_feature()", copy=True))
+    )
 
 
 def int32_feature(value: object) -> Feature:
@@ -182,7 +185,9 @@ def int32_feature(value: object) -> Feature:
     ValueError
         A value does not fit in a signed 32-bit integer.
     """
-    return Feature("int32_list", _readonly(_integers(value, "int32_list", "int32_feature()")))
+    return Feature(
+        "int32_list", _readonly(_integers(value, "int32_list", "int32_feature()", copy=True))
+    )
 
 
 def float_feature(value: object) -> Feature:
@@ -208,7 +213,9 @@ def float_feature(value: object) -> Feature:
     >>> float_feature(0.5)
     Feature(kind='float_list', value=array([0.5], dtype=float32))
     """
-    return Feature("float_list", _readonly(_floats(value, "float_list", "float_feature()")))
+    return Feature(
+        "float_list", _readonly(_floats(value, "float_list", "float_feature()", copy=True))
+    )
 
 
 def double_feature(value: object) -> Feature:
@@ -228,7 +235,9 @@ def double_feature(value: object) -> Feature:
     TypeError
         The values are not real numbers.
     """
-    return Feature("double_list", _readonly(_floats(value, "double_list", "double_feature()")))
+    return Feature(
+        "double_list", _readonly(_floats(value, "double_list", "double_feature()", copy=True))
+    )
 
 
 def bytes_feature(value: object) -> Feature:
@@ -285,7 +294,7 @@ def _has_nested(values: Sequence[object]) -> bool:
     return any(isinstance(v, (list, tuple, np.ndarray)) for v in values)
 
 
-def _integers(value: object, kind: str, what: str) -> npt.NDArray[Any]:
+def _integers(value: object, kind: str, what: str, *, copy: bool = False) -> npt.NDArray[Any]:
     array = _as_flat_array(value, what)
     if array.dtype.kind == "O" and array.size and all(isinstance(v, int) for v in array):
         raise ValueError(f"{what}: a value does not fit in a signed 64-bit integer")
@@ -294,18 +303,22 @@ def _integers(value: object, kind: str, what: str) -> npt.NDArray[Any]:
     if array.dtype.kind not in "biu":
         raise TypeError(f"{what}: expected integers, got {_describe(value)}")
     dtype = _NUMERIC_DTYPES[kind]
-    low, high = (_INT32_MIN, _INT32_MAX) if kind == "int32_list" else (_INT64_MIN, _INT64_MAX)
-    if array.size and (int(array.min()) < low or int(array.max()) > high):
-        raise ValueError(f"{what}: a value does not fit in {dtype.name} ({low}..{high})")
-    return array.astype(dtype)
+    if not np.can_cast(array.dtype, dtype, "safe") and array.size:
+        low, high = (_INT32_MIN, _INT32_MAX) if kind == "int32_list" else (_INT64_MIN, _INT64_MAX)
+        if int(array.min()) < low or int(array.max()) > high:
+            raise ValueError(f"{what}: a value does not fit in {dtype.name} ({low}..{high})")
+    return array.astype(dtype, copy=copy)
 
 
-def _floats(value: object, kind: str, what: str) -> npt.NDArray[Any]:
+def _floats(value: object, kind: str, what: str, *, copy: bool = False) -> npt.NDArray[Any]:
     array = _as_flat_array(value, what)
     if array.dtype.kind not in "biuf":
         raise TypeError(f"{what}: expected real numbers, got {_describe(value)}")
-    with np.errstate(over="ignore"):  # out-of-range doubles become +-inf, as protobuf does
-        return array.astype(_NUMERIC_DTYPES[kind])
+    dtype = _NUMERIC_DTYPES[kind]
+    if array.dtype.kind == "f" and array.dtype.itemsize > dtype.itemsize:
+        with np.errstate(over="ignore"):  # out-of-range doubles become +-inf, as protobuf does
+            return array.astype(dtype)
+    return array.astype(dtype, copy=copy)
 
 
 def _byte_strings(value: object, what: str) -> tuple[bytes, ...]:
@@ -442,6 +455,7 @@ def _serialized_feature(message: Message, family: _Family, what: str) -> bytes:
 # Wire encoding (https://protobuf.dev/programming-guides/encoding/)
 
 _ONE_BYTE_VARINTS: Final = [bytes([i]) for i in range(128)]
+_FLOAT32: Final = struct.Struct("<f")
 
 
 def _varint(n: int) -> bytes:
@@ -459,26 +473,6 @@ def _field(tag: bytes, payload: bytes) -> bytes:
     return tag + _varint(len(payload)) + payload
 
 
-def _pack_varints(values: npt.NDArray[Any]) -> bytes:
-    """Encode integers as consecutive varints; negative numbers take ten bytes (two's complement)."""
-    if len(values) <= _SMALL:
-        return b"".join([_varint(v & 0xFFFFFFFFFFFFFFFF) for v in values.tolist()])
-    unsigned = values.astype(np.int64).view(np.uint64)
-    if int(unsigned.max()) < 128:
-        return unsigned.astype(np.uint8).tobytes()
-    sizes = np.ones(len(unsigned), np.intp)
-    for shift in range(7, 64, 7):
-        sizes += unsigned >= np.uint64(1 << shift)
-    starts = np.cumsum(sizes) - sizes
-    out = np.empty(int(sizes.sum()), np.uint8)
-    for i in range(int(sizes.max())):
-        has = sizes > i
-        group = (unsigned[has] >> np.uint64(7 * i)) & np.uint64(0x7F)
-        more = (sizes[has] > i + 1).astype(np.uint8) << 7
-        out[starts[has] + i] = group.astype(np.uint8) | more
-    return out.tobytes()
-
-
 def _encode_list(feature: Feature) -> bytes:
     """Serialize the ``*List`` message of a feature (its one field ``value = 1`` packed, or repeated bytes)."""
     value = feature.value
@@ -486,16 +480,39 @@ def _encode_list(feature: Feature) -> bytes:
         return b"".join([_field(b"\x0a", v) for v in value])
     if feature.kind in _WIRE_DTYPES:
         raw = value.astype(_WIRE_DTYPES[feature.kind], copy=False).tobytes()
-    else:
-        raw = _pack_varints(value)
+    else:  # varints: protobuf's encoder is the fastest at hand; int32 values are sign-extended alike
+        return bytes(feature_pb2.Int64List(value=value.tolist()).SerializeToString())
     return _field(b"\x0a", raw) if raw else b""
 
 
 def _encode_feature(value: object, family: _Family, name: str) -> bytes:
+    scalar = _encode_scalar(value, name)
+    if scalar is not None:
+        kind, body = scalar
+        return _field(family.tags[kind], body)
     feature = _infer(value, family, name)
     if isinstance(feature, bytes):
         return feature
     return _field(family.tags[feature.kind], _encode_list(feature))
+
+
+def _encode_scalar(value: object, name: str) -> tuple[FeatureKind, bytes] | None:
+    """Serialize the one-value ``*List`` of a plain Python scalar without numpy (common in small records)."""
+    cls = type(value)
+    if cls is int:
+        number: int = value  # type: ignore[assignment]
+        if not _INT64_MIN <= number <= _INT64_MAX:
+            raise ValueError(f"feature {name!r}: {number} does not fit in a signed 64-bit integer")
+        return "int64_list", _field(b"\x0a", _varint(number & _UINT64_MASK))
+    if cls is float:
+        try:
+            packed = _FLOAT32.pack(value)
+        except OverflowError:  # beyond float32's range: infinity, as protobuf does
+            packed = _FLOAT32.pack(float("inf") if value > 0 else float("-inf"))  # type: ignore[operator]
+        return "float_list", b"\x0a\x04" + packed
+    if cls is bytes:
+        return "bytes_list", _field(b"\x0a", value)  # type: ignore[arg-type]
+    return None
 
 
 def _map_entry(name: object, value: bytes) -> bytes:
