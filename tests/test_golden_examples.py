@@ -24,28 +24,27 @@ NUMERIC_DTYPES = {
 }
 
 
-def tfrecord_payloads(path: Path) -> list[bytes]:
-    """Split a TFRecord file: 8-byte length, 4-byte length CRC, payload, 4-byte data CRC (CRCs unchecked)."""
-    data = path.read_bytes()
-    payloads, pos = [], 0
-    while pos < len(data):
-        (length,) = struct.unpack_from("<Q", data, pos)
-        payloads.append(data[pos + 12 : pos + 12 + length])
-        pos += 16 + length
-    assert pos == len(data)
-    return payloads
-
-
-def ofrecord_payloads(path: Path) -> list[bytes]:
-    """Split an OFRecord part file: int64 length, payload."""
+def split_frames(path: Path, *, header: int, trailer: int) -> list[bytes]:
+    """Cut payloads out of a file of frames: 8-byte little-endian length, ``header - 8`` more bytes, the
+    payload, ``trailer`` bytes. Checksums are not checked: the payload hashes in the manifest are."""
     data = path.read_bytes()
     payloads, pos = [], 0
     while pos < len(data):
         (length,) = struct.unpack_from("<q", data, pos)
-        payloads.append(data[pos + 8 : pos + 8 + length])
-        pos += 8 + length
+        payloads.append(data[pos + header : pos + header + length])
+        pos += header + length + trailer
     assert pos == len(data)
     return payloads
+
+
+def tfrecord_payloads(path: Path) -> list[bytes]:
+    """TFRecord: length, 4-byte length CRC, payload, 4-byte data CRC."""
+    return split_frames(path, header=12, trailer=4)
+
+
+def ofrecord_payloads(path: Path) -> list[bytes]:
+    """OFRecord: length, payload."""
+    return split_frames(path, header=8, trailer=0)
 
 
 def checked_payloads(path: Path, entry: dict[str, Any]) -> list[bytes]:

@@ -423,7 +423,7 @@ def _infer_numpy(value: np.ndarray[Any, Any] | np.generic, family: _Family, what
             raise TypeError(f"{what}: an empty object array has no list type; give it a dtype")
         return feature
     if dtype.kind in "biu":
-        kind = family.int32_kind if dtype == np.int32 else "int64_list"
+        kind = family.int32_kind if dtype.kind == "i" and dtype.itemsize == 4 else "int64_list"
         return Feature(kind, _integers(np.asarray(value), kind, what))
     if dtype.kind == "f":
         kind = family.float64_kind if dtype.itemsize >= 8 else "float_list"
