@@ -264,7 +264,7 @@ def test_sequence_examples_pad_steps_and_report_lengths():
     assert isinstance(words.values, rk.Ragged)
     assert words.to_list() == [[[b"a"], [b"b"]], [], [[b"c", b"d"]]]
     assert words[2].to_list() == [[b"c", b"d"]]
-    with pytest.raises(ValueError, match="flat"):
+    with pytest.raises(TypeError, match="flat"):
         words.to_dense()
 
 

@@ -34,7 +34,10 @@ __all__ = ["Column", "SequenceColumn", "as_records", "collect", "collect_sequenc
 
 #: Groups smaller than this are not worth the template set-up cost.
 _MIN_TEMPLATE_GROUP: Final = 8
-_FIXED_DTYPE: Final = {_wire.FIXED32: np.dtype("<f4"), _wire.FIXED64: np.dtype("<f8")}
+_FIXED_DTYPE: Final[dict[int, np.dtype[Any]]] = {
+    _wire.FIXED32: np.dtype("<f4"),
+    _wire.FIXED64: np.dtype("<f8"),
+}
 
 Int64Array = np.ndarray[Any, np.dtype[np.int64]]
 # rows (sorted record numbers), values per row, values (flat, or 2-D for rows of equal length)
@@ -215,14 +218,14 @@ def _template_pieces(
     for start, stop in dont_care:
         compare[start:stop] = False
     for _, regions in layout.values():
-        for start, stop in regions:  # type: ignore[misc]
+        for start, stop in regions:
             compare[start:stop] = False
     table = np.frombuffer(b"".join([records[r] for r in rows]), np.uint8).reshape(len(rows), length)
     checked = np.flatnonzero(compare)
     matches = (table[:, checked] == table[0, checked]).all(axis=1)
     for kind, regions in layout.values():
         if kind and kinds_table[kind] == _wire.VARINT:
-            for start, stop in regions:  # type: ignore[misc]
+            for start, stop in regions:
                 if stop > start:
                     matches &= table[:, stop - 1] < 0x80
     if not matches.all():

@@ -72,7 +72,7 @@ Chunk = bytes | tuple[int, int]
 Slot = tuple[int, list[Chunk]]
 
 
-class NotTemplatable(Exception):  # noqa: N818 - an internal signal, never seen by users
+class NotTemplatable(Exception):
     """Raised in position-recording mode when a record cannot serve as a batch template."""
 
 

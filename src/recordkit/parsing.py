@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 #: The value type of a spec: a numpy dtype, or ``"bytes"`` / ``"str"`` for bytes lists.
-ValueType = Union[np.dtype[Any], str]
+ValueType = Union[np.dtype[Any], str]  # noqa: UP007 - a runtime alias on Python 3.10
 
 _BYTES_ALIASES: Final = {
     bytes,
@@ -90,10 +90,10 @@ def _value_type(dtype: Any) -> ValueType:
             return "bytes"
         if dtype in _STR_ALIASES:
             return "str"
-    except TypeError:  # unhashable
+    except TypeError:  # unhashable, e.g. a structured dtype description
         pass
     try:
-        value_type = np.dtype(dtype)
+        value_type: np.dtype[Any] = np.dtype(dtype)
     except TypeError as exc:
         raise TypeError(f"not a dtype: {dtype!r}") from exc
     if value_type.kind in "SO":
@@ -228,7 +228,7 @@ class FixedLenSequence:
         object.__setattr__(self, "allow_missing", bool(allow_missing))
 
 
-Spec = Union[FixedLen, VarLen, FixedLenSequence]
+Spec = Union[FixedLen, VarLen, FixedLenSequence]  # noqa: UP007 - a runtime alias on Python 3.10
 
 
 @dataclass(frozen=True, eq=False)
@@ -307,7 +307,7 @@ class Ragged:
     def to_dense(self, default: Any = None) -> np.ndarray[Any, Any]:
         """Pad the rows to the longest one with ``default`` (0, ``b""`` or ``""`` when not given)."""
         if isinstance(self.values, Ragged):
-            raise ValueError(
+            raise TypeError(
                 "to_dense() needs flat values; use ragged[i] or to_list() for nested rows"
             )
         lengths = self.row_lengths()
@@ -346,6 +346,14 @@ def _object_full(shape: tuple[int, ...], fill: Any) -> np.ndarray[Any, Any]:
 def _record_of(counts: npt.NDArray[np.int64], position: int) -> int:
     """The record owning flat value ``position`` when record ``i`` has ``counts[i]`` values."""
     return int(np.searchsorted(np.cumsum(counts), position, side="right"))
+
+
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _first(mask: npt.NDArray[np.bool_]) -> int:
@@ -446,12 +454,12 @@ class _Reader:
         values: np.ndarray[Any, Any],
     ) -> np.ndarray[Any, Any]:
         out = np.empty(len(values), object)
-        for position, value in enumerate(values):
-            try:
-                out[position] = value.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                i = int(rows[_record_of(counts, position)])
-                raise self.error(name, i, f"not valid UTF-8: {exc}") from None
+        try:
+            out[:] = [value.decode("utf-8") for value in values]
+        except UnicodeDecodeError:
+            position = next(p for p, value in enumerate(values) if not _is_utf8(value))
+            i = int(rows[_record_of(counts, position)])
+            raise self.error(name, i, "not valid UTF-8") from None
         return out
 
     def fixed(self, name: str, column: Column, spec: FixedLen) -> np.ndarray[Any, Any]:
