@@ -24,9 +24,14 @@ def _leftovers(directory):
 def test_exception_in_with_block_leaves_target_untouched(tmp_path, name):
     target = tmp_path / name
     target.write_bytes(b"previous content")
-    with pytest.raises(RuntimeError), rk.open(target, "w") as writer:
-        writer.write(b"\x0a\x01x")
-        raise RuntimeError("boom")
+
+    def fail_while_writing() -> None:
+        with rk.open(target, "w") as writer:
+            writer.write(b"\x0a\x01x")
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        fail_while_writing()
     assert target.read_bytes() == b"previous content"
     assert _leftovers(tmp_path) == []
 

@@ -86,9 +86,12 @@ def test_multi_directory_reads_as_one(golden_dir, ffrecord_manifest, tmp_path):
 
 @pytest.mark.parametrize(("name", "error"), sorted(DAMAGED.items()))
 def test_damaged_golden_files_raise(golden_dir, name, error):
-    with pytest.raises(error) as caught:
+    def read_all() -> list[bytes]:
         with rk.open(golden_dir / "ffrecord" / name) as reader:
-            list(reader)
+            return list(reader)
+
+    with pytest.raises(error) as caught:
+        read_all()
     assert caught.value.path.endswith(name)
 
 
@@ -117,14 +120,20 @@ def test_truncated_file_error_names_the_first_missing_sample(golden_dir):
 
 
 def test_legacy_file_warns_and_still_checks_samples(golden_dir, tmp_path):
-    with pytest.warns(LegacyFormatWarning), rk.open(golden_dir / "ffrecord" / "legacy_zero_meta_crc.ffr") as r:
+    with (
+        pytest.warns(LegacyFormatWarning),
+        rk.open(golden_dir / "ffrecord" / "legacy_zero_meta_crc.ffr") as r,
+    ):
         assert r[0] == b"hello ffrecord"
     data = bytearray((golden_dir / "ffrecord" / "legacy_zero_meta_crc.ffr").read_bytes())
     data[-1] ^= 1
     (tmp_path / "bad.ffr").write_bytes(bytes(data))
-    with pytest.warns(LegacyFormatWarning), rk.open(tmp_path / "bad.ffr") as reader:
-        with pytest.raises(ChecksumError):
-            reader[0]
+    with (
+        pytest.warns(LegacyFormatWarning),
+        rk.open(tmp_path / "bad.ffr") as reader,
+        pytest.raises(ChecksumError),
+    ):
+        reader[0]
 
 
 @pytest.mark.parametrize(
@@ -186,7 +195,10 @@ def test_stream_reading(golden_dir, ffrecord_manifest):
     data = (golden_dir / "ffrecord" / "varied.ffr").read_bytes()
     with rk.open(NoSeekBytesIO(data), format="ffrecord") as reader:
         assert _sha(reader) == ffrecord_manifest["files"]["varied.ffr"]["sha256"]
-    with rk.open(NoSeekBytesIO(data[:-10]), format="ffrecord") as reader, pytest.raises(CorruptRecordError):
+    with (
+        rk.open(NoSeekBytesIO(data[:-10]), format="ffrecord") as reader,
+        pytest.raises(CorruptRecordError),
+    ):
         list(reader)
 
 
@@ -198,10 +210,13 @@ def test_dropin_reader_matches_ffrecords_types(golden_dir, ffrecord_manifest):
     with ffrecord.FileReader(golden_dir / "ffrecord" / "varied.ffr", check_data=True) as reader:
         assert reader.n == 100
         batch = reader.read([3, 1, 99])
-        assert all(isinstance(a, np.ndarray) and a.dtype == np.uint8 and a.flags.writeable for a in batch)
+        assert all(isinstance(a, np.ndarray) for a in batch)
+        assert all(a.dtype == np.uint8 for a in batch)
+        assert all(a.flags.writeable for a in batch)
         assert _sha(batch) == [entry["sha256"][i] for i in (3, 1, 99)]
         one = reader.read_one(2)
-        assert one.dtype == np.uint8 and hashlib.sha256(one.tobytes()).hexdigest() == entry["sha256"][2]
+        assert one.dtype == np.uint8
+        assert hashlib.sha256(one.tobytes()).hexdigest() == entry["sha256"][2]
         assert list(reader.get_offsets(0)[:3]) == entry["offsets"][:3]
         assert list(reader.get_checksums(0)[:3]) == entry["crc32"][:3]
         reader.validate()

@@ -49,7 +49,10 @@ def test_mask_and_unmask_are_inverse(rng):
 def test_framing_vectors_from_tensorflow():
     assert frame(b"") == bytes(8) + bytes.fromhex("29039807") + bytes.fromhex("d8ea82a2")
     assert frame(b"hello") == (
-        bytes.fromhex("0500000000000000") + bytes.fromhex("eab2043e") + b"hello" + bytes.fromhex("bb1f1c19")
+        bytes.fromhex("0500000000000000")
+        + bytes.fromhex("eab2043e")
+        + b"hello"
+        + bytes.fromhex("bb1f1c19")
     )
 
 
@@ -79,7 +82,9 @@ def _sha(records):
 def test_golden_files_read_to_their_hashes(golden_dir, tfrecord_manifest, name):
     entry = tfrecord_manifest["files"][name]
     with rk.open(golden_dir / "tfrecord" / name) as reader:
-        assert reader.compression == {"NONE": "", "GZIP": "gzip", "ZLIB": "zlib"}[entry["compression"]]
+        assert (
+            reader.compression == {"NONE": "", "GZIP": "gzip", "ZLIB": "zlib"}[entry["compression"]]
+        )
         records = list(reader)
         if reader.supports_random_access:
             assert reader.read(range(len(reader))) == records
@@ -91,18 +96,27 @@ def test_golden_files_read_to_their_hashes(golden_dir, tfrecord_manifest, name):
 @pytest.mark.parametrize("name", GOLDEN_CORRUPT)
 def test_corrupt_golden_files_raise_what_tensorflow_reports(golden_dir, tfrecord_manifest, name):
     entry = tfrecord_manifest["files"][name]
-    offset = int(re.search(r"(?:corrupted|truncated) record at (\d+)", entry["tensorflow_says"]).group(1))
-    expected = TruncatedRecordError if "truncated record" in entry["tensorflow_says"] else ChecksumError
-    read = []
-    with rk.open(golden_dir / "tfrecord" / name) as reader, pytest.raises(expected) as caught:
-        for record in reader:
-            read.append(record)  # noqa: PERF402 - keep what was read before the error
+    offset = int(
+        re.search(r"(?:corrupted|truncated) record at (\d+)", entry["tensorflow_says"]).group(1)
+    )
+    expected = (
+        TruncatedRecordError if "truncated record" in entry["tensorflow_says"] else ChecksumError
+    )
+    read: list[bytes] = []
+
+    def read_until_the_error() -> None:
+        with rk.open(golden_dir / "tfrecord" / name) as reader:
+            read.extend(iter(reader))
+
+    with pytest.raises(expected) as caught:
+        read_until_the_error()
     assert len(read) == entry["valid_records_before_fault"]
     assert caught.value.index == entry["valid_records_before_fault"]
     assert caught.value.offset == offset
     assert caught.value.path.endswith(name)
+    valid = entry["valid_records_before_fault"]
     with rk.open(golden_dir / "tfrecord" / name) as reader, pytest.raises(expected) as caught:
-        reader[entry["valid_records_before_fault"]]  # the header scan or the record read finds it too
+        reader[valid]  # the header scan or the record read finds it too
     assert caught.value.offset in (offset, offset - 12)
 
 

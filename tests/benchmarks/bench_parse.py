@@ -14,7 +14,8 @@ median of several repetitions over the whole set; the ratios compare the medians
 
 TensorFlow and vahidk ``tfrecord`` both register ``tensorflow.Example`` in protobuf's default descriptor
 pool and cannot be imported into one process, so each contender runs in its own subprocess of this
-script, on the same records (written once to a temporary file).
+script, on the same records (written once to a temporary file). The contenders take turns, one timed pass
+each, so that changes in machine load fall on all of them alike.
 
 Run: ``python tests/benchmarks/bench_parse.py [--records 20480] [--repeat 7]``.
 """
@@ -141,14 +142,18 @@ CONTENDERS = {
 }
 
 
-def worker(name: str, data: str, repeat: int) -> None:
-    """Time one contender on the pickled records in ``data``; print its rate (or nothing if absent)."""
+def worker(name: str, data: str) -> None:
+    """Serve one contender: load the records, then time one pass for every line read from stdin."""
     with open(data, "rb") as f:
         records = pickle.load(f)
     run = CONTENDERS[name](batches(records))
-    if run is not None:
-        run()  # warm up
-        print(timed(run, len(records), repeat))
+    if run is None:
+        print("absent", flush=True)
+        return
+    run()  # warm up
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        print(timed(run, len(records), 1), flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -159,27 +164,45 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.data, args.repeat)
+        worker(args.worker, args.data)
         return
     records = make_records(args.records)
     size = sum(map(len, records)) / len(records)
     print(
         f"{len(records)} Examples of {size:.0f} bytes, batches of {BATCH}, median of {args.repeat} runs"
     )
-    rates = {}
+    samples: dict[str, list[float]] = {}
     with tempfile.NamedTemporaryFile(suffix=".pickle") as data:
         pickle.dump(records, data)
         data.flush()
+        workers = {}
         for name in CONTENDERS:
             command = [sys.executable, __file__, "--worker", name, "--data", data.name]
-            command += ["--repeat", str(args.repeat)]
-            result = subprocess.run(command, capture_output=True, text=True, check=True)
-            lines = result.stdout.split()
-            if not lines:
+            process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            )
+            assert process.stdout is not None
+            if process.stdout.readline().strip() == "ready":
+                workers[name] = process
+                samples[name] = []
+            else:
+                process.wait()
                 print(f"{name:22s} not installed")
-                continue
-            rates[name] = float(lines[-1])
-            print(f"{name:22s} {rates[name]:12,.0f} records/s")
+        # Round-robin, so that a change in machine load affects every contender alike.
+        for _ in range(args.repeat):
+            for name, process in workers.items():
+                assert process.stdin is not None
+                assert process.stdout is not None
+                process.stdin.write("go\n")
+                process.stdin.flush()
+                samples[name].append(float(process.stdout.readline()))
+        for process in workers.values():
+            assert process.stdin is not None
+            process.stdin.close()
+            process.wait()
+    rates = {name: statistics.median(values) for name, values in samples.items()}
+    for name, rate in rates.items():
+        print(f"{name:22s} {rate:12,.0f} records/s")
     for peer in ("tensorflow", "vahidk tfrecord"):
         if peer in rates:
             for ours in ("recordkit", "recordkit (scanner)"):
