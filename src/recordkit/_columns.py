@@ -107,28 +107,25 @@ def _record_error(exc: Exception, index: int) -> DecodeError:
 class _Accumulator:
     """Collects what the scanner found for one feature, record by record."""
 
-    __slots__ = ("chunks", "kinds", "rows")
+    __slots__ = ("found",)
 
     def __init__(self) -> None:
-        self.rows: list[int] = []
-        self.kinds: list[int] = []
-        self.chunks: list[list[_wire.Chunk]] = []
+        self.found: list[tuple[int, _wire.Slot]] = []  # (row, (kind, chunks))
 
     def add(self, row: int, slot: _wire.Slot) -> None:
-        self.rows.append(row)
-        self.kinds.append(slot[0])
-        self.chunks.append(slot[1])
+        self.found.append((row, slot))
 
     def pieces(self, kinds_table: dict[int, int]) -> dict[int, _Piece]:
         """Decode the collected chunks, one batch per kind."""
-        by_kind: dict[int, list[int]] = {}
-        for position, kind in enumerate(self.kinds):
+        by_kind: dict[int, list[tuple[int, _wire.Slot]]] = {}
+        for item in self.found:
+            kind = item[1][0]
             if kind:
-                by_kind.setdefault(kind, []).append(position)
+                by_kind.setdefault(kind, []).append(item)
         out = {}
-        for kind, positions in by_kind.items():
-            rows = np.array([self.rows[p] for p in positions], np.int64)
-            chunk_lists = [self.chunks[p] for p in positions]
+        for kind, items in by_kind.items():
+            rows = np.fromiter((row for row, _ in items), np.int64, len(items))
+            chunk_lists = [slot[1] for _, slot in items]
             out[kind] = _decode_chunks(rows, chunk_lists, kinds_table[kind])
         return out
 
@@ -141,10 +138,13 @@ def _decode_chunks(rows: Int64Array, chunk_lists: list[list[Any]], encoding: int
         values = np.empty(len(flat), object)
         values[:] = flat
         return rows, counts, values
-    sizes = np.fromiter(
-        (sum(map(len, chunks)) for chunks in chunk_lists), np.int64, len(chunk_lists)
-    )
-    data = b"".join(flat)
+    if len(flat) == len(chunk_lists):  # one chunk per record, the usual case
+        sizes = np.fromiter(map(len, flat), np.int64, len(flat))
+    else:
+        sizes = np.fromiter(
+            (sum(map(len, chunks)) for chunks in chunk_lists), np.int64, len(chunk_lists)
+        )
+    data = bytearray().join(flat)  # a bytearray, so that the arrays viewing it are writable
     if encoding == _wire.VARINT:
         bounds = np.zeros(len(sizes) + 1, np.int64)
         np.cumsum(sizes, out=bounds[1:])
@@ -307,13 +307,14 @@ def collect(
     if to_scan:
         to_scan.sort()
         accumulators = {key: _Accumulator() for key in keys}
-        for i in to_scan:
-            try:
-                slots = scan(records[i], wanted, kinds_table)
-            except (DecodeError, IndexError) as exc:
-                raise _record_error(exc, i) from None
-            for key, slot in slots.items():
-                accumulators[key].add(i, slot)
+        found = {key: accumulator.found for key, accumulator in accumulators.items()}
+        i = -1
+        try:
+            for i in to_scan:
+                for key, slot in scan(records[i], wanted, kinds_table).items():
+                    found[key].append((i, slot))
+        except (DecodeError, IndexError) as exc:
+            raise _record_error(exc, i) from None
         for key, accumulator in accumulators.items():
             for kind, piece in accumulator.pieces(kinds_table).items():
                 pieces[key].setdefault(kind, []).append(piece)

@@ -155,47 +155,8 @@ def _wrong_wire_type(what: str, tag: int) -> DecodeError:
     return DecodeError(f"malformed protobuf: {what} has wire type {tag & 7}")
 
 
-def _scan_list(
-    buf: bytes, pos: int, end: int, encoding: int, chunks: list[Chunk], positions: bool
-) -> None:
-    """Append the values of one ``BytesList``/``FloatList``/... message in ``buf[pos:end]`` to ``chunks``."""
-    while pos < end:
-        tag = buf[pos]
-        pos += 1
-        if tag >= 0x80:
-            tag, pos = _varint_tail(buf, pos, tag)
-        if tag == 0x0A:  # field 1, length-delimited: a bytes value or a packed run of numbers
-            stop, pos = _length(buf, pos, end)
-            if encoding >= FIXED32 and (stop - pos) % _WIDTH[encoding]:
-                raise DecodeError(
-                    f"malformed protobuf: packed payload of {stop - pos} bytes is not a whole number "
-                    f"of {_WIDTH[encoding]}-byte values"
-                )
-            chunks.append((pos, stop) if positions else buf[pos:stop])
-            pos = stop
-        elif tag >> 3 == 1:
-            if encoding == BYTES or tag & 7 != _UNPACKED_WIRE_TYPE[encoding]:
-                raise _wrong_wire_type("a list value", tag)
-            if positions:
-                raise NotTemplatable
-            start = pos
-            if encoding == VARINT:
-                while buf[pos] >= 0x80:
-                    pos += 1
-                    if pos - start >= 10:
-                        raise DecodeError("malformed protobuf: varint longer than 10 bytes")
-                pos += 1
-            else:
-                pos += _WIDTH[encoding]
-            if pos > end:
-                raise DecodeError("malformed protobuf: value runs past the end of its list")
-            chunks.append(buf[start:pos])
-        else:
-            pos = _skip(buf, pos, end, tag)
-
-
 def _scan_feature(buf: bytes, pos: int, end: int, kinds: dict[int, int], positions: bool) -> Slot:
-    """Read one ``Feature`` message in ``buf[pos:end]``."""
+    """Read one ``Feature`` message in ``buf[pos:end]`` (the list messages inside it are read inline)."""
     kind = 0
     chunks: list[Chunk] = []
     while pos < end:
@@ -210,13 +171,65 @@ def _scan_feature(buf: bytes, pos: int, end: int, kinds: dict[int, int], positio
             continue
         if tag & 7 != 2:
             raise _wrong_wire_type("a Feature list", tag)
-        stop, pos = _length(buf, pos, end)
+        n = buf[pos]
+        pos += 1
+        if n >= 0x80:
+            n, pos = _varint_tail(buf, pos, n)
+        stop = pos + n
+        if stop > end:
+            raise DecodeError("malformed protobuf: length runs past the end of its message")
         if field != kind:  # a oneof: setting another member clears the previous one
             kind = field
             chunks = []
-        _scan_list(buf, pos, stop, encoding, chunks, positions)
+        while pos < stop:  # the BytesList / FloatList / ... message
+            tag = buf[pos]
+            pos += 1
+            if tag >= 0x80:
+                tag, pos = _varint_tail(buf, pos, tag)
+            if tag == 0x0A:  # field 1, length-delimited: a bytes value or a packed run of numbers
+                n = buf[pos]
+                pos += 1
+                if n >= 0x80:
+                    n, pos = _varint_tail(buf, pos, n)
+                value_stop = pos + n
+                if value_stop > stop:
+                    raise DecodeError("malformed protobuf: length runs past the end of its message")
+                if encoding >= FIXED32 and n % _WIDTH[encoding]:
+                    raise DecodeError(
+                        f"malformed protobuf: packed payload of {n} bytes is not a whole number "
+                        f"of {_WIDTH[encoding]}-byte values"
+                    )
+                chunks.append((pos, value_stop) if positions else buf[pos:value_stop])
+                pos = value_stop
+            elif tag >> 3 == 1:
+                pos = _unpacked_value(buf, pos, stop, tag, encoding, chunks, positions)
+            else:
+                pos = _skip(buf, pos, stop, tag)
         pos = stop
     return kind, chunks
+
+
+def _unpacked_value(
+    buf: bytes, pos: int, end: int, tag: int, encoding: int, chunks: list[Chunk], positions: bool
+) -> int:
+    """Append one value written unpacked (its own tag) to ``chunks``; return the position after it."""
+    if encoding == BYTES or tag & 7 != _UNPACKED_WIRE_TYPE[encoding]:
+        raise _wrong_wire_type("a list value", tag)
+    if positions:
+        raise NotTemplatable
+    start = pos
+    if encoding == VARINT:
+        while buf[pos] >= 0x80:
+            pos += 1
+            if pos - start >= 10:
+                raise DecodeError("malformed protobuf: varint longer than 10 bytes")
+        pos += 1
+    else:
+        pos += _WIDTH[encoding]
+    if pos > end:
+        raise DecodeError("malformed protobuf: value runs past the end of its list")
+    chunks.append(buf[start:pos])
+    return pos
 
 
 def _merge_feature(
@@ -296,7 +309,29 @@ def scan_features(
                 raise _wrong_wire_type("a feature map entry", tag)
             pos = _skip(buf, pos, end, tag)
             continue
-        stop, pos = _length(buf, pos, end)
+        n = buf[pos]
+        pos += 1
+        if n >= 0x80:
+            n, pos = _varint_tail(buf, pos, n)
+        stop = pos + n
+        if stop > end:
+            raise DecodeError("malformed protobuf: length runs past the end of its message")
+        if buf[pos] == 0x0A and buf[pos + 1] < 0x80:
+            # The usual layout, read inline: key, then one value, filling the entry.
+            key_stop = pos + 2 + buf[pos + 1]
+            if key_stop < stop and buf[key_stop] == 0x12:
+                n = buf[key_stop + 1]
+                value_start = key_stop + 2
+                if n >= 0x80:
+                    n, value_start = _varint_tail(buf, value_start, n)
+                if value_start + n == stop:
+                    key = buf[pos + 2 : key_stop]
+                    if key in wanted:
+                        out[key] = _scan_feature(buf, value_start, stop, kinds, positions)
+                    elif dont_care is not None:
+                        dont_care.append((value_start, stop))
+                    pos = stop
+                    continue
         key, values = _map_entry(buf, pos, stop)
         if key in wanted:
             out[key] = _merge_feature(buf, values, kinds, positions) if values else (0, [])
