@@ -307,12 +307,12 @@ def collect(
     if to_scan:
         to_scan.sort()
         accumulators = {key: _Accumulator() for key in keys}
-        found = {key: accumulator.found for key, accumulator in accumulators.items()}
+        scanned = {key: accumulator.found for key, accumulator in accumulators.items()}
         i = -1
         try:
             for i in to_scan:
                 for key, slot in scan(records[i], wanted, kinds_table).items():
-                    found[key].append((i, slot))
+                    scanned[key].append((i, slot))
         except (DecodeError, IndexError) as exc:
             raise _record_error(exc, i) from None
         for key, accumulator in accumulators.items():
