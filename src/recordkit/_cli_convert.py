@@ -1,0 +1,157 @@
+"""``recordkit convert``: copy records between formats, optionally sharded and with payload conversion.
+
+Records are copied byte for byte unless a payload conversion is asked for. Shards are contiguous runs of
+the input (so reading the shards in order gives the input order back) whose sizes differ by at most one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+from collections.abc import Iterator
+
+import recordkit as rk
+from recordkit._cli_common import CliError, expand_inputs, open_reader, progress
+from recordkit._cli_payload import convert_payload as convert_record
+from recordkit._cli_payload import detect_payload
+from recordkit.formats import format_for_path
+
+__all__ = ["DEFAULT_PATTERNS", "run_convert", "shard_names", "shard_sizes"]
+
+DEFAULT_PATTERNS = {
+    "tfrecord": "part-{index:05d}-of-{count:05d}.tfrecord",
+    "ofrecord": "part-{index}",
+    "ffrecord": "PART_{index:05d}.ffr",
+}
+"""File names of shards written into a directory, per output format: TensorFlow's, OneFlow's and
+ffrecord's usual naming. ``{index}`` counts from 0; ``{count}`` is the number of shards."""
+
+_COMPRESSION_SUFFIX = {"gzip": ".gz", "zlib": ".zlib"}
+_PAYLOAD_SAMPLE = 100
+
+
+def shard_sizes(total: int, shards: int) -> list[int]:
+    """Split ``total`` records into ``shards`` contiguous runs whose sizes differ by at most one.
+
+    Examples
+    --------
+    >>> shard_sizes(10, 4)
+    [3, 3, 2, 2]
+    """
+    base, extra = divmod(total, shards)
+    return [base + (i < extra) for i in range(shards)]
+
+
+def shard_names(pattern: str, count: int) -> list[str]:
+    """Return the ``count`` file names ``pattern`` gives (``{index}`` and ``{count}`` filled in).
+
+    Raises
+    ------
+    CliError
+        The pattern does not format, or gives the same name twice.
+    """
+    try:
+        names = [pattern.format(index=i, count=count) for i in range(count)]
+    except (KeyError, IndexError, ValueError) as exc:
+        raise CliError(
+            f"bad --pattern {pattern!r} ({exc}): use the fields {{index}} and {{count}}, "
+            "e.g. part-{index:05d}"
+        ) from exc
+    if len(set(names)) != len(names):
+        raise CliError(f"--pattern {pattern!r} gives the same file name to several shards")
+    return names
+
+
+def _output_format(args: argparse.Namespace, directory: bool, source_format: str) -> str:
+    if args.to:
+        return str(rk.get_format(args.to).name)
+    if not directory:
+        found = format_for_path(args.dst)
+        if found is not None:
+            return str(found[0].name)
+        raise CliError(f"cannot tell the output format from {args.dst!r}: pass --to FORMAT")
+    return source_format
+
+
+def _outputs(args: argparse.Namespace, source_format: str) -> tuple[str, list[str]]:
+    """Return the output format and the output paths."""
+    directory = (
+        args.shards > 1
+        or args.pattern is not None
+        or os.path.isdir(args.dst)
+        or args.dst.endswith(("/", os.sep))
+    )
+    fmt = _output_format(args, directory, source_format)
+    if not directory:
+        return fmt, [args.dst]
+    pattern = args.pattern
+    if pattern is None:
+        pattern = DEFAULT_PATTERNS.get(fmt, "part-{index:05d}")
+        pattern += _COMPRESSION_SUFFIX.get(args.compression or "", "")
+    return fmt, [os.path.join(args.dst, name) for name in shard_names(pattern, args.shards)]
+
+
+def _count(path: str, fmt: str | None) -> int:
+    with open_reader(path, format=fmt) as reader:
+        if reader.supports_random_access:
+            return len(reader)
+        return sum(1 for _ in reader)
+
+
+def _records(paths: list[str], fmt: str | None) -> Iterator[bytes]:
+    for path in paths:
+        with open_reader(path, format=fmt) as reader:
+            yield from reader
+
+
+def _payload_kinds(args: argparse.Namespace, sources: list[str]) -> tuple[str, str] | None:
+    if args.payload is None:
+        return None
+    with open_reader(sources[0], format=args.format) as reader:
+        sample = list(itertools.islice(reader, _PAYLOAD_SAMPLE))
+        prefer = reader.format
+    source = detect_payload(sample, prefer=prefer) or args.payload
+    return source, args.payload
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """Run ``recordkit convert``; return the exit status."""
+    sources = expand_inputs(args.src)
+    with open_reader(sources[0], format=args.format) as reader:
+        source_format = reader.format
+    fmt, outputs = _outputs(args, source_format)
+    if not args.force:
+        existing = [path for path in outputs if os.path.exists(path)]
+        if existing:
+            raise CliError(f"{existing[0]} exists; pass --force to overwrite")
+    if os.path.abspath(args.dst) in {os.path.abspath(src) for src in sources}:
+        raise CliError(f"{args.dst} is also an input; write to another path")
+    kinds = _payload_kinds(args, sources)
+    total = sum(_count(path, args.format) for path in sources)
+    sizes = shard_sizes(total, len(outputs))
+    if len(outputs) > 1 or outputs[0] != args.dst:
+        os.makedirs(args.dst, exist_ok=True)
+    records = progress(
+        _records(sources, args.format), total=total, desc="convert", enabled=not args.quiet
+    )
+    written: list[str] = []
+    index = 0
+    try:
+        for path, size in zip(outputs, sizes, strict=True):
+            n = size if fmt == "ffrecord" else None
+            with rk.open(path, "w", format=fmt, compression=args.compression, n=n) as writer:
+                for record in itertools.islice(records, size):
+                    if kinds is not None:
+                        record = convert_record(record, *kinds, lossy=args.lossy, index=index)
+                    writer.write(record)
+                    index += 1
+            written.append(path)
+    except BaseException:
+        for path in written:
+            os.remove(path)
+        raise
+    if not args.quiet:
+        where = outputs[0] if len(outputs) == 1 else f"{len(outputs)} {fmt} files in {args.dst}"
+        print(f"wrote {total} records to {where}")
+    return 0

@@ -1,0 +1,388 @@
+"""What the command line does with record payloads: detect their kind, show them, summarise, convert.
+
+Payload kinds are ``"example"`` (``tf.train.Example``), ``"sequence_example"``
+(``tf.train.SequenceExample``), ``"ofrecord"`` (OneFlow's ``OFRecord``) and ``"raw"`` (anything else).
+
+JSON rendering (``recordkit cat --json``) follows these rules, documented in ``docs/cli.md``:
+
+* a record is an object mapping each feature name to its list of values (keys sorted); a SequenceExample is
+  ``{"context": {...}, "feature_lists": {name: [[step values], ...]}}``;
+* integers are JSON integers;
+* floats are the shortest decimal that reads back to the identical value *at the list's width*
+  (``float32`` for ``float_list``, ``float64`` for ``double_list``); NaN and infinities are the strings
+  ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``, as in protobuf's JSON mapping;
+* a bytes value is a JSON string when it is valid UTF-8 made of printable characters (tabs and newlines
+  allowed), else ``{"b64": "<standard base64>"}``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import recordkit as rk
+from recordkit._cli_common import CliError
+
+__all__ = [
+    "PAYLOAD_KINDS",
+    "FeatureStats",
+    "Schema",
+    "bytes_json",
+    "convert_payload",
+    "decode_payload",
+    "detect_payload",
+    "float_json",
+    "kind_of",
+    "record_json",
+    "record_text",
+]
+
+PAYLOAD_KINDS = ("example", "sequence_example", "ofrecord", "raw")
+"""The payload kinds the command line knows, ``raw`` meaning "not decoded"."""
+
+_DECODERS: dict[str, Callable[[bytes], Any]] = {
+    "example": rk.decode_example,
+    "sequence_example": rk.decode_sequence_example,
+    "ofrecord": rk.decode_ofrecord,
+}
+_KIND_OF_DTYPE = {
+    np.dtype(np.float32): "float_list",
+    np.dtype(np.float64): "double_list",
+    np.dtype(np.int32): "int32_list",
+    np.dtype(np.int64): "int64_list",
+}
+
+
+# -- detection -------------------------------------------------------------------------------------
+
+
+def decode_payload(kind: str, record: bytes) -> Any:
+    """Decode ``record`` as a payload of ``kind`` (``raw`` returns it unchanged).
+
+    Raises
+    ------
+    recordkit.DecodeError
+        The record is not a valid payload of that kind.
+    """
+    if kind == "raw":
+        return record
+    return _DECODERS[kind](record)
+
+
+def _feature_names(kind: str, decoded: Any) -> list[str]:
+    if kind == "sequence_example":
+        return [*decoded.context, *decoded.feature_lists]
+    return list(decoded)
+
+
+def _fits(kind: str, record: bytes) -> bool:
+    """Whether ``record`` decodes as ``kind`` into something a person would have written."""
+    if not record:
+        # Zero bytes is an Example (or SequenceExample) with no features; OneFlow forbids empty OFRecords.
+        return kind != "ofrecord"
+    try:
+        decoded = _DECODERS[kind](record)
+    except rk.DecodeError:
+        return False
+    names = _feature_names(kind, decoded)
+    # Bytes of one message kind sometimes parse as another, with unknown fields skipped; what comes
+    # out then has no features or binary feature names.
+    return bool(names) and all(name and name.isprintable() for name in names)
+
+
+def detect_payload(records: Sequence[bytes], *, prefer: str | None = None) -> str | None:
+    """Return the payload kind of ``records`` (a sample), or ``None`` when there are none.
+
+    Every record must decode as the kind. A SequenceExample is recognised only when some record has a
+    feature list (without one it is byte for byte an Example). ``prefer`` (``"ofrecord"`` for files in
+    OneFlow's framing) is tried first. ``"raw"`` when nothing fits.
+    """
+    if not records:
+        return None
+    order = ["sequence_example", "example", "ofrecord"]
+    if prefer in order:
+        order.remove(prefer)
+        order.insert(0, prefer)
+    for kind in order:
+        if not all(_fits(kind, record) for record in records):
+            continue
+        if kind == "sequence_example" and not any(
+            record and rk.decode_sequence_example(record).feature_lists for record in records
+        ):
+            continue
+        return kind
+    return "raw"
+
+
+def kind_of(value: Any) -> str:
+    """Return the list type of a decoded feature value: ``bytes_list``, ``float_list``, ..."""
+    if isinstance(value, list):
+        return "bytes_list"
+    return _KIND_OF_DTYPE.get(value.dtype, str(value.dtype))
+
+
+# -- JSON ------------------------------------------------------------------------------------------
+
+
+def float_json(value: float | np.floating[Any]) -> str:
+    """Return the JSON token of one float: the shortest exact decimal at its width, or a string.
+
+    Examples
+    --------
+    >>> float_json(np.float32(0.1)), float_json(0.1), float_json(float("-inf"))
+    ('0.1', '0.1', '"-Infinity"')
+    """
+    if math.isnan(value):
+        return '"NaN"'
+    if math.isinf(value):
+        return '"Infinity"' if value > 0 else '"-Infinity"'
+    # str() of a numpy float32 is the shortest decimal that reads back as the same float32.
+    return str(value) if isinstance(value, np.float32) else repr(float(value))
+
+
+def _is_text(text: str) -> bool:
+    return all(char.isprintable() or char in "\t\n\r" for char in text)
+
+
+def bytes_json(value: bytes, *, ensure_ascii: bool = False) -> str:
+    """Return the JSON of one bytes value: a string when it is printable UTF-8, else ``{"b64": ...}``.
+
+    Examples
+    --------
+    >>> bytes_json(b"cat"), bytes_json(b"\\x00\\xff")
+    ('"cat"', '{"b64": "AP8="}')
+    """
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        if _is_text(text):
+            return json.dumps(text, ensure_ascii=ensure_ascii)
+    return '{"b64": "' + base64.b64encode(value).decode("ascii") + '"}'
+
+
+def _value_json(value: Any, ensure_ascii: bool) -> str:
+    if isinstance(value, list):
+        items = [bytes_json(item, ensure_ascii=ensure_ascii) for item in value]
+    elif value.dtype.kind == "f":
+        items = [float_json(item) for item in value]
+    else:
+        items = [str(item) for item in value.tolist()]
+    return "[" + ", ".join(items) + "]"
+
+
+def _features_json(features: Mapping[str, Any], ensure_ascii: bool) -> str:
+    entries = (
+        f"{json.dumps(name, ensure_ascii=ensure_ascii)}: {_value_json(value, ensure_ascii)}"
+        for name, value in features.items()
+    )
+    return "{" + ", ".join(entries) + "}"
+
+
+def record_json(kind: str, record: bytes, *, ensure_ascii: bool = False) -> str:
+    """Return one record as a line of JSON (see the module docstring for the shape)."""
+    if kind == "raw":
+        return bytes_json(record, ensure_ascii=ensure_ascii)
+    decoded = decode_payload(kind, record)
+    if kind != "sequence_example":
+        return _features_json(decoded, ensure_ascii)
+    lists = (
+        f"{json.dumps(name, ensure_ascii=ensure_ascii)}: ["
+        + ", ".join(_value_json(step, ensure_ascii) for step in steps)
+        + "]"
+        for name, steps in decoded.feature_lists.items()
+    )
+    context = _features_json(decoded.context, ensure_ascii)
+    return '{"context": ' + context + ', "feature_lists": {' + ", ".join(lists) + "}}"
+
+
+# -- text ------------------------------------------------------------------------------------------
+
+_SHOWN_VALUES = 8
+_SHOWN_BYTES = 48
+
+
+def _short_bytes(value: bytes) -> str:
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and _is_text(text):
+        shown = text if len(text) <= _SHOWN_BYTES else text[:_SHOWN_BYTES] + "…"
+        return json.dumps(shown, ensure_ascii=False)
+    head = value[: _SHOWN_BYTES // 2].hex()
+    return f"<{len(value)} bytes: {head}{'…' if len(value) > _SHOWN_BYTES // 2 else ''}>"
+
+
+def _short_value(value: Any) -> str:
+    shown = value[:_SHOWN_VALUES]
+    if isinstance(value, list):
+        parts = [_short_bytes(item) for item in shown]
+    elif value.dtype.kind == "f":
+        parts = [float_json(item).strip('"') for item in shown]
+    else:
+        parts = [str(item) for item in shown.tolist()]
+    more = len(value) - len(shown)
+    return "[" + ", ".join(parts) + (f", … {more} more" if more else "") + "]"
+
+
+def _feature_lines(features: Mapping[str, Any], indent: str) -> list[str]:
+    width = max((len(name) for name in features), default=0)
+    return [
+        f"{indent}{name:<{width}}  {kind_of(value)}[{len(value)}]  {_short_value(value)}"
+        for name, value in features.items()
+    ]
+
+
+def record_text(kind: str, index: int, record: bytes) -> str:
+    """Return a short human-readable view of one record (long lists and bytes are abbreviated)."""
+    title = f"record {index} ({len(record)} bytes)"
+    if kind == "raw":
+        return f"{title}: {_short_bytes(record)}"
+    decoded = decode_payload(kind, record)
+    if kind != "sequence_example":
+        return "\n".join([title, *_feature_lines(decoded, "  ")])
+    lines = [title, "  context:", *_feature_lines(decoded.context, "    "), "  feature_lists:"]
+    width = max((len(name) for name in decoded.feature_lists), default=0)
+    for name, steps in decoded.feature_lists.items():
+        shown = ", ".join(_short_value(step) for step in steps[:_SHOWN_VALUES])
+        more = f", … {len(steps) - _SHOWN_VALUES} more" if len(steps) > _SHOWN_VALUES else ""
+        lines.append(f"    {name:<{width}}  {len(steps)} steps  [{shown}{more}]")
+    return "\n".join(lines)
+
+
+# -- schema ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class FeatureStats:
+    """What the sampled records hold under one feature name.
+
+    Attributes
+    ----------
+    name
+        The feature name.
+    kinds
+        The list types seen (an empty feature has no list type of its own and adds none).
+    present
+        In how many sampled records the feature appears.
+    min_len, max_len
+        The fewest and most values (for a feature list: time steps) in one record.
+    """
+
+    name: str
+    kinds: set[str] = field(default_factory=set)
+    present: int = 0
+    min_len: int = 0
+    max_len: int = 0
+
+    def add(self, kind: str | None, length: int) -> None:
+        """Count one occurrence with ``length`` values of list type ``kind``."""
+        if kind is not None:
+            self.kinds.add(kind)
+        self.min_len = length if self.present == 0 else min(self.min_len, length)
+        self.max_len = max(self.max_len, length)
+        self.present += 1
+
+    @property
+    def kind(self) -> str:
+        """The list type, ``a|b`` when records disagree, ``float_list`` when every value was empty."""
+        return "|".join(sorted(self.kinds)) or "float_list"
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the statistics as a JSON-ready dict."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "present": self.present,
+            "min_len": self.min_len,
+            "max_len": self.max_len,
+        }
+
+
+@dataclass
+class Schema:
+    """The feature schema seen in a sample of records: plain features (or context) and feature lists."""
+
+    features: dict[str, FeatureStats] = field(default_factory=dict)
+    feature_lists: dict[str, FeatureStats] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, kind: str, records: Iterable[bytes]) -> Schema:
+        """Collect the schema of ``records``, decoded as ``kind`` (not ``raw``)."""
+        schema = cls()
+        for record in records:
+            decoded = decode_payload(kind, record)
+            plain = decoded.context if kind == "sequence_example" else decoded
+            for name, value in plain.items():
+                real_kind = kind_of(value) if len(value) else None
+                schema.features.setdefault(name, FeatureStats(name)).add(real_kind, len(value))
+            if kind == "sequence_example":
+                for name, steps in decoded.feature_lists.items():
+                    kinds = {kind_of(step) for step in steps if len(step)}
+                    stats = schema.feature_lists.setdefault(name, FeatureStats(name))
+                    stats.kinds |= kinds
+                    stats.add(None, len(steps))
+        return schema
+
+
+# -- conversion ------------------------------------------------------------------------------------
+
+
+def _to_example_feature(name: str, value: Any, *, lossy: bool, index: int) -> Any:
+    if isinstance(value, list):
+        return rk.bytes_feature(value)
+    if value.dtype == np.float64:
+        narrowed = value.astype(np.float32)
+        if not lossy and not np.array_equal(narrowed.astype(np.float64), value, equal_nan=True):
+            raise CliError(
+                f"record {index}: feature {name!r} is a double_list whose values do not fit a float32 "
+                "float_list exactly; pass --lossy to round them"
+            )
+        return rk.float_feature(narrowed)
+    if value.dtype.kind == "f":
+        return rk.float_feature(value)
+    return rk.int64_feature(value.astype(np.int64))
+
+
+def convert_payload(record: bytes, source: str, target: str, *, lossy: bool, index: int) -> bytes:
+    """Re-encode one record from payload kind ``source`` to ``target`` (``example`` or ``ofrecord``).
+
+    Feature lists map one to one (``int64_list``, ``float_list``, ``bytes_list``); an OFRecord
+    ``int32_list`` becomes an ``int64_list``; a ``double_list`` becomes a ``float_list`` only if every value
+    is exactly a float32, or when ``lossy``. The same kind returns ``record`` unchanged.
+
+    Raises
+    ------
+    CliError
+        The kinds cannot be converted, or a value would change without ``lossy``.
+    recordkit.DecodeError
+        The record does not decode as ``source``.
+    """
+    if source == target:
+        return record
+    if source == "example" and target == "ofrecord":
+        features = rk.decode_example(record)
+        if not features:
+            raise CliError(
+                f"record {index}: an Example with no features has no OFRecord equivalent "
+                "(OneFlow rejects empty records)"
+            )
+        return rk.encode_ofrecord(features)
+    if source == "ofrecord" and target == "example":
+        converted = {
+            name: _to_example_feature(name, value, lossy=lossy, index=index)
+            for name, value in rk.decode_ofrecord(record).items()
+        }
+        return rk.encode_example(converted)
+    raise CliError(
+        f"cannot convert {source} payloads to {target}: payload conversion maps Example and OFRecord "
+        "features only"
+    )

@@ -1,0 +1,532 @@
+"""The ``recordkit`` command line: inspect, check, convert and index record files.
+
+Run ``recordkit --help`` (or ``python -m recordkit --help``) for the commands; ``docs/cli.md`` describes
+them in full. Exit status: 0 when all went well, 1 when corrupt data was found (a damaged file, a payload
+that does not decode), 2 for usage errors and other failures (a missing file, an unknown format).
+
+Examples
+--------
+>>> from recordkit.cli import main
+>>> main(["count", "no-such-file.tfrecord"])  # doctest: +SKIP
+recordkit: error: no-such-file.tfrecord: No such file or directory
+2
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import itertools
+import json
+import os
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import recordkit as rk
+from recordkit._cli_common import (
+    EXIT_CORRUPT,
+    EXIT_ERROR,
+    EXIT_OK,
+    CliError,
+    describe_error,
+    expand_inputs,
+    open_reader,
+    progress,
+)
+from recordkit._cli_convert import run_convert
+from recordkit._cli_payload import (
+    PAYLOAD_KINDS,
+    Schema,
+    decode_payload,
+    detect_payload,
+    record_json,
+    record_text,
+)
+from recordkit.io import write_index
+
+__all__ = ["build_parser", "main"]
+
+_PROG = "recordkit"
+
+
+# -- info ------------------------------------------------------------------------------------------
+
+
+def _index_note(reader: rk.RecordReader, path: str) -> str | None:
+    """Where the file's record offsets come from, or ``None`` when it has no index."""
+    if reader.format == "ffrecord":
+        return "header"
+    if reader.compression:
+        return None
+    sidecar = path + ".idx"
+    return sidecar if os.path.exists(sidecar) else None
+
+
+def _payload_kind(
+    args: argparse.Namespace, reader: rk.RecordReader, sample: list[bytes]
+) -> str | None:
+    if args.payload != "auto":
+        return str(args.payload)
+    return detect_payload(sample, prefer=reader.format)
+
+
+def _file_info(args: argparse.Namespace, path: str) -> dict[str, Any]:
+    with open_reader(path, format=args.format) as reader:
+        total = reader_len(reader)
+        sizes: list[int] = []
+        sample: list[bytes] = []
+        for record in progress(reader, total=total, desc=path, enabled=not args.quiet):
+            sizes.append(len(record))
+            if len(sample) < args.sample:
+                sample.append(record)
+        info: dict[str, Any] = {
+            "path": path,
+            "format": reader.format,
+            "compression": reader.compression or "none",
+            "records": len(sizes),
+            "file_size": os.path.getsize(path),
+            "payload_bytes": sum(sizes),
+            "mean_size": sum(sizes) / len(sizes) if sizes else 0.0,
+            "min_size": min(sizes, default=0),
+            "max_size": max(sizes, default=0),
+            "index": _index_note(reader, path),
+        }
+        kind = _payload_kind(args, reader, sample)
+    info["payload"] = kind
+    info["sampled"] = len(sample)
+    if kind is not None and kind != "raw":
+        schema = Schema.of(kind, sample)
+        info["features"] = [stats.as_dict() for stats in schema.features.values()]
+        if kind == "sequence_example":
+            info["feature_lists"] = [stats.as_dict() for stats in schema.feature_lists.values()]
+    return info
+
+
+def reader_len(reader: rk.RecordReader) -> int | None:
+    """Return the number of records when it is cheap to know (random access), else ``None``."""
+    return len(reader) if reader.supports_random_access else None
+
+
+def _feature_table(rows: list[dict[str, Any]], length: str) -> list[str]:
+    header = ("name", "kind", "present", f"min {length}", f"max {length}")
+    cells = [
+        (row["name"], row["kind"], str(row["present"]), str(row["min_len"]), str(row["max_len"]))
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in [header, *cells]) for i in range(len(header))]
+    return [
+        "  "
+        + "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in [header, *cells]
+    ]
+
+
+def _index_text(info: dict[str, Any]) -> str:
+    if info["index"] == "header":
+        return "in the file header"
+    if info["index"] is not None:
+        return f"sidecar {info['index']}"
+    if info["compression"] != "none":
+        return "none (compressed files are read sequentially)"
+    return "none (offsets found by a header scan when needed; `recordkit index` writes one)"
+
+
+def _info_text(info: dict[str, Any]) -> list[str]:
+    lines = [
+        info["path"],
+        f"  format       {info['format']}",
+        f"  compression  {info['compression']}",
+        f"  records      {info['records']}",
+        f"  file size    {info['file_size']} bytes",
+        (
+            f"  payloads     {info['payload_bytes']} bytes; per record mean "
+            f"{info['mean_size']:.1f}, min {info['min_size']}, max {info['max_size']}"
+        ),
+        f"  index        {_index_text(info)}",
+    ]
+    kind = info["payload"]
+    if kind is None:
+        lines.append("  payload      - (no records)")
+        return lines
+    lines.append(f"  payload      {kind} (from the first {info['sampled']} records)")
+    if "features" in info:
+        lines.append("  context features:" if kind == "sequence_example" else "  features:")
+        lines.extend(_feature_table(info["features"], "len"))
+    if "feature_lists" in info:
+        lines.append("  feature lists:")
+        lines.extend(_feature_table(info["feature_lists"], "steps"))
+    return lines
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """Describe each file: format, sizes, index, payload kind and feature schema."""
+    for path in expand_inputs(args.files):
+        info = _file_info(args, path)
+        if args.json:
+            print(json.dumps(info))
+        else:
+            print("\n".join(_info_text(info)))
+    return EXIT_OK
+
+
+# -- count -----------------------------------------------------------------------------------------
+
+
+def _count_file(args: argparse.Namespace, path: str) -> int:
+    with open_reader(path, format=args.format) as reader:
+        n = reader_len(reader)
+        if n is None:
+            n = sum(1 for _ in progress(reader, total=None, desc=path, enabled=not args.quiet))
+    return n
+
+
+def _count_and_report(args: argparse.Namespace, path: str) -> tuple[int, int]:
+    """Count one file and print the line; return its exit status and count."""
+    try:
+        n = _count_file(args, path)
+    except (rk.CorruptRecordError, rk.DecodeError) as exc:
+        _error(describe_error(exc))
+        return EXIT_CORRUPT, 0
+    except (rk.RecordKitError, OSError, ValueError) as exc:
+        _error(describe_error(exc))
+        return EXIT_ERROR, 0
+    print(f"{n:>12}  {path}")
+    return EXIT_OK, n
+
+
+def cmd_count(args: argparse.Namespace) -> int:
+    """Print the number of records of each file.
+
+    Only record headers are read (and their length checksums checked): an FFRecord file's count is in its
+    header, a TFRecord or OFRecord file's comes from a scan of the length fields. Compressed files are
+    decompressed and read through.
+    """
+    paths = expand_inputs(args.files)
+    results = [_count_and_report(args, path) for path in paths]
+    if len(paths) > 1:
+        print(f"{sum(n for _, n in results):>12}  total")
+    return max(status for status, _ in results)
+
+
+# -- verify ----------------------------------------------------------------------------------------
+
+
+def _verify_file(args: argparse.Namespace, path: str) -> int:
+    """Check one file; print its verdict; return how many records it holds."""
+    with open_reader(path, format=args.format) as reader:
+        records = progress(reader, total=reader_len(reader), desc=path, enabled=not args.quiet)
+        if not args.decode:
+            return sum(1 for _ in records)
+        head = list(itertools.islice(records, args.sample))
+        kind = _payload_kind(args, reader, head)
+        count = 0
+        for count, record in enumerate(itertools.chain(head, records), 1):
+            if kind not in (None, "raw"):
+                try:
+                    decode_payload(kind, record)
+                except rk.DecodeError as exc:
+                    raise CliError(
+                        f"{path}: record {count - 1}: {exc} [DecodeError]", code=EXIT_CORRUPT
+                    ) from exc
+        return count
+
+
+def _records_text(n: int) -> str:
+    return f"{n} record" if n == 1 else f"{n} records"
+
+
+def _where(exc: rk.CorruptRecordError) -> str:
+    parts = []
+    if exc.index is not None:
+        parts.append(f"record {exc.index}")
+    if exc.offset is not None:
+        parts.append(f"byte {exc.offset}")
+    return " at " + ", ".join(parts) if parts else ""
+
+
+def _verify_and_report(args: argparse.Namespace, path: str) -> int:
+    """Verify one file and print its verdict; return its exit status."""
+    try:
+        count = _verify_file(args, path)
+    except rk.CorruptRecordError as exc:
+        print(f"{path}: CORRUPT: {type(exc).__name__}{_where(exc)}")
+        print(f"  {exc.reason}")
+        return EXIT_CORRUPT
+    except CliError as exc:
+        print(f"{path}: CORRUPT: {exc}")
+        return exc.code
+    except (rk.RecordKitError, OSError, ValueError) as exc:
+        _error(describe_error(exc))
+        return EXIT_ERROR
+    print(f"{path}: OK ({_records_text(count)})")
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Read every record of each file, checking every checksum and the structure."""
+    paths = expand_inputs(args.files)
+    statuses = [_verify_and_report(args, path) for path in paths]
+    if len(paths) > 1:
+        bad = sum(status != EXIT_OK for status in statuses)
+        print(f"{len(paths)} files: {len(paths) - bad} OK, {bad} bad")
+    return max(statuses)
+
+
+# -- cat -------------------------------------------------------------------------------------------
+
+
+def _hexdump(data: bytes) -> Iterator[str]:
+    for start in range(0, len(data), 16):
+        chunk = data[start : start + 16]
+        text = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        yield f"  {start:08x}  {chunk.hex(' '):<47}  |{text}|"
+
+
+def cmd_cat(args: argparse.Namespace) -> int:
+    """Print records: decoded (text or JSON lines), base64 lines, or hexdumps."""
+    if args.offset < 0 or (args.limit is not None and args.limit < 0):
+        raise CliError("--offset and --limit must be >= 0")
+    ensure_ascii = "utf" not in (sys.stdout.encoding or "").lower()
+    with open_reader(args.file, format=args.format) as reader:
+        stop = None if args.limit is None else args.offset + args.limit
+        records: Iterator[bytes] = itertools.islice(reader, args.offset, stop)
+        kind = "raw"
+        if not (args.raw or args.hex):
+            head = list(itertools.islice(records, args.sample))
+            kind = _payload_kind(args, reader, head) or "raw"
+            records = itertools.chain(head, records)
+        for index, record in enumerate(records, args.offset):
+            try:
+                if args.raw:
+                    line = base64.b64encode(record).decode("ascii")
+                elif args.hex:
+                    line = "\n".join([f"record {index} ({len(record)} bytes)", *_hexdump(record)])
+                elif args.json:
+                    line = record_json(kind, record, ensure_ascii=ensure_ascii)
+                else:
+                    line = record_text(kind, index, record)
+            except rk.DecodeError as exc:
+                raise CliError(
+                    f"{args.file}: record {index} is not a valid {kind} payload: {exc}",
+                    code=EXIT_CORRUPT,
+                ) from exc
+            print(line)
+    return EXIT_OK
+
+
+# -- index -----------------------------------------------------------------------------------------
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    """Write the sidecar offset index of each TFRecord or OFRecord file."""
+    paths = expand_inputs(args.files)
+    if args.output is not None and len(paths) != 1:
+        raise CliError("--output applies to a single file")
+    for path in paths:
+        with open_reader(path, format=args.format) as reader:
+            fmt = reader.format
+            if fmt == "ffrecord":
+                print(f"{path}: FFRecord files carry their index in the header; nothing to write")
+                continue
+            if reader.compression:
+                raise CliError(
+                    f"{path}: a {reader.compression}-compressed file has no random access, so no "
+                    "index; decompress it first (recordkit convert --compression none)"
+                )
+        written = write_index(path, args.output, format=fmt)
+        with rk.open(path, format=fmt, index=written) as reader:
+            print(f"{path}: wrote {written} ({_records_text(len(reader))})")
+    return EXIT_OK
+
+
+# -- parser and main -------------------------------------------------------------------------------
+
+
+def _common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--format",
+        type=str.lower,
+        metavar="FORMAT",
+        help="input format: tfrecord, ofrecord or ffrecord (default: from the suffix, else the content)",
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def _payload_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--payload",
+        choices=("auto", *PAYLOAD_KINDS),
+        default="auto",
+        help="how to decode the records (default: detected from the first records)",
+    )
+    parser.add_argument(
+        "--sample",
+        type=_positive,
+        default=100,
+        metavar="N",
+        help="records used to detect the payload kind and schema (default: 100)",
+    )
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def _add_info(commands: Any) -> None:
+    p = commands.add_parser("info", help="describe files: format, sizes, index, payload schema")
+    p.add_argument("files", nargs="+", metavar="FILE", help="record files or directories of them")
+    p.add_argument("--json", action="store_true", help="one JSON object per file")
+    _payload_option(p)
+    _common_options(p)
+    p.set_defaults(func=cmd_info)
+
+
+def _add_count(commands: Any) -> None:
+    p = commands.add_parser("count", help="count records (header scan only)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="record files or directories of them")
+    _common_options(p)
+    p.set_defaults(func=cmd_count)
+
+
+def _add_verify(commands: Any) -> None:
+    p = commands.add_parser("verify", help="check every checksum; exit 1 on corrupt data")
+    p.add_argument("files", nargs="+", metavar="FILE", help="record files or directories of them")
+    p.add_argument("--decode", action="store_true", help="also decode every payload")
+    _payload_option(p)
+    _common_options(p)
+    p.set_defaults(func=cmd_verify)
+
+
+def _add_cat(commands: Any) -> None:
+    p = commands.add_parser("cat", help="print records (decoded, JSON lines, base64 or hex)")
+    p.add_argument("file", metavar="FILE", help="a record file")
+    p.add_argument("--offset", type=int, default=0, metavar="K", help="skip the first K records")
+    p.add_argument("--limit", type=int, metavar="N", help="print at most N records")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--json", action="store_true", help="one JSON object per record")
+    mode.add_argument("--raw", action="store_true", help="one base64 line per record, undecoded")
+    mode.add_argument("--hex", action="store_true", help="a hexdump of each record, undecoded")
+    _payload_option(p)
+    _common_options(p)
+    p.set_defaults(func=cmd_cat)
+
+
+def _add_convert(commands: Any) -> None:
+    p = commands.add_parser(
+        "convert",
+        help="convert between formats, optionally sharded",
+        description="Copy the records of SRC... into DST. Records are unchanged byte for byte "
+        "unless --payload asks for a payload conversion. DST is a file, or a directory when "
+        "--shards N > 1, --pattern is given, or DST is a directory or ends with '/'.",
+    )
+    p.add_argument("src", nargs="+", metavar="SRC", help="input files or directories")
+    p.add_argument("dst", metavar="DST", help="output file or directory")
+    p.add_argument("--to", type=str.lower, metavar="FORMAT", help="output format")
+    p.add_argument(
+        "--compression",
+        choices=("none", "gzip", "zlib"),
+        help="output compression (TFRecord only)",
+    )
+    p.add_argument("--shards", type=_positive, default=1, metavar="N", help="write N files")
+    p.add_argument(
+        "--pattern",
+        help="shard file name, with {index} and {count}, e.g. part-{index:05d} "
+        "(default: per format, see the docs)",
+    )
+    p.add_argument(
+        "--payload",
+        choices=("example", "ofrecord"),
+        help="convert the payloads to this message kind (Example <-> OFRecord)",
+    )
+    p.add_argument(
+        "--lossy", action="store_true", help="allow rounding double_list values to float32"
+    )
+    p.add_argument("-f", "--force", action="store_true", help="overwrite existing outputs")
+    _common_options(p)
+    p.set_defaults(func=run_convert)
+
+
+def _add_index(commands: Any) -> None:
+    p = commands.add_parser("index", help="write sidecar offset indexes (TFRecord, OFRecord)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="record files or directories of them")
+    p.add_argument("-o", "--output", help="index path (default: FILE.idx; one FILE only)")
+    _common_options(p)
+    p.set_defaults(func=cmd_index)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the ``recordkit`` command."""
+    parser = argparse.ArgumentParser(
+        prog=_PROG,
+        description="Inspect, check, convert and index TFRecord, OFRecord and FFRecord files.",
+        epilog="Exit status: 0 ok, 1 corrupt data found, 2 usage error or other failure.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {rk.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in (_add_info, _add_count, _add_verify, _add_cat, _add_convert, _add_index):
+        add(commands)
+    return parser
+
+
+def _error(message: str) -> None:
+    print(f"{_PROG}: error: {message}", file=sys.stderr)
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    print(f"{_PROG}: warning: {message}", file=sys.stderr)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        code: int = args.func(args)
+    except CliError as exc:
+        _error(str(exc))
+        return exc.code
+    except (rk.CorruptRecordError, rk.DecodeError) as exc:
+        _error(describe_error(exc))
+        return EXIT_CORRUPT
+    except BrokenPipeError:
+        # The reader of our output went away (``recordkit cat ... | head``): not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+    except (rk.RecordKitError, OSError, ValueError, ImportError) as exc:
+        _error(describe_error(exc))
+        return EXIT_ERROR
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``recordkit`` command with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
+
+    Parameters
+    ----------
+    argv
+        The arguments, without the program name.
+
+    Returns
+    -------
+    int
+        0 when all went well, 1 when corrupt data was found, 2 for usage errors and other failures.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = _show_warning
+        return _run(args)
