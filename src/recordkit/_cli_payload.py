@@ -99,9 +99,11 @@ def _fits(kind: str, record: bytes) -> bool:
 def detect_payload(records: Sequence[bytes], *, prefer: str | None = None) -> str | None:
     """Return the payload kind of ``records`` (a sample), or ``None`` when there are none.
 
-    Every record must decode as the kind. A SequenceExample is recognised only when some record has a
-    feature list (without one it is byte for byte an Example). ``prefer`` (``"ofrecord"`` for files in
-    OneFlow's framing) is tried first. ``"raw"`` when nothing fits.
+    The kind is the first, in the order SequenceExample, Example, OFRecord, that every record decodes
+    as; failing that, the kind most records decode as, if more than half do (so that a damaged record
+    shows up as a decoding error rather than hiding the file's kind). A SequenceExample is recognised only
+    when some record has a feature list (without one it is byte for byte an Example). ``prefer``
+    (``"ofrecord"`` for files in OneFlow's framing) is tried first. ``"raw"`` when nothing fits.
     """
     if not records:
         return None
@@ -109,15 +111,18 @@ def detect_payload(records: Sequence[bytes], *, prefer: str | None = None) -> st
     if prefer in order:
         order.remove(prefer)
         order.insert(0, prefer)
+    best, best_fits = "raw", len(records) // 2
     for kind in order:
-        if not all(_fits(kind, record) for record in records):
-            continue
+        fitting = [record for record in records if _fits(kind, record)]
         if kind == "sequence_example" and not any(
-            record and rk.decode_sequence_example(record).feature_lists for record in records
+            record and rk.decode_sequence_example(record).feature_lists for record in fitting
         ):
             continue
-        return kind
-    return "raw"
+        if len(fitting) == len(records):
+            return kind
+        if len(fitting) > best_fits:
+            best, best_fits = kind, len(fitting)
+    return best
 
 
 def kind_of(value: Any) -> str:
@@ -309,17 +314,32 @@ class FeatureStats:
 
 @dataclass
 class Schema:
-    """The feature schema seen in a sample of records: plain features (or context) and feature lists."""
+    """The feature schema seen in a sample of records: plain features (or context) and feature lists.
+
+    Attributes
+    ----------
+    features
+        Name to statistics of the plain features (the context of a SequenceExample).
+    feature_lists
+        Name to statistics of the feature lists of a SequenceExample (lengths count time steps).
+    undecodable
+        How many records did not decode (they are left out of the statistics).
+    """
 
     features: dict[str, FeatureStats] = field(default_factory=dict)
     feature_lists: dict[str, FeatureStats] = field(default_factory=dict)
+    undecodable: int = 0
 
     @classmethod
     def of(cls, kind: str, records: Iterable[bytes]) -> Schema:
         """Collect the schema of ``records``, decoded as ``kind`` (not ``raw``)."""
         schema = cls()
         for record in records:
-            decoded = decode_payload(kind, record)
+            try:
+                decoded = decode_payload(kind, record)
+            except rk.DecodeError:
+                schema.undecodable += 1
+                continue
             plain = decoded.context if kind == "sequence_example" else decoded
             for name, value in plain.items():
                 real_kind = kind_of(value) if len(value) else None

@@ -98,6 +98,7 @@ def _file_info(args: argparse.Namespace, path: str) -> dict[str, Any]:
     info["sampled"] = len(sample)
     if kind is not None and kind != "raw":
         schema = Schema.of(kind, sample)
+        info["undecodable"] = schema.undecodable
         info["features"] = [stats.as_dict() for stats in schema.features.values()]
         if kind == "sequence_example":
             info["feature_lists"] = [stats.as_dict() for stats in schema.feature_lists.values()]
@@ -150,7 +151,9 @@ def _info_text(info: dict[str, Any]) -> list[str]:
     if kind is None:
         lines.append("  payload      - (no records)")
         return lines
-    lines.append(f"  payload      {kind} (from the first {info['sampled']} records)")
+    failed = info.get("undecodable")
+    note = f"; {failed} of them did not decode" if failed else ""
+    lines.append(f"  payload      {kind} (from the first {info['sampled']} records{note})")
     if "features" in info:
         lines.append("  context features:" if kind == "sequence_example" else "  features:")
         lines.extend(_feature_table(info["features"], "len"))
