@@ -356,10 +356,14 @@ class Schema:
 # -- conversion ------------------------------------------------------------------------------------
 
 
-def _to_example_feature(name: str, value: Any, *, lossy: bool, index: int) -> Any:
+def _as_feature(name: str, value: Any, *, target: str, lossy: bool, index: int) -> Any:
+    """Return a decoded value as an explicit feature of the list type it maps to in ``target``.
+
+    Explicit feature helpers keep the list type even of an empty list.
+    """
     if isinstance(value, list):
         return rk.bytes_feature(value)
-    if value.dtype == np.float64:
+    if value.dtype == np.float64 and target == "example":
         narrowed = value.astype(np.float32)
         if not lossy and not np.array_equal(narrowed.astype(np.float64), value, equal_nan=True):
             raise CliError(
@@ -367,8 +371,12 @@ def _to_example_feature(name: str, value: Any, *, lossy: bool, index: int) -> An
                 "float_list exactly; pass --lossy to round them"
             )
         return rk.float_feature(narrowed)
+    if value.dtype == np.float64:
+        return rk.double_feature(value)
     if value.dtype.kind == "f":
         return rk.float_feature(value)
+    if value.dtype == np.int32 and target == "ofrecord":
+        return rk.int32_feature(value)
     return rk.int64_feature(value.astype(np.int64))
 
 
@@ -388,21 +396,20 @@ def convert_payload(record: bytes, source: str, target: str, *, lossy: bool, ind
     """
     if source == target:
         return record
-    if source == "example" and target == "ofrecord":
-        features = rk.decode_example(record)
-        if not features:
-            raise CliError(
-                f"record {index}: an Example with no features has no OFRecord equivalent "
-                "(OneFlow rejects empty records)"
-            )
-        return rk.encode_ofrecord(features)
-    if source == "ofrecord" and target == "example":
-        converted = {
-            name: _to_example_feature(name, value, lossy=lossy, index=index)
-            for name, value in rk.decode_ofrecord(record).items()
-        }
-        return rk.encode_example(converted)
-    raise CliError(
-        f"cannot convert {source} payloads to {target}: payload conversion maps Example and OFRecord "
-        "features only"
-    )
+    if {source, target} != {"example", "ofrecord"}:
+        raise CliError(
+            f"cannot convert {source} payloads to {target}: payload conversion maps Example and "
+            "OFRecord features only"
+        )
+    features = decode_payload(source, record)
+    if not features and target == "ofrecord":
+        raise CliError(
+            f"record {index}: an Example with no features has no OFRecord equivalent "
+            "(OneFlow rejects empty records)"
+        )
+    converted = {
+        name: _as_feature(name, value, target=target, lossy=lossy, index=index)
+        for name, value in features.items()
+    }
+    encode = rk.encode_ofrecord if target == "ofrecord" else rk.encode_example
+    return encode(converted)

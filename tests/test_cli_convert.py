@@ -1,0 +1,239 @@
+"""``recordkit convert``: byte-for-byte copies between formats, sharding, payload conversion, safety."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+
+import numpy as np
+import pytest
+from _cli import run_cli
+
+import recordkit as rk
+from recordkit._cli_convert import shard_sizes
+
+
+def _read(path, **options):
+    with rk.open(path, **options) as reader:
+        return list(reader)
+
+
+def _sha256(records):
+    return [hashlib.sha256(record).hexdigest() for record in records]
+
+
+def _write(path, records, **options):
+    with rk.open(path, "w", **options) as writer:
+        writer.write_many(records)
+    return path
+
+
+def test_tfrecord_ffrecord_ofrecord_tfrecord_is_byte_for_byte(
+    capsys, tmp_path, golden_dir, tfrecord_manifest
+):
+    source = golden_dir / "tfrecord" / "examples.tfrecord"
+    chain = [source, tmp_path / "a.ffr", tmp_path / "b.ofrecord", tmp_path / "c.tfrecord"]
+    for src, dst in itertools.pairwise(chain):
+        result = run_cli(capsys, "convert", src, dst)
+        assert result.code == 0, result.err
+        assert result.out == f"wrote 60 records to {dst}\n"
+        assert _sha256(_read(dst)) == tfrecord_manifest["files"]["examples.tfrecord"]["sha256"]
+    # TFRecord framing is deterministic, so the round trip rebuilds TensorFlow's file exactly.
+    assert chain[-1].read_bytes() == source.read_bytes()
+
+
+def test_from_gzip_to_zlib_and_back(capsys, tmp_path, golden_dir, tfrecord_manifest):
+    expected = tfrecord_manifest["files"]["examples.tfrecord"]["sha256"]
+    out = tmp_path / "out.tfrecord"
+    result = run_cli(
+        capsys, "convert", golden_dir / "tfrecord" / "examples.tfrecord.gz", out,
+        "--compression", "zlib",
+    )  # fmt: skip
+    assert result.code == 0
+    with rk.open(out) as reader:
+        assert reader.compression == "zlib"
+        assert _sha256(reader) == expected
+    assert run_cli(capsys, "convert", out, tmp_path / "plain.tfrecord").code == 0
+    assert (tmp_path / "plain.tfrecord").read_bytes() == (
+        golden_dir / "tfrecord" / "examples.tfrecord"
+    ).read_bytes()
+
+
+def test_shard_sizes_are_balanced_and_contiguous():
+    assert shard_sizes(10, 4) == [3, 3, 2, 2]
+    assert shard_sizes(10, 3) == [4, 3, 3]
+    assert shard_sizes(2, 3) == [1, 1, 0]
+    for total in range(30):
+        for shards in range(1, 7):
+            sizes = shard_sizes(total, shards)
+            assert sum(sizes) == total
+            assert max(sizes) - min(sizes) <= 1
+            assert sizes == sorted(sizes, reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "names"),
+    [
+        ("ofrecord", ["part-0", "part-1", "part-2", "part-3"]),
+        ("ffrecord", [f"PART_{i:05d}.ffr" for i in range(4)]),
+        ("tfrecord", [f"part-{i:05d}-of-00004.tfrecord" for i in range(4)]),
+    ],
+)
+def test_sharding_default_names_and_order(
+    capsys, tmp_path, golden_dir, tfrecord_manifest, fmt, names
+):
+    out = tmp_path / "shards"
+    result = run_cli(
+        capsys, "convert", golden_dir / "tfrecord" / "examples.tfrecord", out,
+        "--to", fmt, "--shards", "4",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    assert result.out == f"wrote 60 records to 4 {fmt} files in {out}\n"
+    assert sorted(p.name for p in out.iterdir()) == sorted(names)
+    assert [len(_read(out / name, format=fmt)) for name in names] == [15, 15, 15, 15]
+    records = [record for name in names for record in _read(out / name, format=fmt)]
+    assert _sha256(records) == tfrecord_manifest["files"]["examples.tfrecord"]["sha256"]
+
+
+def test_shards_of_a_directory_are_read_in_natural_order(capsys, tmp_path):
+    src = tmp_path / "oneflow"
+    src.mkdir()
+    for i in range(12):
+        _write(src / f"part-{i}", [rk.encode_ofrecord({"i": [i]})], format="ofrecord")
+    out = tmp_path / "all.tfrecord"
+    assert run_cli(capsys, "convert", src, out).code == 0
+    assert [rk.decode_ofrecord(r)["i"][0] for r in _read(out)] == list(range(12))
+
+
+def test_custom_pattern_and_gzip_suffix(capsys, tmp_path, golden_dir):
+    src = golden_dir / "tfrecord" / "raw.tfrecord"
+    out = tmp_path / "custom"
+    result = run_cli(capsys, "convert", src, out, "--pattern", "shard-{index:02d}-of-{count}.ffr",
+                     "--shards", "2")  # fmt: skip
+    assert result.code == 0, result.err
+    assert sorted(p.name for p in out.iterdir()) == ["shard-00-of-2.ffr", "shard-01-of-2.ffr"]
+    gz = tmp_path / "gz"
+    result = run_cli(capsys, "convert", src, gz, "--shards", "2", "--compression", "gzip")
+    assert result.code == 0, result.err
+    names = sorted(p.name for p in gz.iterdir())
+    assert names == ["part-00000-of-00002.tfrecord.gz", "part-00001-of-00002.tfrecord.gz"]
+    assert _read(gz / names[0]) + _read(gz / names[1]) == _read(src)
+
+
+@pytest.mark.parametrize("pattern", ["part-{shard}", "part-{index:d", "same-name"])
+def test_bad_patterns_are_usage_errors(capsys, tmp_path, golden_dir, pattern):
+    out = tmp_path / "out"
+    result = run_cli(capsys, "convert", golden_dir / "tfrecord" / "raw.tfrecord", out,
+                     "--pattern", pattern, "--shards", "2")  # fmt: skip
+    assert result.code == 2
+    assert "--pattern" in result.err
+    assert not out.exists()
+
+
+def test_existing_output_needs_force(capsys, tmp_path, golden_dir):
+    src = golden_dir / "ffrecord" / "one.ffr"
+    out = tmp_path / "out.tfrecord"
+    out.write_bytes(b"precious")
+    result = run_cli(capsys, "convert", src, out)
+    assert result.code == 2
+    assert "--force" in result.err
+    assert out.read_bytes() == b"precious"
+    assert run_cli(capsys, "convert", "--force", src, out).code == 0
+    assert _read(out) == _read(src)
+
+
+def test_output_format_needed(capsys, tmp_path, golden_dir):
+    result = run_cli(capsys, "convert", golden_dir / "ffrecord" / "one.ffr", tmp_path / "out.bin")
+    assert result.code == 2
+    assert "--to" in result.err
+
+
+def test_corrupt_input_leaves_no_output(capsys, tmp_path, golden_dir):
+    out = tmp_path / "out.ffr"
+    result = run_cli(capsys, "convert", golden_dir / "tfrecord" / "corrupt_data_crc.tfrecord", out)
+    assert result.code == 1
+    assert "record 0 at byte 12" in result.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failure_in_a_later_shard_removes_the_earlier_ones(capsys, tmp_path):
+    src = _write(
+        tmp_path / "src.tfrecord",
+        [rk.encode_example({"x": [i]}) for i in range(5)] + [b""],  # b"": an Example, no features
+    )
+    out = tmp_path / "out"
+    result = run_cli(capsys, "convert", src, out, "--to", "ofrecord", "--shards", "3",
+                     "--payload", "ofrecord")  # fmt: skip
+    assert result.code == 2
+    assert "record 5" in result.err
+    assert list(out.iterdir()) == []
+
+
+# -- payload conversion ----------------------------------------------------------------------------
+
+
+def _assert_same_features(left, right):
+    assert list(left) == list(right)
+    for name, value in left.items():
+        if isinstance(value, list):
+            assert right[name] == value
+        else:
+            np.testing.assert_array_equal(right[name], value)
+
+
+def test_example_to_ofrecord_and_back_keeps_every_value(capsys, tmp_path, golden_dir):
+    src = golden_dir / "tfrecord" / "examples.tfrecord"
+    of = tmp_path / "x.ofrecord"
+    back = tmp_path / "y.tfrecord"
+    assert run_cli(capsys, "convert", src, of, "--payload", "ofrecord").code == 0
+    assert run_cli(capsys, "convert", of, back, "--payload", "example").code == 0
+    for original, converted, returned in zip(_read(src), _read(of), _read(back), strict=True):
+        expected = rk.decode_example(original)
+        _assert_same_features(expected, rk.decode_ofrecord(converted))
+        _assert_same_features(expected, rk.decode_example(returned))
+
+
+def test_ofrecord_numeric_rules(capsys, tmp_path):
+    exact = np.array([0.5, -2.0, np.inf], np.float64)
+    inexact = np.array([0.1], np.float64)
+    src = _write(
+        tmp_path / "src.ofrecord",
+        [
+            rk.encode_ofrecord({"d": exact, "i": np.array([7, -(2**31)], np.int32), "b": [b"z"]}),
+            rk.encode_ofrecord({"d": inexact, "i": np.array([1], np.int32), "b": [b""]}),
+        ],
+    )
+    out = tmp_path / "out.tfrecord"
+    result = run_cli(capsys, "convert", src, out, "--payload", "example")
+    assert result.code == 2
+    assert "record 1: feature 'd' is a double_list" in result.err
+    assert "--lossy" in result.err
+    assert not out.exists()
+    assert run_cli(capsys, "convert", src, out, "--payload", "example", "--lossy").code == 0
+    first, second = (rk.decode_example(r) for r in _read(out))
+    np.testing.assert_array_equal(first["d"], exact.astype(np.float32))
+    assert first["i"].dtype == np.int64
+    assert first["i"].tolist() == [7, -(2**31)]
+    assert first["b"] == [b"z"]
+    assert second["d"].tolist() == [np.float32(0.1)]
+
+
+def test_sequence_examples_have_no_payload_conversion(capsys, tmp_path, golden_dir):
+    result = run_cli(capsys, "convert", golden_dir / "tfrecord" / "sequence_examples.tfrecord",
+                     tmp_path / "x.ofrecord", "--payload", "ofrecord")  # fmt: skip
+    assert result.code == 2
+    assert "cannot convert sequence_example payloads to ofrecord" in result.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_oneflow_golden_to_example(capsys, tmp_path, ofrecord_golden, ofrecord_manifest):
+    entry = next(e for e in ofrecord_manifest["files"] if "metaft-sst2" in e["path"])
+    src = ofrecord_golden / entry["path"]
+    out = tmp_path / "sst2.tfrecord"
+    assert run_cli(capsys, "convert", src, out, "--payload", "example").code == 0
+    for original, converted in zip(_read(src), _read(out), strict=True):
+        expected = {
+            name: value.astype(np.int64) if value.dtype == np.int32 else value
+            for name, value in rk.decode_ofrecord(original).items()
+        }
+        _assert_same_features(expected, rk.decode_example(converted))

@@ -1,0 +1,143 @@
+"""``recordkit verify`` on the golden files: intact files pass, each damaged one names its first fault."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from _cli import run_cli
+
+import recordkit as rk
+
+GOOD_TF = ["empty.tfrecord", "examples.tfrecord", "examples.tfrecord.gz", "raw.tfrecord"]
+GOOD_FF = ["empty.ffr", "one.ffr", "varied.ffr", "pickled.ffr", "packed.ffr"]
+CORRUPT_TF = ["corrupt_data_crc.tfrecord", "corrupt_length_crc.tfrecord", "truncated.tfrecord"]
+
+
+@pytest.mark.parametrize("name", GOOD_TF)
+def test_intact_tfrecord_files_pass(capsys, golden_dir, tfrecord_manifest, name):
+    path = golden_dir / "tfrecord" / name
+    n = tfrecord_manifest["files"][name]["records"]
+    result = run_cli(capsys, "verify", path)
+    assert (result.code, result.err) == (0, "")
+    assert result.out == f"{path}: OK ({n} record{'' if n == 1 else 's'})\n"
+
+
+@pytest.mark.parametrize("name", GOOD_FF)
+def test_intact_ffrecord_files_pass(capsys, golden_dir, ffrecord_manifest, name):
+    path = golden_dir / "ffrecord" / name
+    n = ffrecord_manifest["files"][name]["records"]
+    result = run_cli(capsys, "verify", path)
+    assert result.code == 0
+    assert result.out == f"{path}: OK ({n} record{'' if n == 1 else 's'})\n"
+
+
+def test_legacy_ffrecord_passes_with_a_warning(capsys, golden_dir):
+    result = run_cli(capsys, "verify", golden_dir / "ffrecord" / "legacy_zero_meta_crc.ffr")
+    assert result.code == 0
+    assert result.err.startswith("recordkit: warning: ")
+    assert "no header checksum" in result.err
+
+
+@pytest.mark.parametrize("name", CORRUPT_TF)
+def test_corrupt_tfrecord_names_index_and_offset_as_tensorflow(
+    capsys, golden_dir, tfrecord_manifest, name
+):
+    entry = tfrecord_manifest["files"][name]
+    # TensorFlow's own message gives the byte offset: "corrupted record at 12", "truncated record at 944".
+    offset = int(re.search(r"record at (\d+)", entry["tensorflow_says"]).group(1))
+    index = entry["valid_records_before_fault"]
+    path = golden_dir / "tfrecord" / name
+    result = run_cli(capsys, "verify", path)
+    assert result.code == 1
+    first, reason = result.out.splitlines()
+    error = "TruncatedRecordError" if name.startswith("truncated") else "ChecksumError"
+    assert first == f"{path}: CORRUPT: {error} at record {index}, byte {offset}"
+    assert reason.startswith("  ")
+
+
+@pytest.mark.parametrize(
+    ("name", "bad_sample", "source"),
+    [
+        ("corrupt_payload.ffr", 50, "varied.ffr"),
+        ("trailing_garbage.ffr", 0, "one.ffr"),
+        ("truncated_last_sample.ffr", 0, "one.ffr"),
+    ],
+)
+def test_corrupt_ffrecord_sample_names_index_and_offset(
+    capsys, golden_dir, ffrecord_manifest, name, bad_sample, source
+):
+    files = ffrecord_manifest["files"]
+    assert files[name].get("bad_samples", [bad_sample]) == [bad_sample]
+    offset = files[source]["offsets"][bad_sample]
+    path = golden_dir / "ffrecord" / name
+    result = run_cli(capsys, "verify", path)
+    assert result.code == 1
+    assert result.out.splitlines()[0] == (
+        f"{path}: CORRUPT: ChecksumError at record {bad_sample}, byte {offset}"
+    )
+    assert "sample checksum mismatch" in result.out
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "words"),
+    [
+        ("corrupt_header.ffr", "ChecksumError", "header checksum"),
+        ("truncated.ffr", "HeaderError", "past the end"),
+        ("unfinished.ffr", "HeaderError", "unfinished"),
+    ],
+)
+def test_damaged_ffrecord_header(capsys, golden_dir, name, error, words):
+    path = golden_dir / "ffrecord" / name
+    result = run_cli(capsys, "verify", path)
+    assert result.code == 1
+    assert result.out.startswith(f"{path}: CORRUPT: {error}")
+    assert words in result.out
+
+
+def test_many_files_summary_and_status(capsys, golden_dir, tmp_path):
+    good = golden_dir / "tfrecord" / "examples.tfrecord"
+    bad = golden_dir / "ffrecord" / "corrupt_payload.ffr"
+    result = run_cli(capsys, "verify", good, bad)
+    assert result.code == 1
+    assert result.out.splitlines()[-1] == "2 files: 1 OK, 1 bad"
+    result = run_cli(capsys, "verify", good, bad, tmp_path / "missing.tfrecord")
+    assert result.code == 2
+    assert result.out.splitlines()[-1] == "3 files: 1 OK, 2 bad"
+    assert "missing.tfrecord: No such file or directory" in result.err
+
+
+def test_directory_of_shards(capsys, golden_dir, ffrecord_manifest):
+    result = run_cli(capsys, "verify", golden_dir / "ffrecord" / "multi")
+    parts = ffrecord_manifest["files"]["multi/"]["parts"]
+    assert result.code == 0
+    assert result.out.splitlines() == [
+        *(
+            f"{golden_dir / 'ffrecord' / 'multi' / name}: OK ({part['records']} records)"
+            for name, part in parts.items()
+        ),
+        f"{len(parts)} files: {len(parts)} OK, 0 bad",
+    ]
+
+
+def test_decode_finds_a_payload_that_does_not_decode(capsys, tmp_path):
+    path = tmp_path / "mixed.tfrecord"
+    with rk.open(path, "w") as writer:
+        for i in range(5):
+            writer.write(rk.encode_example({"label": i}))
+        writer.write(b"\xff\xfe not an Example")
+        writer.write(rk.encode_example({"label": 6}))
+    assert run_cli(capsys, "verify", path).code == 0  # the framing is intact
+    result = run_cli(capsys, "verify", "--decode", path)
+    assert result.code == 1
+    assert result.out.startswith(f"{path}: CORRUPT: {path}: record 5: malformed tf.train.Example")
+    assert result.out.rstrip().endswith("[DecodeError]")
+
+
+def test_decode_passes_on_golden_examples(capsys, golden_dir):
+    for name in ("examples.tfrecord", "sequence_examples.tfrecord", "raw.tfrecord"):
+        assert run_cli(capsys, "verify", "--decode", golden_dir / "tfrecord" / name).code == 0
+    path = golden_dir / "tfrecord" / "examples.tfrecord"
+    result = run_cli(capsys, "verify", "--decode", "--payload", "ofrecord", path)
+    assert result.code == 1
+    assert "record 0" in result.out
