@@ -339,8 +339,9 @@ def cmd_index(args: argparse.Namespace) -> int:
                     "index; decompress it first (recordkit convert --compression none)"
                 )
         written = write_index(path, args.output, format=fmt)
-        with rk.open(path, format=fmt, index=written) as reader:
-            print(f"{path}: wrote {written} ({_records_text(len(reader))})")
+        if not args.quiet:
+            with rk.open(path, format=fmt, index=written) as reader:
+                print(f"{path}: wrote {written} ({_records_text(len(reader))})")
     return EXIT_OK
 
 
@@ -354,7 +355,9 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
         metavar="FORMAT",
         help="input format: tfrecord, ofrecord or ffrecord (default: from the suffix, else the content)",
     )
-    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bar (nor summary from convert, index)"
+    )
 
 
 def _payload_option(parser: argparse.ArgumentParser) -> None:
