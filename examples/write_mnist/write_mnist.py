@@ -88,10 +88,12 @@ def main(out: Path) -> None:
     with rk.open(written["ofrecord"][0]) as reader:  # no suffix: the content says OFRecord
         record = rk.decode_ofrecord(reader[3])
     assert np.allclose(record["images"] * 255, images[3].reshape(-1))
-    assert record["labels"].dtype == np.int32 and record["labels"][0] == labels[3]
+    assert record["labels"].dtype == np.int32
+    assert record["labels"][0] == labels[3]
     with rk.open(written["ffrecord"][0]) as reader:
         sample = reader[-1]
-    assert sample[-1] == labels[-1] and sample[:-1] == images[-1].tobytes()
+    assert sample[-1] == labels[-1]
+    assert sample[:-1] == images[-1].tobytes()
     print("read back one image from each format: identical")
 
 
