@@ -1,0 +1,51 @@
+"""Every example runs to completion (each is ``examples/<name>/<name>.py`` with a PEP 723 header)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SCRIPTS = sorted(EXAMPLES.glob("*/*.py"))
+PEP723 = re.compile(r"^# /// script\n((?:#.*\n)*?)# ///$", re.MULTILINE)
+
+
+def _dependencies(script: Path) -> list[str]:
+    """The import names of the packages the script's PEP 723 header asks for."""
+    match = PEP723.search(script.read_text(encoding="utf-8"))
+    assert match, f"{script} has no PEP 723 header"
+    header = "".join(line[2:] + "\n" for line in match.group(1).splitlines())
+    listed = re.search(r"dependencies\s*=\s*\[(.*?)\]", header, re.DOTALL)
+    assert listed, f"{script}: the PEP 723 header lists no dependencies"
+    names = re.findall(r"[\"']([A-Za-z0-9_.\-]+)", listed.group(1))
+    return [name.replace("-", "_").lower() for name in names]
+
+
+def test_every_example_has_its_layout():
+    assert SCRIPTS, "no examples found"
+    for script in SCRIPTS:
+        assert script.stem == script.parent.name, script
+        assert (script.parent / "README.md").is_file(), script
+        assert "recordkit" in _dependencies(script)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.parent.name for s in SCRIPTS])
+def test_example_runs(script, tmp_path):
+    missing = [name for name in _dependencies(script) if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.skip(f"{script.name} needs {', '.join(missing)}")
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip(), "an example should say what it did"
