@@ -10,7 +10,7 @@ import recordkit
 
 project = "recordkit"
 author = "recordkit developers"
-copyright = "recordkit developers"  # noqa: A001 - the name Sphinx reads
+copyright = "recordkit developers"
 release = recordkit.__version__
 version = release
 
