@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import math
 import subprocess
@@ -16,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import recordkit as rk
+from recordkit._cli_common import progress
 from recordkit._cli_payload import bytes_json, detect_payload, float_json
 
 TF_FILES = [
@@ -501,3 +503,43 @@ def test_bytes_json_reads_back_identically(value):
         except UnicodeDecodeError:
             return
         assert not all(c.isprintable() or c in "\t\n\r" for c in text)
+
+
+# -- progress bars ---------------------------------------------------------------------------------
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_only_on_a_terminal_and_not_quiet(monkeypatch):
+    pytest.importorskip("tqdm")
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert list(progress(range(5), total=5, desc="reading", enabled=True)) == list(range(5))
+    assert "reading" in terminal.getvalue()
+    quiet = _Terminal()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    assert list(progress(range(5), total=5, desc="reading", enabled=False)) == list(range(5))
+    assert quiet.getvalue() == ""
+    pipe = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", pipe)
+    assert list(progress(range(5), total=5, desc="reading", enabled=True)) == list(range(5))
+    assert pipe.getvalue() == ""
+
+
+def test_output_cut_short_by_a_closed_pipe_is_not_an_error(golden_dir):
+    command = [sys.executable, "-m", "recordkit", "cat", "--json"]
+    proc = subprocess.Popen(
+        [*command, golden_dir / "tfrecord" / "examples.tfrecord"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    first = proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    stderr = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(timeout=60) == 0
+    assert json.loads(first)["label"] == [0]
+    assert stderr == b""

@@ -141,3 +141,20 @@ def test_decode_passes_on_golden_examples(capsys, golden_dir):
     result = run_cli(capsys, "verify", "--decode", "--payload", "ofrecord", path)
     assert result.code == 1
     assert "record 0" in result.out
+
+
+def test_damaged_and_cut_gzip_streams(capsys, tmp_path, golden_dir):
+    data = (golden_dir / "tfrecord" / "examples.tfrecord.gz").read_bytes()
+    cut = tmp_path / "cut.tfrecord.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    result = run_cli(capsys, "verify", cut)
+    assert result.code == 1
+    assert result.out.startswith(f"{cut}: CORRUPT: TruncatedRecordError at record ")
+    flipped = bytearray(data)
+    flipped[len(data) // 2] ^= 0xFF
+    bad = tmp_path / "bad.tfrecord.gz"
+    bad.write_bytes(bytes(flipped))
+    result = run_cli(capsys, "verify", bad)
+    assert result.code == 1
+    assert result.out.startswith(f"{bad}: CORRUPT: ")
+    assert "Traceback" not in result.err
