@@ -356,7 +356,10 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
         help="input format: tfrecord, ofrecord or ffrecord (default: from the suffix, else the content)",
     )
     parser.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress bar (nor summary from convert, index)"
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress bar (nor summary from convert, index)",
     )
 
 
@@ -383,29 +386,33 @@ def _positive(text: str) -> int:
     return value
 
 
-def _add_info(commands: Any) -> None:
-    p = commands.add_parser("info", help="describe files: format, sizes, index, payload schema")
+def _files_command(
+    commands: Any, name: str, help: str, func: Any, *, payload: bool = False
+) -> argparse.ArgumentParser:
+    """Add a command that takes record files (or directories of them)."""
+    p: argparse.ArgumentParser = commands.add_parser(name, help=help)
     p.add_argument("files", nargs="+", metavar="FILE", help="record files or directories of them")
-    p.add_argument("--json", action="store_true", help="one JSON object per file")
-    _payload_option(p)
+    if payload:
+        _payload_option(p)
     _common_options(p)
-    p.set_defaults(func=cmd_info)
+    p.set_defaults(func=func)
+    return p
+
+
+def _add_info(commands: Any) -> None:
+    help = "describe files: format, sizes, index, payload schema"
+    p = _files_command(commands, "info", help, cmd_info, payload=True)
+    p.add_argument("--json", action="store_true", help="one JSON object per file")
 
 
 def _add_count(commands: Any) -> None:
-    p = commands.add_parser("count", help="count records (header scan only)")
-    p.add_argument("files", nargs="+", metavar="FILE", help="record files or directories of them")
-    _common_options(p)
-    p.set_defaults(func=cmd_count)
+    _files_command(commands, "count", "count records (header scan only)", cmd_count)
 
 
 def _add_verify(commands: Any) -> None:
-    p = commands.add_parser("verify", help="check every checksum; exit 1 on corrupt data")
-    p.add_argument("files", nargs="+", metavar="FILE", help="record files or directories of them")
+    help = "check every checksum; exit 1 on corrupt data"
+    p = _files_command(commands, "verify", help, cmd_verify, payload=True)
     p.add_argument("--decode", action="store_true", help="also decode every payload")
-    _payload_option(p)
-    _common_options(p)
-    p.set_defaults(func=cmd_verify)
 
 
 def _add_cat(commands: Any) -> None:
@@ -458,11 +465,9 @@ def _add_convert(commands: Any) -> None:
 
 
 def _add_index(commands: Any) -> None:
-    p = commands.add_parser("index", help="write sidecar offset indexes (TFRecord, OFRecord)")
-    p.add_argument("files", nargs="+", metavar="FILE", help="record files or directories of them")
+    help = "write sidecar offset indexes (TFRecord, OFRecord)"
+    p = _files_command(commands, "index", help, cmd_index)
     p.add_argument("-o", "--output", help="index path (default: FILE.idx; one FILE only)")
-    _common_options(p)
-    p.set_defaults(func=cmd_index)
 
 
 def build_parser() -> argparse.ArgumentParser:
