@@ -142,12 +142,14 @@ def _balanced(total: int, shard: int, num_shards: int) -> tuple[int, int]:
     return shard * total // num_shards, (shard + 1) * total // num_shards
 
 
-def _ranges(order: Sequence[int], counts: Sequence[int], lo: int, hi: int) -> list[RangeUnit]:
+def _ranges(
+    order: Sequence[int], counts: Sequence[int | None], lo: int, hi: int
+) -> list[RangeUnit]:
     """The pieces of files (in ``order``, laid end to end) covering global positions ``[lo, hi)``."""
     units = []
     base = 0
     for f in order:
-        n = counts[f]
+        n = counts[f] or 0
         a, b = max(lo, base), min(hi, base + n)
         if a < b:
             units.append(RangeUnit(f, a - base, b - base))
@@ -234,14 +236,17 @@ def plan_shard(
     """
     if equal is not None and any(counts[f] is None for f in order):
         raise ValueError("equal shard sizes need the record count of every file")
+    rank_of = {f: k for k, f in enumerate(order)}
     indexed = [f for f in order if random_access[f] and counts[f] is not None]
     sequential = [f for f in order if not (random_access[f] and counts[f] is not None)]
 
     def one(s: int) -> list[Unit]:
+        # Within a shard, files are read in the epoch's file order.
         total = sum(counts[f] or 0 for f in indexed)
-        units: list[Unit] = list(_ranges(indexed, counts, *_balanced(total, s, num_shards)))  # type: ignore[arg-type]
+        units = _ranges(indexed, counts, *_balanced(total, s, num_shards))
         units.extend(_sized(_sequential_units(sequential, s, num_shards), counts))
-        return units
+        units.sort(key=lambda u: rank_of[u.file])
+        return list[Unit](units)
 
     mine = one(shard)
     if equal is None:

@@ -1,0 +1,33 @@
+"""Small record files for the pipeline tests, written by recordkit's own writers.
+
+Every record is unique (``b"<file>:<index>"``), so a test can check that a set of shards read each record
+exactly once by comparing multisets.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import recordkit as rk
+
+
+def write(path: Path, records: list[bytes], **options: object) -> Path:
+    """Write ``records`` to ``path`` (format and compression from the suffix)."""
+    with rk.open(path, "w", **options) as writer:  # type: ignore[arg-type]
+        for record in records:
+            writer.write(record)
+    return path
+
+
+def make_files(
+    folder: Path, sizes: list[int], suffixes: list[str]
+) -> tuple[list[str], list[bytes]]:
+    """Write one file per size, cycling through ``suffixes``; return the paths and every record."""
+    paths: list[str] = []
+    everything: list[bytes] = []
+    for i, n in enumerate(sizes):
+        suffix = suffixes[i % len(suffixes)]
+        records = [f"{i}:{j}".encode() for j in range(n)]
+        paths.append(str(write(folder / f"file-{i:03d}{suffix}", records)))
+        everything.extend(records)
+    return paths, everything
