@@ -15,7 +15,7 @@ used: both the ``fork`` and the ``spawn`` start methods work.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from recordkit.data._shuffle import permutation
 from recordkit.data._sources import Sources, expand_sources
 from recordkit.data._state import STATE_VERSION, check_state
 from recordkit.errors import UnsupportedOperationError
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = ["MapDataset", "RecordIterable", "RecordLoader", "dataloader", "torch_dataset"]
 
@@ -196,10 +199,25 @@ class MapDataset(torch_data.Dataset[Any]):
         return data
 
     def close(self) -> None:
-        """Close the readers this process opened (they reopen on the next read)."""
+        """Close the readers this process opened (they reopen on the next read).
+
+        Also called when the dataset is garbage-collected or used as a context manager.
+        """
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # The readers are this object's own; a dataset dropped without close() must not leak them.
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
