@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Catalog", "ReaderPool", "ShardStream"]
 
-_CHUNK = 512
-"""Records asked of ``RecordReader.read`` at a time when streaming a random-access range."""
+_FIRST_CHUNK = 16
+_MAX_CHUNK = 1024
+"""Records asked of ``RecordReader.read`` at a time when streaming a random-access range: few at first, so
+that the first items of a remote file come after a small ranged read, then more for throughput."""
 
 
 def _open(path: str, fmt: str | None) -> RecordReader:
@@ -181,8 +183,12 @@ class ShardStream:
 
     def _indexed(self, unit: Unit, start: int) -> Iterator[bytes]:
         n = len(unit)
-        for lo in range(start, n, _CHUNK):
-            yield from self.pool.read(*self._pairs(unit, lo, min(n, lo + _CHUNK)))
+        chunk = _FIRST_CHUNK
+        while start < n:
+            stop = min(n, start + chunk)
+            yield from self.pool.read(*self._pairs(unit, start, stop))
+            start = stop
+            chunk = min(2 * chunk, _MAX_CHUNK)
 
     def _sequential(self, unit: RangeUnit, skip: int) -> Generator[bytes, None, int]:
         """Yield the unit's records after the first ``skip``; return how many were skipped."""
