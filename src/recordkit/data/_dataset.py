@@ -412,12 +412,12 @@ class Dataset:
             epoch += 1
             skip = 0
 
-    def _plan(self, epoch: int, shard: int, num_shards: int) -> list[Unit]:
+    def _plan(self, pool: ReaderPool, epoch: int, shard: int, num_shards: int) -> list[Unit]:
         catalog = self._catalog
         if self._equal is not None:
-            catalog.count_all()
+            catalog.count_all(pool)
         else:
-            catalog.describe()
+            catalog.describe(pool)
         spec = self._shuffle
         if spec is not None and spec.buffer_size is None:
             sequential = [
@@ -440,7 +440,7 @@ class Dataset:
         """One epoch of one shard, without its first ``skip`` items."""
         pool = ReaderPool(self._catalog)
         try:
-            stream = ShardStream(self._plan(epoch, shard, num_shards), pool)
+            stream = ShardStream(self._plan(pool, epoch, shard, num_shards), pool)
             per_item = self.batch_size or 1
             items: Iterator[Any] = self._records(stream, epoch, shard, skip * per_item)
             for op in self._ops:

@@ -57,25 +57,30 @@ class Catalog:
         """Open a new reader on file ``i``."""
         return _open(self.files[i], self.format)
 
-    def describe(self) -> None:
+    def describe(self, pool: ReaderPool | None = None) -> None:
         """Learn, for every file not yet described, whether it is random-access and its record count.
 
-        Each file is opened and closed again, so describing thousands of files never holds thousands of
-        handles.
+        With a ``pool``, the random-access readers opened here stay in it for the reading that follows
+        (a TFRecord reader without a sidecar index scans the file once to count it, and keeps that index).
+        Without one, each file is opened and closed again.
         """
         for i, known in enumerate(self.random_access):
-            if known is None:
-                reader = self.open(i)
-                try:
-                    self.random_access[i] = bool(reader.supports_random_access)
-                    if reader.supports_random_access:
-                        self.counts[i] = len(reader)
-                finally:
+            if known is not None:
+                continue
+            reader = self.open(i) if pool is None else pool.get(i)
+            try:
+                self.random_access[i] = bool(reader.supports_random_access)
+                if reader.supports_random_access:
+                    self.counts[i] = len(reader)
+            finally:
+                if pool is None:
                     reader.close()
+                elif not self.random_access[i]:
+                    pool.discard(i)
 
-    def count_all(self) -> None:
+    def count_all(self, pool: ReaderPool | None = None) -> None:
         """Count the records of every file, reading sequential files through once."""
-        self.describe()
+        self.describe(pool)
         for i, n in enumerate(self.counts):
             if n is None:
                 reader = self.open(i)
@@ -114,6 +119,12 @@ class ReaderPool:
             oldest.close()
         reader = self._readers[i] = self.catalog.open(i)
         return reader
+
+    def discard(self, i: int) -> None:
+        """Close the reader of file ``i`` if this pool has one open."""
+        reader = self._readers.pop(i, None)
+        if reader is not None and self._pid == os.getpid():
+            reader.close()
 
     def read(self, files: np.ndarray, local: np.ndarray) -> list[bytes]:
         """Records ``local[j]`` of files ``files[j]``, in that order, one ``read`` call per file."""
