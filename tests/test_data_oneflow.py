@@ -49,29 +49,30 @@ def test_part_files_prefix_and_missing_part(tmp_path):
         part_files(tmp_path, 1, "train.of_record-", -2)
 
 
+def golden_reader(root: Path, params: dict, **options) -> OFRecordReader:
+    return OFRecordReader(
+        str(root / params["data_dir"]),
+        data_part_num=params["data_part_num"],
+        part_name_prefix=params["part_name_prefix"],
+        part_name_suffix_length=params["part_name_suffix_length"],
+        **options,
+    )
+
+
 def test_reader_over_oneflow_golden_files(ofrecord_golden, ofrecord_manifest):
     for entry in ofrecord_manifest["files"]:
         params = entry["oneflow_reader_params"]
-        reader = OFRecordReader(
-            str(ofrecord_golden / params["data_dir"]),
-            batch_size=5,
-            data_part_num=params["data_part_num"],
-            part_name_prefix=params["part_name_prefix"],
-            part_name_suffix_length=params["part_name_suffix_length"],
-        )
-        batches = list(reader)
+        batches = list(golden_reader(ofrecord_golden, params, batch_size=5))
         n = entry["num_records"]
         assert [len(b) for b in batches] == [5] * (n // 5) + ([n % 5] if n % 5 else [])
         payloads = [r for b in batches for r in b]
         assert [hashlib.sha256(p).hexdigest() for p in payloads] == [
             r["payload_sha256"] for r in entry["records"]
         ]
-        shuffled = OFRecordReader(
-            str(ofrecord_golden / params["data_dir"]),
+        shuffled = golden_reader(
+            ofrecord_golden,
+            params,
             batch_size=4,
-            data_part_num=params["data_part_num"],
-            part_name_prefix=params["part_name_prefix"],
-            part_name_suffix_length=params["part_name_suffix_length"],
             random_shuffle=True,
             shuffle_buffer_size=8,
             seed=3,

@@ -389,25 +389,20 @@ class Dataset:
     ) -> Iterator[Any]:
         """Items of epochs ``epoch, epoch+1, ...`` up to ``first_epoch + epochs``, each followed by
         :data:`EPOCH_END`, the first ``skip`` items left out; prefetched if asked."""
-        items = self._epochs(shard, num_shards, epoch, first_epoch, skip, epochs)
+        end = None if epochs is None else first_epoch + epochs
+        items = self._epochs(shard, num_shards, epoch, skip, end)
         return prefetch(items, self._prefetch) if self._prefetch else items
 
     def _epochs(
-        self,
-        shard: int,
-        num_shards: int,
-        epoch: int,
-        first_epoch: int,
-        skip: int,
-        epochs: int | None,
+        self, shard: int, num_shards: int, epoch: int, skip: int, end: int | None
     ) -> Iterator[Any]:
-        while epochs is None or epoch < first_epoch + epochs:
+        while end is None or epoch < end:
             produced = 0
             for item in self._epoch_items(epoch, shard, num_shards, skip):
                 produced += 1
                 yield item
             yield EPOCH_END
-            if epochs is None and produced == 0 and skip == 0:
+            if end is None and produced == 0 and skip == 0:
                 return  # an empty shard repeated forever would spin without end
             epoch += 1
             skip = 0
