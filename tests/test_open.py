@@ -278,3 +278,15 @@ def test_missing_fsspec_hint(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_fsspec)
     with pytest.raises(ImportError, match=r"recordkit\[remote\]"):
         rk.open("s3://bucket/x.tfrecord")
+
+
+def test_a_dropped_reader_releases_its_file(tmp_path):
+    import gc
+
+    write(tmp_path / "a.ffr", RECORDS)
+    reader = rk.open(tmp_path / "a.ffr")
+    file = reader._opened[0].resources[-1]
+    assert reader[0] == RECORDS[0]
+    del reader
+    gc.collect()
+    assert file.closed

@@ -26,6 +26,7 @@ import mmap
 import operator
 import os
 import stat
+import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -90,6 +91,11 @@ class _Opened:
         for resource in reversed(self.resources):
             resource.close()
         self.resources.clear()
+
+
+def _close_all(opened: list[_Opened]) -> None:
+    for item in opened:
+        item.close()
 
 
 def _open_local(path: str) -> _Opened:
@@ -312,6 +318,8 @@ class RecordReader:
         self._starts: list[int] | None = None
         self._closed = False
         self.paths = [frames.path for frames in self._frames]
+        # A reader dropped without close() (e.g. inside a dataset object) still releases its files.
+        self._release = weakref.finalize(self, _close_all, list(self._opened))
 
     # properties
 
@@ -349,8 +357,7 @@ class RecordReader:
         self._closed = True
         for frames in self._frames:
             frames.close()
-        for opened in self._opened:
-            opened.close()
+        self._release()
 
     def __enter__(self) -> Self:
         return self
