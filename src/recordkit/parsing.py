@@ -413,7 +413,11 @@ class _Reader:
                     counts[rows] = piece_counts
                 elif value_type == "str":
                     values = self._decode_utf8(name, rows, piece_counts, values)
-                pieces.append((rows, piece_counts, values.astype(target, copy=False)))
+                # NaN or out-of-range floats cast to integers give unspecified values, as C++
+                # static_cast does in OneFlow; numpy's RuntimeWarning about it is not for the caller.
+                with np.errstate(invalid="ignore", over="ignore"):
+                    values = values.astype(target, copy=False)
+                pieces.append((rows, piece_counts, values))
         return present, counts, pieces
 
     def flat(

@@ -244,8 +244,9 @@ class TFRecordReader(SequentialFrameReader):
             data = buffer[pos + 12 : stop]
             try:
                 stored, length, next_stored = unpack_next(buffer, stop)
-            except struct.error:
-                # Fewer than 16 bytes after the payload: the last record, or a truncated file.
+            except (struct.error, OverflowError):
+                # Fewer than 16 bytes after the payload (or a length past any file): the last record,
+                # or a truncated file.
                 if stop + 4 > size:
                     raise self.truncated("the file ends inside a record", index, pos) from None
                 stored = _U32.unpack_from(buffer, stop)[0]
