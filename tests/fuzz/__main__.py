@@ -11,9 +11,6 @@ import os
 import resource
 import sys
 import time
-import warnings
-
-from recordkit.errors import RecordKitWarning
 
 from .runner import Summary, replay, run_target
 from .targets import TARGETS, all_targets
@@ -64,10 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         replay(targets[names[0]], args.replay, seed=args.seed)
         print("no failure")
         return 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RecordKitWarning)
-        for name in names:
-            _ = targets[name].seeds  # build the seeds before capping memory
+    for name in names:
+        _ = targets[name].seeds  # build the seeds before capping memory
     if args.memory_limit > 0:
         _limit_memory(args.memory_limit << 20)
 
