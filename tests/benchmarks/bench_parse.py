@@ -17,7 +17,8 @@ pool and cannot be imported into one process, so each contender runs in its own 
 script, on the same records (written once to a temporary file). The contenders take turns, one timed pass
 each, so that changes in machine load fall on all of them alike.
 
-Run: ``python tests/benchmarks/bench_parse.py [--records 20480] [--repeat 7]``.
+Run alone: ``python tests/benchmarks/bench_parse.py [--records 20480] [--repeat 7]``; the whole suite
+(``python tests/benchmarks/run.py``) runs the same contenders through :func:`parse_pass`.
 """
 
 from __future__ import annotations
@@ -56,16 +57,6 @@ def make_records(count: int, seed: int = 0) -> list[bytes]:
 
 def batches(records: list[bytes]) -> list[list[bytes]]:
     return [records[i : i + BATCH] for i in range(0, len(records), BATCH)]
-
-
-def timed(run: Callable[[], None], count: int, repeat: int) -> float:
-    """Median records per second over ``repeat`` runs."""
-    rates = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        rates.append(count / (time.perf_counter() - start))
-    return statistics.median(rates)
 
 
 def bench_recordkit(groups: list[list[bytes]]) -> Callable[[], None]:
@@ -142,18 +133,36 @@ CONTENDERS = {
 }
 
 
-def worker(name: str, data: str) -> None:
-    """Serve one contender: load the records, then time one pass for every line read from stdin."""
+def parse_pass(name: str, data: str) -> Callable[[], int] | None:
+    """Return one pass of contender ``name`` over the pickled records in ``data`` (``None``: not installed).
+
+    The pass returns the number of records parsed; the benchmark suite (``run.py``) times it.
+    """
     with open(data, "rb") as f:
         records = pickle.load(f)
     run = CONTENDERS[name](batches(records))
+    if run is None:
+        return None
+
+    def one_pass() -> int:
+        run()
+        return len(records)
+
+    return one_pass
+
+
+def worker(name: str, data: str) -> None:
+    """Serve one contender: load the records, then time one pass for every line read from stdin."""
+    run = parse_pass(name, data)
     if run is None:
         print("absent", flush=True)
         return
     run()  # warm up
     print("ready", flush=True)
     for _ in sys.stdin:
-        print(timed(run, len(records), 1), flush=True)
+        start = time.perf_counter()
+        count = run()
+        print(count / (time.perf_counter() - start), flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,710 @@
+"""recordkit benchmark suite: recordkit side by side with TensorFlow and vahidk ``tfrecord``, with ratios.
+
+Run from the repository root::
+
+    python tests/benchmarks/run.py                # the full suite (a few minutes)
+    python tests/benchmarks/run.py --quick        # small data, 3 repetitions: a smoke run, not figures
+    python tests/benchmarks/run.py --json report.json --only read
+
+The data are generated deterministically in a temporary directory. Each library runs in a worker process of
+its own (TensorFlow and vahidk ``tfrecord`` register the same protobuf names and cannot share a process;
+recordkit's process never imports either). Every case prepares its contenders, runs each once to warm up
+(which also fills the page cache), then times them in turns, one pass each per round, so that changes in
+machine load fall on all of them alike. Figures are medians over the rounds; "vs recordkit" is recordkit's
+median rate divided by the row's (above 1: recordkit is faster). Peers that are not installed are reported as
+skipped. ``--json`` writes every sample, the machine description and the targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAMILIES = ("recordkit", "tensorflow", "vahidk")
+KIB = 1024
+
+# Figures of implementations that cannot run here (2-core VM, warm page cache, medians).
+REFERENCE_FFRECORD = {
+    1 * KIB: {"records_per_s": 571e3, "note": "HFAiLab ffrecord (C++) read(256), check_data=True"},
+    100 * KIB: {"bytes_per_s": 2.1e9, "note": "HFAiLab ffrecord (C++) read(256), check_data=True"},
+}
+
+
+# -- the worker side ---------------------------------------------------------------------------------
+
+
+def _versions(family: str) -> dict[str, str]:
+    found = {}
+    modules = {
+        "recordkit": ("recordkit", "numpy", "google.protobuf", "torch"),
+        "tensorflow": ("tensorflow",),
+        "vahidk": ("tfrecord", "torch"),
+    }[family]
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        found[name] = str(getattr(module, "__version__", "?"))
+    if family == "recordkit":
+        from recordkit.formats import _crc
+
+        found["crc32c backend"] = _crc.CRC32C_BACKEND
+    if family == "vahidk" and "tfrecord" in found:
+        from importlib.metadata import version
+
+        found["tfrecord"] = version("tfrecord")
+    return found
+
+
+def worker(family: str) -> None:
+    """Serve timing requests, one JSON object per line on stdin, answering one per line on stdout."""
+    sys.path.insert(0, HERE)
+    passes: dict[str, Callable[[], int]] = {}
+    print(json.dumps({"versions": _versions(family)}), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        key = request["key"]
+        if request["op"] == "prepare":
+            module, name = request["factory"].split(":")
+            run = getattr(importlib.import_module(module), name)(**request["kwargs"])
+            if run is None:
+                answer: dict[str, Any] = {"status": "skipped", "reason": "not installed"}
+            else:
+                run()  # warm up
+                passes[key] = run
+                answer = {"status": "ok"}
+        elif request["op"] == "time":
+            start = time.perf_counter()
+            records = passes[key]()
+            answer = {"seconds": time.perf_counter() - start, "records": records}
+        else:  # "drop"
+            passes.pop(key, None)
+            answer = {}
+        print(json.dumps(answer), flush=True)
+
+
+def memory_worker(path: str, count: int) -> None:
+    """Print the reader-memory measurement of one file as JSON (a fresh process per file)."""
+    sys.path.insert(0, HERE)
+    import bench_io
+
+    print(json.dumps(bench_io.reader_memory(path, count)), flush=True)
+
+
+# -- the runner side ---------------------------------------------------------------------------------
+
+
+class Worker:
+    """A worker process for one library family."""
+
+    def __init__(self, family: str) -> None:
+        self.family = family
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--worker", family],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.versions: dict[str, str] = {}
+
+    def start(self) -> None:
+        """Wait until the worker has imported its libraries."""
+        self.versions = self._answer()["versions"]
+
+    def ask(self, **request: Any) -> dict[str, Any]:
+        """Send one request and return the answer."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        return self._answer()
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.family} worker died (exit status {self.process.wait()})")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def close(self) -> None:
+        """End the worker."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+@dataclass
+class Contender:
+    """One implementation in a case: a factory (``module:function``) run in the process of ``family``."""
+
+    name: str
+    family: str
+    factory: str
+    kwargs: dict[str, Any]
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Case:
+    """One benchmark row group: the contenders doing the same work."""
+
+    id: str
+    title: str
+    record_bytes: int
+    contenders: list[Contender]
+    references: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Settings:
+    """The data sizes of a run."""
+
+    small: int  # records of 1 KiB
+    large: int  # records of 100 KiB
+    examples: int
+    memory: int
+    repeat: int
+    tf_data_limit: int
+
+
+def settings_for(args: argparse.Namespace) -> Settings:
+    """Data sizes for ``--quick``, the default run, or ``--full``."""
+    if args.quick:
+        chosen = Settings(
+            small=10_000, large=100, examples=2_560, memory=100_000, repeat=3, tf_data_limit=2_000
+        )
+    else:
+        chosen = Settings(
+            small=200_000,
+            large=2_000,
+            examples=20_480,
+            memory=1_000_000,
+            repeat=5,
+            tf_data_limit=20_000,
+        )
+    if args.full:
+        chosen.memory = 10_000_000
+    if args.repeat:
+        chosen.repeat = args.repeat
+    return chosen
+
+
+def make_data(directory: str, settings: Settings) -> dict[str, str]:
+    """Write every input file; return their paths by name."""
+    sys.path.insert(0, HERE)
+    import bench_io
+    import bench_parse
+
+    import recordkit as rk
+
+    paths = {}
+    for size, count in ((KIB, settings.small), (100 * KIB, settings.large)):
+        records = bench_io.payloads(count, size)
+        for fmt, suffix in bench_io.SUFFIX.items():
+            path = os.path.join(directory, f"raw-{size // KIB}k{suffix}")
+            bench_io.write_file(path, records)
+            paths[f"{fmt}-{size // KIB}k"] = path
+        del records
+    examples = bench_parse.make_records(settings.examples)
+    paths["examples"] = os.path.join(directory, "examples.tfrecord")
+    bench_io.write_file(paths["examples"], examples)
+    paths["examples-pickle"] = os.path.join(directory, "examples.pickle")
+    with open(paths["examples-pickle"], "wb") as f:
+        import pickle
+
+        pickle.dump(examples, f)
+    tiny = [i.to_bytes(8, "little") for i in range(settings.memory)]
+    for fmt, suffix in bench_io.SUFFIX.items():
+        path = os.path.join(directory, f"tiny{suffix}")
+        with rk.open(path, "w") as writer:
+            writer.write_many(tiny)
+        paths[f"{fmt}-tiny"] = path
+    return paths
+
+
+def build_cases(paths: dict[str, str], settings: Settings, directory: str) -> list[Case]:
+    """Every timed case of the suite."""
+    io, parse, e2e = "bench_io", "bench_parse", "bench_torch"
+    cases = []
+    for size, count in ((KIB, settings.small), (100 * KIB, settings.large)):
+        tag = f"{size // KIB} KiB"
+        tf_path = paths[f"tfrecord-{size // KIB}k"]
+        cases.append(
+            Case(
+                f"read-tfrecord-{size // KIB}k",
+                f"TFRecord sequential read, {count:,} x {tag}",
+                size,
+                [
+                    Contender("recordkit", "recordkit", f"{io}:recordkit_read", {"path": tf_path}),
+                    Contender(
+                        "recordkit check_crc=False",
+                        "recordkit",
+                        f"{io}:recordkit_read",
+                        {"path": tf_path, "check_crc": False},
+                    ),
+                    Contender(
+                        "TF tf_record_iterator",
+                        "tensorflow",
+                        f"{io}:tf_record_iterator",
+                        {"path": tf_path},
+                    ),
+                    Contender(
+                        f"TF tf.data eager loop (first {min(count, settings.tf_data_limit):,})",
+                        "tensorflow",
+                        f"{io}:tf_data_loop",
+                        {"path": tf_path, "limit": settings.tf_data_limit},
+                    ),
+                    Contender(
+                        "vahidk tfrecord_iterator (no CRC)",
+                        "vahidk",
+                        f"{io}:vahidk_read",
+                        {"path": tf_path},
+                    ),
+                ],
+            )
+        )
+        ff_path = paths[f"ffrecord-{size // KIB}k"]
+        reference = REFERENCE_FFRECORD[size]
+        cases.append(
+            Case(
+                f"read-ffrecord-{size // KIB}k",
+                f"FFRecord read, {count:,} x {tag}",
+                size,
+                [
+                    Contender(
+                        "recordkit iterate", "recordkit", f"{io}:recordkit_read", {"path": ff_path}
+                    ),
+                    Contender(
+                        "recordkit read(256) random",
+                        "recordkit",
+                        f"{io}:recordkit_read_batches",
+                        {"path": ff_path, "count": count, "batch": 256},
+                    ),
+                    Contender(
+                        "recordkit read(256) in order",
+                        "recordkit",
+                        f"{io}:recordkit_read_batches",
+                        {"path": ff_path, "count": count, "batch": 256, "shuffled": False},
+                    ),
+                    Contender(
+                        "recordkit iterate check_crc=False",
+                        "recordkit",
+                        f"{io}:recordkit_read",
+                        {"path": ff_path, "check_crc": False},
+                    ),
+                ],
+                references=[{"contender": "ffrecord C++ (reference figure)", **reference}],
+            )
+        )
+        of_path = paths[f"ofrecord-{size // KIB}k"]
+        cases.append(
+            Case(
+                f"read-ofrecord-{size // KIB}k",
+                f"OFRecord sequential read, {count:,} x {tag}",
+                size,
+                [
+                    Contender("recordkit", "recordkit", f"{io}:recordkit_read", {"path": of_path}),
+                    Contender(
+                        "bare struct loop (floor, no checks)",
+                        "recordkit",
+                        f"{io}:struct_loop_ofrecord",
+                        {"path": of_path},
+                    ),
+                ],
+            )
+        )
+    for fmt in ("tfrecord", "ofrecord"):
+        path = paths[f"{fmt}-1k"]
+        cases.append(
+            Case(
+                f"random-{fmt}-1k",
+                f"{fmt[:2].upper()}{fmt[2:]} random read(256), {settings.small:,} x 1 KiB (indexed)",
+                KIB,
+                [
+                    Contender(
+                        "recordkit read(256) random",
+                        "recordkit",
+                        f"{io}:recordkit_read_batches",
+                        {"path": path, "count": settings.small, "batch": 256},
+                    ),
+                    Contender(
+                        "recordkit open + len() (index scan)",
+                        "recordkit",
+                        f"{io}:recordkit_index_scan",
+                        {"path": path},
+                    ),
+                ],
+            )
+        )
+    for size, count in ((KIB, settings.small // 2), (100 * KIB, settings.large // 2)):
+        out = os.path.join(directory, f"written-{size // KIB}k")
+        kwargs = {"directory": out, "count": count, "size": size}
+        cases.append(
+            Case(
+                f"write-tfrecord-{size // KIB}k",
+                f"TFRecord write, {count:,} x {size // KIB} KiB",
+                size,
+                [
+                    Contender("recordkit write_many", "recordkit", f"{io}:recordkit_write", kwargs),
+                    Contender("TF tf.io.TFRecordWriter", "tensorflow", f"{io}:tf_write", kwargs),
+                    Contender(
+                        "vahidk TFRecordWriter framing", "vahidk", f"{io}:vahidk_write", kwargs
+                    ),
+                ],
+            )
+        )
+    data = {"data": paths["examples-pickle"]}
+    cases.append(
+        Case(
+            "parse-examples",
+            f"Example parse to numpy, {settings.examples:,} Examples in batches of 256",
+            _mean_size(paths["examples-pickle"]),
+            [
+                Contender(
+                    "recordkit parse_examples",
+                    "recordkit",
+                    f"{parse}:parse_pass",
+                    {"name": "recordkit", **data},
+                ),
+                Contender(
+                    "recordkit (wire scanner only)",
+                    "recordkit",
+                    f"{parse}:parse_pass",
+                    {"name": "recordkit (scanner)", **data},
+                ),
+                Contender(
+                    "TF tf.io.parse_example",
+                    "tensorflow",
+                    f"{parse}:parse_pass",
+                    {"name": "tensorflow", **data},
+                ),
+                Contender(
+                    "vahidk ParseFromString + extract_feature_dict",
+                    "vahidk",
+                    f"{parse}:parse_pass",
+                    {"name": "vahidk tfrecord", **data},
+                ),
+            ],
+        )
+    )
+    examples = {"path": paths["examples"]}
+    cases.append(
+        Case(
+            "torch-epoch",
+            f"PyTorch DataLoader epoch, {settings.examples:,} Examples, batches of 256, num_workers=0",
+            _mean_size(paths["examples-pickle"]),
+            [
+                Contender(
+                    "recordkit.data dataloader", "recordkit", f"{e2e}:recordkit_epoch", examples
+                ),
+                Contender("vahidk TFRecordDataset", "vahidk", f"{e2e}:vahidk_epoch", examples),
+            ],
+        )
+    )
+    return cases
+
+
+def _mean_size(pickled: str) -> int:
+    import pickle
+
+    with open(pickled, "rb") as f:
+        records = pickle.load(f)
+    return round(sum(map(len, records)) / len(records))
+
+
+def run_case(case: Case, workers: dict[str, Worker], repeat: int) -> None:
+    """Prepare, warm up and time every contender of ``case`` in turns; fill ``contender.result``."""
+    timed = []
+    for contender in case.contenders:
+        answer = workers[contender.family].ask(
+            op="prepare",
+            key=case.id + "/" + contender.name,
+            factory=contender.factory,
+            kwargs=contender.kwargs,
+        )
+        if answer["status"] == "ok":
+            contender.result = {"status": "ok", "seconds": [], "records": None}
+            timed.append(contender)
+        else:
+            contender.result = {"status": "skipped", "reason": answer["reason"]}
+    for _ in range(repeat):
+        for contender in timed:
+            answer = workers[contender.family].ask(op="time", key=case.id + "/" + contender.name)
+            contender.result["seconds"].append(answer["seconds"])
+            contender.result["records"] = answer["records"]
+    for contender in timed:
+        workers[contender.family].ask(op="drop", key=case.id + "/" + contender.name)
+        seconds = statistics.median(contender.result["seconds"])
+        records = contender.result["records"]
+        contender.result.update(
+            median_seconds=seconds,
+            records_per_s=records / seconds,
+            bytes_per_s=records * case.record_bytes / seconds,
+        )
+    ours = case.contenders[0].result
+    for contender in case.contenders:
+        if contender.result.get("status") == "ok" and ours.get("status") == "ok":
+            contender.result["recordkit_ratio"] = (
+                ours["records_per_s"] / contender.result["records_per_s"]
+            )
+    for reference in case.references:
+        if "records_per_s" in reference:
+            reference["bytes_per_s"] = reference["records_per_s"] * case.record_bytes
+        else:
+            reference["records_per_s"] = reference["bytes_per_s"] / case.record_bytes
+
+
+def print_case(case: Case) -> None:
+    """Print one case as a table."""
+    print(f"\n{case.title} (payload {case.record_bytes:,} B)")
+    print(f"  {'contender':46s} {'records/s':>12s} {'MB/s':>9s} {'vs recordkit':>13s}")
+    for contender in case.contenders:
+        result = contender.result
+        if result["status"] != "ok":
+            print(f"  {contender.name:46s} skipped: {result['reason']}")
+            continue
+        ratio = result.get("recordkit_ratio")
+        shown = f"{ratio:12.2f}x" if ratio is not None else ""
+        print(
+            f"  {contender.name:46s} {result['records_per_s']:12,.0f} "
+            f"{result['bytes_per_s'] / 1e6:9,.0f} {shown:>13s}"
+        )
+    for reference in case.references:
+        first = case.contenders[1].result  # read(256) random
+        ratio = (
+            first["records_per_s"] / reference["records_per_s"]
+            if first.get("status") == "ok"
+            else None
+        )
+        shown = f"{ratio:12.2f}x" if ratio is not None else ""
+        print(
+            f"  {reference['contender']:46s} {reference['records_per_s']:12,.0f} "
+            f"{reference['bytes_per_s'] / 1e6:9,.0f} {shown:>13s}  (read(256) random / reference)"
+        )
+
+
+def _rate(
+    cases: dict[str, Case], case_id: str, name_start: str, key: str = "records_per_s"
+) -> float | None:
+    case = cases.get(case_id)
+    if case is None:
+        return None
+    for contender in case.contenders:
+        if contender.name.startswith(name_start) and contender.result.get("status") == "ok":
+            value: float = contender.result[key]
+            return value
+    return None
+
+
+def evaluate_targets(cases: list[Case], memory: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Compare the measurements with the project's speed and memory targets."""
+    by_id = {case.id: case for case in cases}
+    targets: list[dict[str, Any]] = []
+
+    def ratio_target(label: str, case_id: str, ours: str, peer: str, goal: float) -> None:
+        a, b = _rate(by_id, case_id, ours), _rate(by_id, case_id, peer)
+        value = a / b if a is not None and b is not None else None
+        targets.append({"target": label, "goal": goal, "measured": value, "unit": "x"})
+
+    def absolute_target(
+        label: str, value: float | None, goal: float, unit: str, at_most: bool = False
+    ) -> None:
+        targets.append(
+            {"target": label, "goal": goal, "measured": value, "unit": unit, "at_most": at_most}
+        )
+
+    ratio_target(
+        "TFRecord read 1 KiB with CRC vs TF tf_record_iterator",
+        "read-tfrecord-1k",
+        "recordkit",
+        "TF tf_record_iterator",
+        1.5,
+    )
+    large = _rate(by_id, "read-tfrecord-100k", "recordkit", "bytes_per_s")
+    absolute_target(
+        "TFRecord read 100 KiB with CRC", None if large is None else large / 1e9, 5.0, "GB/s"
+    )
+    small = _rate(by_id, "read-ffrecord-1k", "recordkit read(256) random")
+    absolute_target(
+        "FFRecord read(256) 1 KiB vs reference 571k rec/s",
+        None if small is None else small / REFERENCE_FFRECORD[KIB]["records_per_s"],
+        1.2,
+        "x",
+    )
+    big = _rate(by_id, "read-ffrecord-100k", "recordkit read(256) random", "bytes_per_s")
+    absolute_target(
+        "FFRecord read(256) 100 KiB vs reference 2.1 GB/s",
+        None if big is None else big / REFERENCE_FFRECORD[100 * KIB]["bytes_per_s"],
+        1.3,
+        "x",
+    )
+    ratio_target("TFRecord write 1 KiB vs TF", "write-tfrecord-1k", "recordkit", "TF", 1.2)
+    ratio_target("TFRecord write 100 KiB vs TF", "write-tfrecord-100k", "recordkit", "TF", 1.2)
+    ratio_target(
+        "Example parse vs TF parse_example", "parse-examples", "recordkit parse_examples", "TF", 1.0
+    )
+    worst = max((row["held_bytes_per_record"] for row in memory), default=None)
+    absolute_target(
+        "random-access reader memory held (worst format)", worst, 16.0, "bytes/record", at_most=True
+    )
+    for target in targets:
+        value = target["measured"]
+        if value is None:
+            target["met"] = None
+        else:
+            target["met"] = (
+                value <= target["goal"] if target.get("at_most") else value >= target["goal"]
+            )
+    return targets
+
+
+def measure_memory(paths: dict[str, str], count: int) -> list[dict[str, Any]]:
+    """Measure each format's random-access reader in a fresh process."""
+    rows = []
+    for fmt in ("tfrecord", "ffrecord", "ofrecord"):
+        output = subprocess.run(
+            [sys.executable, __file__, "--memory", paths[f"{fmt}-tiny"], "--count", str(count)],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        rows.append({"format": fmt, **json.loads(output)})
+    return rows
+
+
+def machine() -> dict[str, Any]:
+    """Describe the machine the figures come from."""
+    described: dict[str, Any] = {
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+    }
+    try:
+        with open("/proc/cpuinfo") as f:
+            described["cpu"] = next(
+                line.split(":", 1)[1].strip() for line in f if line.startswith("model name")
+            )
+    except (OSError, StopIteration):
+        described["cpu"] = platform.processor()
+    if hasattr(os, "getloadavg"):
+        described["load_average_at_start"] = os.getloadavg()
+    return described
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the suite (or serve as a worker)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny data and 3 repetitions (smoke run)"
+    )
+    parser.add_argument(
+        "--full", action="store_true", help="measure reader memory over 10M records"
+    )
+    parser.add_argument("--repeat", type=int, help="timed repetitions per contender (default 5)")
+    parser.add_argument(
+        "--only", action="append", help="run the cases whose id contains this (repeatable)"
+    )
+    parser.add_argument("--json", help="write the report to this file")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--memory", help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.worker)
+        return 0
+    if args.memory:
+        memory_worker(args.memory, args.count)
+        return 0
+    settings = settings_for(args)
+    started = time.perf_counter()
+    workers = {
+        family: Worker(family) for family in FAMILIES
+    }  # they import while the data are written
+    with tempfile.TemporaryDirectory(prefix="recordkit-bench-") as directory:
+        paths = make_data(directory, settings)
+        for process in workers.values():
+            process.start()
+        versions = {family: w.versions for family, w in workers.items()}
+        print(
+            "recordkit benchmark suite: medians of",
+            settings.repeat,
+            "rounds; contenders take turns",
+        )
+        print("machine:", json.dumps(machine()))
+        print("versions:", json.dumps(versions))
+        cases = build_cases(paths, settings, directory)
+        if args.only:
+            cases = [case for case in cases if any(part in case.id for part in args.only)]
+        try:
+            for case in cases:
+                run_case(case, workers, settings.repeat)
+                print_case(case)
+        finally:
+            for process in workers.values():
+                process.close()
+        memory = []
+        if not args.only or any("memory" in part for part in args.only):
+            memory = measure_memory(paths, settings.memory)
+            print(
+                f"\nRandom-access reader memory over {settings.memory:,} records (tracemalloc, Python heap)"
+            )
+            for row in memory:
+                print(
+                    f"  {row['format']:10s} held {row['held_bytes_per_record']:6.2f} B/record, "
+                    f"peak while opening {row['peak_bytes_per_record']:6.2f} B/record"
+                )
+    targets = evaluate_targets(cases, memory)
+    print("\nTargets")
+    for target in targets:
+        value = target["measured"]
+        shown = "n/a" if value is None else f"{value:.2f} {target['unit']}"
+        verdict = {True: "met", False: "NOT met", None: "not measured"}[target["met"]]
+        sign = "<=" if target.get("at_most") else ">="
+        print(f"  {target['target']:58s} {shown:>18s}  (goal {sign} {target['goal']}) {verdict}")
+    elapsed = time.perf_counter() - started
+    print(f"\ntotal time {elapsed:.0f} s")
+    if args.json:
+        report = {
+            "command": " ".join(
+                [os.path.relpath(__file__), *(argv if argv is not None else sys.argv[1:])]
+            ),
+            "machine": machine(),
+            "versions": versions,
+            "settings": vars(settings),
+            "cases": [
+                {
+                    "id": case.id,
+                    "title": case.title,
+                    "record_bytes": case.record_bytes,
+                    "results": [
+                        {"contender": c.name, "family": c.family, **c.result}
+                        for c in case.contenders
+                    ],
+                    "references": case.references,
+                }
+                for case in cases
+            ],
+            "memory": memory,
+            "targets": targets,
+            "seconds": elapsed,
+        }
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
