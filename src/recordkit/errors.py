@@ -29,6 +29,7 @@ import os
 __all__ = [
     "ChecksumError",
     "CorruptRecordError",
+    "DataLossWarning",
     "DecodeError",
     "HeaderError",
     "LegacyFormatWarning",
@@ -204,6 +205,10 @@ class UnsupportedOperationError(RecordKitError, io.UnsupportedOperation):
 
 class RecordKitWarning(UserWarning):
     """Base class of recordkit's warnings."""
+
+
+class DataLossWarning(RecordKitWarning):
+    """Damaged parts of a file were skipped (by :mod:`recordkit.recover`); the message says how much."""
 
 
 class LegacyFormatWarning(RecordKitWarning):

@@ -1,0 +1,250 @@
+"""recordkit.recover: intact records come back, damaged ranges are reported, nothing wrong is returned."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import random
+import warnings
+import zlib
+
+import pytest
+from conftest import GOLDEN_DIR, load_manifest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import recordkit as rk
+from recordkit import recover
+from recordkit.errors import DataLossWarning, UnknownFormatError
+from recordkit.formats.tfrecord import frame
+
+RECORDS = [f"record-{i}:".encode() * (i % 7 + 1) for i in range(30)]
+
+
+def _file_bytes(records, fmt, compression=""):
+    buffer = io.BytesIO()
+    with rk.open(buffer, "w", format=fmt, compression=compression) as writer:
+        writer.write_many(records)
+    return buffer.getvalue()
+
+
+def _scan(data, fmt, **options):
+    with recover.scan(io.BytesIO(data), format=fmt, warn=False, **options) as records:
+        return list(records), records.report
+
+
+def _of_payload(i):
+    return rk.encode_ofrecord({"id": [i], "text": [f"sample {i}".encode()]})
+
+
+def _frame_size(fmt):
+    return {"tfrecord": 16, "ofrecord": 8}[fmt]
+
+
+def test_clean_file_recovers_everything_without_a_warning(tmp_path):
+    path = tmp_path / "a.tfrecord"
+    path.write_bytes(_file_bytes(RECORDS, "tfrecord"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with recover.scan(path) as records:
+            assert list(records) == RECORDS
+    assert records.report.clean
+    assert records.report.records == len(RECORDS)
+    assert "nothing damaged" in records.report.summary()
+
+
+def test_a_damaged_record_is_skipped_reported_and_warned_about(tmp_path):
+    data = bytearray(_file_bytes(RECORDS, "tfrecord"))
+    start = sum(16 + len(r) for r in RECORDS[:5])
+    data[start + 14] ^= 0x10  # a payload byte of record 5
+    path = tmp_path / "a.tfrecord"
+    path.write_bytes(bytes(data))
+    with recover.scan(path) as records, pytest.warns(DataLossWarning, match="skipped 1 damaged"):
+        got = list(records)
+    assert got == RECORDS[:5] + RECORDS[6:]
+    (skipped,) = records.report.skipped
+    assert (skipped.start, skipped.end, skipped.index) == (start, start + 16 + len(RECORDS[5]), 5)
+    assert skipped.reason == "payload checksum mismatch"
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "ofrecord"])
+@pytest.mark.parametrize("damage", ["garbage", "length", "deleted"])
+def test_sequential_formats_resynchronise_after_damage(fmt, damage):
+    records = [_of_payload(i) for i in range(12)] if fmt == "ofrecord" else RECORDS
+    data = bytearray(_file_bytes(records, fmt))
+    k = 4
+    start = sum(_frame_size(fmt) + len(r) for r in records[:k])
+    if damage == "garbage":
+        data[start:start] = b"\x01garbage!"  # inserted between two records
+        expected = records
+    elif damage == "length":
+        data[start + 3] ^= 0x40  # record k's length
+        expected = records[:k] + records[k + 1 :]
+    else:
+        del data[start + 10 : start + 12]  # two bytes out of record k
+        expected = records[:k] + records[k + 1 :]
+    got, report = _scan(bytes(data), fmt)
+    assert got == expected
+    assert len(report.skipped) == 1
+    assert report.skipped[0].start == start
+    assert report.skipped[0].index == k
+    # Recovered frames and skipped ranges cover the file exactly.
+    assert sum(_frame_size(fmt) + len(r) for r in got) + report.bytes_skipped == len(data)
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "ofrecord"])
+def test_truncated_sequential_file_keeps_every_complete_record(fmt):
+    records = [_of_payload(i) for i in range(6)] if fmt == "ofrecord" else RECORDS[:6]
+    data = _file_bytes(records, fmt)
+    cut = len(data) - len(records[-1]) // 2 - 3
+    got, report = _scan(data[:cut], fmt)
+    assert got == records[:-1]
+    (skipped,) = report.skipped
+    assert skipped.end == cut
+    assert "end of the file" in skipped.reason
+
+
+@pytest.mark.parametrize("name", ["corrupt_data_crc", "corrupt_length_crc", "truncated"])
+def test_golden_damaged_tfrecord_files(name):
+    manifest = load_manifest("tfrecord")
+    entry = manifest["files"][f"{name}.tfrecord"]
+    with recover.scan(GOLDEN_DIR / "tfrecord" / f"{name}.tfrecord", warn=False) as records:
+        got = list(records)
+    intact = manifest["files"]["examples.tfrecord"]["sha256"]
+    valid_before = entry["valid_records_before_fault"]
+    assert len(got) >= valid_before
+    for record in got:  # nothing recovered is anything but an intact original record
+        assert hashlib.sha256(record).hexdigest() in intact
+    assert not records.report.clean
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_compressed_file_with_damaged_records_resynchronises(compression):
+    plain = bytearray(_file_bytes(RECORDS, "tfrecord"))
+    start = sum(16 + len(r) for r in RECORDS[:3])
+    plain[start + 1] ^= 0x01
+    compress = gzip.compress if compression == "gzip" else zlib.compress
+    got, report = _scan(compress(bytes(plain)), "tfrecord", compression=compression)
+    assert got == RECORDS[:3] + RECORDS[4:]
+    assert report.compression == compression
+    assert report.lost_compressed_bytes == 0
+
+
+def test_damaged_gzip_stream_keeps_what_decompressed_and_counts_the_rest():
+    data = bytearray(gzip.compress(_file_bytes(RECORDS * 50, "tfrecord"), mtime=0))
+    data[len(data) // 2] ^= 0xFF
+    got, report = _scan(bytes(data), "tfrecord", compression="gzip")
+    assert got == (RECORDS * 50)[: len(got)]
+    assert report.lost_compressed_bytes > 0
+    assert "could not be read" in report.summary()
+
+
+def test_ffrecord_golden_files_lose_only_their_damaged_samples():
+    manifest = load_manifest("ffrecord")
+    varied = manifest["files"]["varied.ffr"]
+    with recover.scan(GOLDEN_DIR / "ffrecord" / "corrupt_payload.ffr", warn=False) as records:
+        got = list(records)
+    bad = manifest["files"]["corrupt_payload.ffr"]["bad_samples"]
+    expected = [h for i, h in enumerate(varied["sha256"]) if i not in bad]
+    assert [hashlib.sha256(r).hexdigest() for r in got] == expected
+    assert [s.index for s in records.report.skipped] == bad
+    with recover.scan(GOLDEN_DIR / "ffrecord" / "truncated.ffr", warn=False) as records:
+        got = list(records)
+    assert [hashlib.sha256(r).hexdigest() for r in got] == varied["sha256"][:60]
+    assert records.report.skipped[0].index == 60
+
+
+def test_ffrecord_trailing_garbage_keeps_the_last_sample():
+    with recover.scan(GOLDEN_DIR / "ffrecord" / "trailing_garbage.ffr", warn=False) as records:
+        assert list(records) == [b"hello ffrecord"]
+    (skipped,) = records.report.skipped
+    assert (skipped.start, skipped.end) == (38, 42)
+
+
+def test_ffrecord_unfinished_file_is_reported_not_silently_empty():
+    with recover.scan(GOLDEN_DIR / "ffrecord" / "unfinished.ffr", warn=False) as records:
+        assert list(records) == []
+    assert records.report.bytes_skipped == 53 - 12
+
+
+def test_ffrecord_damaged_count_is_reported_as_a_total_loss():
+    data = bytearray(_file_bytes(RECORDS, "ffrecord"))
+    data[4:12] = (2**62).to_bytes(8, "little")
+    got, report = _scan(bytes(data), "ffrecord")
+    assert got == []
+    assert report.bytes_skipped == len(data)
+
+
+def test_ofrecord_golden_part_with_a_damaged_record(ofrecord_golden):
+    part = min(ofrecord_golden.glob("*/*/*of_record-0"))
+    with rk.open(part, format="ofrecord") as reader:
+        expected = list(reader)
+    data = bytearray(part.read_bytes())
+    data[20:20] = b"\xff" * 9
+    got, report = _scan(bytes(data), "ofrecord")
+    assert got == expected[1:]  # the damaged first record no longer decodes
+    (skipped,) = report.skipped
+    assert (skipped.start, skipped.end) == (0, 8 + len(expected[0]) + 9)
+
+
+def test_salvage_writes_only_intact_records(tmp_path):
+    data = bytearray(_file_bytes(RECORDS, "tfrecord"))
+    data[100] ^= 0x01
+    src = tmp_path / "damaged.tfrecord"
+    src.write_bytes(bytes(data))
+    dst = tmp_path / "fixed.tfrecord"
+    with pytest.warns(DataLossWarning):
+        report = recover.salvage(src, dst)
+    with rk.open(dst) as reader:
+        fixed = list(reader)
+    assert len(fixed) == report.records == len(RECORDS) - 1
+    assert set(fixed) <= set(RECORDS)
+    assert src.read_bytes() == bytes(data)  # the source is untouched
+
+
+def test_salvage_of_an_unknown_format_creates_nothing(tmp_path):
+    src = tmp_path / "mystery.bin"
+    src.write_bytes(b"not a record file at all")
+    with pytest.raises(UnknownFormatError):
+        recover.salvage(src, tmp_path / "out.tfrecord")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mystery.bin"]
+
+
+def test_a_scan_is_iterated_once():
+    with recover.scan(io.BytesIO(frame(b"x")), format="tfrecord") as records:
+        list(records)
+        with pytest.raises(ValueError, match="only once"):
+            list(records)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    records=st.lists(st.binary(max_size=60), min_size=1, max_size=12),
+    fmt=st.sampled_from(["tfrecord", "ffrecord"]),
+    data=st.data(),
+)
+def test_recovery_returns_every_undamaged_record_and_nothing_else(records, fmt, data):
+    encoded = bytearray(_file_bytes(records, fmt))
+    header = 12 + 12 * len(records) if fmt == "ffrecord" else 0
+    if len(encoded) == header:
+        return
+    a = data.draw(st.integers(header, len(encoded) - 1))
+    b = data.draw(st.integers(a + 1, min(len(encoded), a + 40)))
+    rng = random.Random(data.draw(st.integers(0, 2**32)))
+    original = bytes(encoded[a:b])
+    while bytes(encoded[a:b]) == original:
+        encoded[a:b] = rng.randbytes(b - a)
+    got, report = _scan(bytes(encoded), fmt)
+    # Every record whose bytes lie outside the damage comes back, in order, and nothing else does.
+    pos, untouched = header, []
+    for record in records:
+        size = len(record) + (16 if fmt == "tfrecord" else 0)
+        body = (pos, pos + size)
+        if body[1] <= a or body[0] >= b:
+            untouched.append(record)
+        pos += size
+    it = iter(got)
+    assert all(any(record == g for g in it) for record in untouched), "an intact record was lost"
+    assert all(record in records for record in got), "a recovered record is not an original"
+    assert report.records == len(got)
