@@ -1,17 +1,22 @@
 """Checksums used by the record formats.
 
 TFRecord protects every length and payload with a *masked* CRC32C (Castagnoli); FFRecord uses the ordinary
-zlib CRC-32. This module picks the fastest CRC32C implementation available:
+zlib CRC-32. This module picks the fastest implementation of each that is installed. For CRC32C:
 
 * ``google-crc32c`` when it is installed with its C extension (``pip install recordkit[fast]``), 10-50x faster;
 * otherwise ``crcmod`` (a required dependency), with its C extension if it was compiled;
 * ``crcmod`` in pure Python is correct but very slow (a few MB/s): recordkit then emits one
   :class:`~recordkit.errors.SlowCRCWarning` the first time a TFRecord file is read or written.
 
+For the CRC-32 of FFRecord: ``isal`` (Intel ISA-L, also in ``recordkit[fast]``) when installed, several times
+faster than the standard library's ``zlib.crc32``, which is used otherwise.
+
 Attributes
 ----------
 CRC32C_BACKEND
     The name of the implementation in use: ``"google-crc32c"``, ``"crcmod-c"`` or ``"crcmod-python"``.
+CRC32_BACKEND
+    The CRC-32 implementation in use: ``"isal"`` or ``"zlib"``.
 
 Examples
 --------
@@ -31,7 +36,9 @@ from recordkit.errors import SlowCRCWarning
 
 __all__ = [
     "CRC32C_BACKEND",
+    "CRC32_BACKEND",
     "crc32",
+    "crc32_backends",
     "crc32c",
     "crc32c_backends",
     "mask",
@@ -43,8 +50,27 @@ __all__ = [
 MASK_DELTA = 0xA282EAD8
 """The constant TensorFlow adds when masking a CRC (``kMaskDelta`` in TF's ``crc32c.h``)."""
 
-crc32: Callable[[bytes], int] = zlib.crc32
-"""The zlib CRC-32 used by FFRecord (the same value as ``zlib.crc32(data)``)."""
+
+def crc32_backends() -> dict[str, Callable[..., int]]:
+    """Return every usable CRC-32 implementation by backend name.
+
+    Returns
+    -------
+    dict
+        ``{"zlib": zlib.crc32}`` always, plus ``"isal"`` when ``isal`` is installed. Each function has
+        ``zlib.crc32``'s signature: ``crc32(data, value=0)``.
+    """
+    backends: dict[str, Callable[..., int]] = {"zlib": zlib.crc32}
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return backends
+    backends["isal"] = isal_zlib.crc32
+    return backends
+
+
+# The CRC-32 used by FFRecord: the same values as ``zlib.crc32(data, value=0)``, from the fastest backend.
+CRC32_BACKEND, crc32 = next(reversed(crc32_backends().items()))
 
 
 def _crcmod_function() -> tuple[Callable[[bytes], int], bool]:

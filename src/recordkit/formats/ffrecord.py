@@ -33,12 +33,12 @@ import struct
 import sys
 import tempfile
 import warnings
-import zlib
 from array import array
 from collections.abc import Iterator, Sequence
 from typing import IO, Any, ClassVar
 
 from recordkit.errors import ChecksumError, HeaderError, LegacyFormatWarning
+from recordkit.formats import _crc
 from recordkit.formats.base import (
     Capabilities,
     FrameWriter,
@@ -73,7 +73,7 @@ def build_header(crcs: array[int], offsets: array[int]) -> bytes:
     '69 df 22 65 00 00 00 00 00 00 00 00'
     """
     meta = _COUNT.pack(len(crcs)) + _little_endian(crcs) + _little_endian(offsets)
-    return struct.pack("<I", zlib.crc32(meta)) + meta
+    return struct.pack("<I", _crc.crc32(meta)) + meta
 
 
 class FFRecordReader(IndexedFrameReader):
@@ -117,7 +117,7 @@ class FFRecordReader(IndexedFrameReader):
         if len(body) < 12 * count:
             raise self.truncated("the file ends inside the FFRecord header", 0, 12 + len(body))
         if meta and self.check_crc:
-            actual = zlib.crc32(body, zlib.crc32(prefix[4:]))
+            actual = _crc.crc32(body, _crc.crc32(prefix[4:]))
             if actual != meta:
                 raise ChecksumError(
                     "FFRecord header checksum mismatch (the header is damaged)",
@@ -204,7 +204,7 @@ class FFRecordReader(IndexedFrameReader):
         if buffer is None:
             return super().read_many(indices)
         offsets, crcs = self.offsets, self.crcs
-        crc32 = zlib.crc32
+        crc32 = _crc.crc32
         check = self.check_crc
         last = len(offsets) - 1
         size = len(buffer)
@@ -218,7 +218,7 @@ class FFRecordReader(IndexedFrameReader):
         return records
 
     def _check(self, data: bytes, index: int, offset: int) -> None:
-        actual = zlib.crc32(data)
+        actual = _crc.crc32(data)
         if actual != self.crcs[index]:
             raise ChecksumError(
                 "sample checksum mismatch",
@@ -240,7 +240,7 @@ class FFRecordReader(IndexedFrameReader):
 
     def _iter_buffer(self, buffer: Any) -> Iterator[bytes]:
         offsets, crcs = self.offsets, self.crcs
-        crc32 = zlib.crc32
+        crc32 = _crc.crc32
         check = self.check_crc
         count = len(offsets)
         for index in range(count):
@@ -336,7 +336,7 @@ class FFRecordWriter(FrameWriter):
         """
         if self.n is not None and self.count >= self.n:
             raise ValueError(f"this FFRecord writer was told n={self.n} samples; cannot write more")
-        self.crcs.append(zlib.crc32(data))
+        self.crcs.append(_crc.crc32(data))
         self.lengths.append(len(data))
         self._parts.append(data)
         self.count += 1
@@ -413,7 +413,7 @@ class FFRecordFormat(RecordFormat):
         if len(head) < header_end:
             return int(header_end)
         if meta:
-            return bool(zlib.crc32(head[4:header_end]) == meta)
+            return bool(_crc.crc32(head[4:header_end]) == meta)
         # A legacy file without a header checksum: check the layout instead.
         offsets = array("q")
         offsets.frombytes(head[12 + 4 * count : header_end])
