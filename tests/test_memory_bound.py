@@ -1,0 +1,172 @@
+"""A hostile length or offset never makes recordkit allocate more than the bytes actually in the file.
+
+Each case builds a small file (or payload) whose length field claims a huge size, reads it every way
+(iteration, ``len()``, indexing; memory map, seekable file object, stream; sidecar index), and holds the
+peak of Python allocations, measured by ``tracemalloc``, under a small bound. A reader that trusted the
+field would either try to allocate the claimed size (a ``MemoryError`` or an exhausted machine) or, for
+the moderate sizes, show up in the peak.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import struct
+import tracemalloc
+import zlib
+
+import pytest
+from fuzz.targets import NonSeekable
+
+import recordkit as rk
+from recordkit import ofrecord as rk_ofrecord
+from recordkit import recover
+from recordkit.errors import RecordKitError
+from recordkit.formats import _crc
+
+HOSTILE = [2**62, 2**63 - 1, 300_000_000]
+BOUND = 4 << 20
+"""Peak allowance: the 1 MiB chunk used for stream reads plus interpreter noise; far below every claim."""
+
+RECORDS = [b"payload-%d" % i for i in range(20)]
+
+
+def _tfrecord(length):
+    header = struct.pack("<Q", length)
+    frame = header + struct.pack("<I", _crc.masked_crc32c(header)) + b"short payload"
+    return rk_bytes(RECORDS[:3], "tfrecord") + frame  # a valid length checksum, a lying length
+
+
+def _ofrecord(length):
+    return rk_bytes(RECORDS[:3], "ofrecord") + struct.pack("<q", length) + b"short payload"
+
+
+def _ffrecord(value, field):
+    data = bytearray(rk_bytes(RECORDS, "ffrecord"))
+    n = len(RECORDS)
+    at = {"count": 4, "first offset": 12 + 4 * n, "last offset": 12 + 12 * n - 8}[field]
+    data[at : at + 8] = struct.pack("<q", value % 2**63)
+    data[0:4] = struct.pack(
+        "<I", zlib.crc32(bytes(data[4 : 12 + 12 * n]))
+    )  # a valid header checksum
+    return bytes(data)
+
+
+def rk_bytes(records, fmt):
+    buffer = io.BytesIO()
+    with rk.open(buffer, "w", format=fmt) as writer:
+        writer.write_many(records)
+    return buffer.getvalue()
+
+
+def _read_every_way(open_reader):
+    try:
+        reader = open_reader()
+    except RecordKitError:
+        return
+    with reader:
+        with contextlib.suppress(RecordKitError):
+            list(reader)
+        if reader.supports_random_access:
+            with contextlib.suppress(RecordKitError):
+                n = len(reader)
+                reader.read(range(n))
+                reader[n - 1]
+
+
+def _peak(call):
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _cases():
+    for value in HOSTILE:
+        yield f"tfrecord-{value}", "tfrecord", _tfrecord(value)
+        yield f"ofrecord-{value}", "ofrecord", _ofrecord(value)
+        for field in ("count", "first offset", "last offset"):
+            yield f"ffrecord-{field}-{value}", "ffrecord", _ffrecord(value, field)
+
+
+CASES = list(_cases())
+
+
+@pytest.mark.parametrize(("fmt", "data"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("source", ["file", "seekable", "stream", "recover"])
+def test_hostile_sizes_never_allocate_beyond_the_file(tmp_path, fmt, data, source):
+    path = tmp_path / "hostile.bin"
+    path.write_bytes(data)
+
+    def read():
+        if source == "file":
+            _read_every_way(lambda: rk.open(path, format=fmt))
+        elif source == "seekable":
+            _read_every_way(lambda: rk.open(io.BytesIO(data), format=fmt))
+        elif source == "stream":
+            _read_every_way(lambda: rk.open(NonSeekable(data), format=fmt))
+        else:
+            with recover.scan(path, format=fmt, warn=False) as records:
+                list(records)
+
+    assert _peak(read) < BOUND
+
+
+@pytest.mark.parametrize("length", HOSTILE)
+def test_hostile_gzip_tfrecord_length(length):
+    plain = _tfrecord(length)
+    for compression, compress in (("gzip", gzip.compress), ("zlib", zlib.compress)):
+        data = compress(plain)
+
+        def read(data=data, compression=compression):
+            source = io.BytesIO(data)
+            _read_every_way(lambda: rk.open(source, format="tfrecord", compression=compression))
+
+        assert _peak(read) < BOUND
+
+
+@pytest.mark.parametrize("length", HOSTILE)
+def test_hostile_sidecar_index(tmp_path, length):
+    path = tmp_path / "a.tfrecord"
+    path.write_bytes(rk_bytes(RECORDS, "tfrecord"))
+    (tmp_path / "a.tfrecord.idx").write_text(f"0 {length}\n")
+    assert _peak(lambda: _read_every_way(lambda: rk.open(path))) < BOUND
+
+
+def _varint(value):
+    out = bytearray()
+    while True:
+        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+@pytest.mark.parametrize("length", [*HOSTILE, 2**64 - 1])
+def test_hostile_protobuf_lengths_in_payloads(length):
+    # Example.features (field 1), Features.feature map entry (field 1), both with a lying length.
+    payloads = [
+        b"\x0a" + _varint(length) + b"\x0a\x03abc",
+        b"\x0a\x10\x0a" + _varint(length) + b"abc",
+        rk.encode_example({"a": [1]})[:-2] + b"\x1a" + _varint(length),
+    ]
+    specs = {"a": rk.VarLen("int64")}
+
+    def decode():
+        for payload in payloads:
+            calls = [
+                lambda payload=payload: rk.decode_example(payload),
+                lambda payload=payload: rk.decode_sequence_example(payload),
+                lambda payload=payload: rk.decode_ofrecord(payload),
+                lambda payload=payload: rk.parse_examples([payload] * 3, specs),
+                lambda payload=payload: rk.parse_ofrecords([payload], specs),
+                lambda payload=payload: rk_ofrecord.raw_decoder([payload], "a", (2,), "int64"),
+            ]
+            for call in calls:
+                with contextlib.suppress(RecordKitError):
+                    call()
+
+    assert _peak(decode) < BOUND
