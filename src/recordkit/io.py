@@ -115,7 +115,9 @@ def _open_local(path: str) -> _Opened:
     except BaseException:
         file.close()
         raise
-    return _Opened(Source(path=path, buffer=mapped), [mapped, file], path)
+    # The map holds its own descriptor; closing the file leaves one per open reader, not two.
+    file.close()
+    return _Opened(Source(path=path, buffer=mapped), [mapped], path)
 
 
 def _open_url(url: str) -> _Opened:

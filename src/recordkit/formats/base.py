@@ -35,6 +35,7 @@ Frame writers buffer frames and write them in large chunks; :meth:`FrameWriter.c
 from __future__ import annotations
 
 import os
+import threading
 from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -232,6 +233,8 @@ class Source:
         self.buffer = buffer
         self.fileobj = fileobj
         self.base = 0
+        # seek + read is two steps: one lock per source keeps a reader shared by threads correct.
+        self._lock = threading.Lock()
         if buffer is not None:
             self.seekable = True
             self.size: int | None = len(buffer)
@@ -265,15 +268,16 @@ class Source:
                 "this source is a stream and cannot be read at an offset"
             )
         file: Any = self.fileobj
-        file.seek(self.base + offset)
-        return read_full(file.read, n)
+        with self._lock:
+            file.seek(self.base + offset)
+            return read_full(file.read, n)
 
     def stream(self) -> SupportsRead:
         """Return a stream positioned at the first byte of the records (of a buffer: a fresh one)."""
         if self.buffer is not None:
             return _BufferStream(self.buffer)
         if self.seekable:
-            return _PositionedStream(self.fileobj, self.base)
+            return _PositionedStream(self.fileobj, self.base, self._lock)
         return self.fileobj  # type: ignore[return-value]
 
 
@@ -284,15 +288,17 @@ class _PositionedStream:
     seeks back to where it was before each read.
     """
 
-    def __init__(self, file: Any, start: int) -> None:
+    def __init__(self, file: Any, start: int, lock: threading.Lock) -> None:
         self._file = file
         self._pos = start
+        self._lock = lock
 
     def read(self, n: int = -1, /) -> bytes:
         file = self._file
-        if file.tell() != self._pos:
-            file.seek(self._pos)
-        data: bytes = file.read(n)
+        with self._lock:
+            if file.tell() != self._pos:
+                file.seek(self._pos)
+            data: bytes = file.read(n)
         self._pos += len(data)
         return data
 

@@ -1,0 +1,143 @@
+"""Readers shared by threads, inherited by forked workers, and opened by the thousand."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import random
+import threading
+
+import pytest
+from conftest import SEED
+
+import recordkit as rk
+
+SUFFIXES = [".tfrecord", ".ofrecord", ".ffr"]
+FORMATS = {".tfrecord": "tfrecord", ".ofrecord": "ofrecord", ".ffr": "ffrecord"}
+RECORDS = [b"%05d:" % i + bytes([i % 256]) * (i % 97) for i in range(3000)]
+
+
+def _write(path):
+    with rk.open(path, "w") as writer:
+        writer.write_many(RECORDS)
+    return path
+
+
+def _hammer(reader, threads=8, rounds=300):
+    """Random access from several threads at once; return the first wrong answer or error."""
+    problems = []
+    start = threading.Barrier(threads)
+
+    def work(seed):
+        rng = random.Random(seed)
+        start.wait()
+        try:
+            for _ in range(rounds):
+                if rng.random() < 0.5:
+                    i = rng.randrange(len(RECORDS))
+                    if reader[i] != RECORDS[i]:
+                        problems.append(f"reader[{i}] wrong")
+                else:
+                    wanted = [rng.randrange(len(RECORDS)) for _ in range(rng.randrange(1, 20))]
+                    if reader.read(wanted) != [RECORDS[i] for i in wanted]:
+                        problems.append(f"read({wanted}) wrong")
+        except Exception as exc:  # noqa: BLE001 - any error in a thread fails the test
+            problems.append(repr(exc))
+
+    workers = [threading.Thread(target=work, args=(SEED + t,)) for t in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert not any(worker.is_alive() for worker in workers), "a reader thread hung"
+    return problems[:5]
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+@pytest.mark.parametrize("source", ["path", "file object", "bytesio"])
+def test_one_reader_many_threads(tmp_path, suffix, source):
+    path = _write(tmp_path / f"data{suffix}")
+    with contextlib.ExitStack() as stack:
+        if source == "path":
+            reader = rk.open(path)
+        elif source == "file object":
+            reader = rk.open(stack.enter_context(open(path, "rb")), format=FORMATS[suffix])
+        else:
+            reader = rk.open(io.BytesIO(path.read_bytes()), format=FORMATS[suffix])
+        with reader:
+            assert _hammer(reader) == []
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_iteration_and_random_access_in_parallel(tmp_path, suffix):
+    path = _write(tmp_path / f"data{suffix}")
+    with open(path, "rb") as file, rk.open(file, format=FORMATS[suffix]) as reader:
+        iterated = []
+        thread = threading.Thread(target=lambda: iterated.extend(reader))
+        thread.start()
+        problems = _hammer(reader, threads=3, rounds=100)
+        thread.join(timeout=120)
+        assert problems == []
+        assert iterated == RECORDS
+
+
+def _fd_count():
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_thousands_of_open_readers_hold_one_descriptor_each(tmp_path, suffix):
+    paths = [_write(tmp_path / f"a{suffix}"), _write(tmp_path / f"b{suffix}")]
+    before = _fd_count()
+    readers = [rk.open(paths[i % 2]) for i in range(2000)]
+    try:
+        assert _fd_count() - before <= len(readers)
+        rng = random.Random(SEED)
+        for reader in rng.sample(readers, 50):
+            i = rng.randrange(len(RECORDS))
+            assert reader[i] == RECORDS[i]
+    finally:
+        for reader in readers:
+            reader.close()
+    assert _fd_count() <= before
+
+
+class _RecordDataset:
+    """A map-style dataset over a reader opened once, in the parent process."""
+
+    def __init__(self, reader):
+        self.reader = reader
+
+    def __len__(self):
+        return len(self.reader)
+
+    def __getitem__(self, i):
+        return self.reader[i]
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_reader_opened_in_the_parent_survives_fork(tmp_path, suffix):
+    torch = pytest.importorskip("torch")
+    import torch.multiprocessing as mp
+    from torch.utils.data import DataLoader
+
+    if "fork" not in mp.get_all_start_methods():
+        pytest.skip("fork is not available")
+    path = _write(tmp_path / f"data{suffix}")
+    with rk.open(path) as reader:
+        reader[0]  # touch it in the parent first, so workers inherit a used reader
+        loader = DataLoader(
+            _RecordDataset(reader),
+            batch_size=64,
+            shuffle=True,
+            num_workers=2,
+            multiprocessing_context="fork",
+            collate_fn=list,
+            generator=torch.Generator().manual_seed(SEED),
+        )
+        seen = [record for batch in loader for record in batch]
+        assert sorted(seen) == sorted(RECORDS)
+        assert reader[len(RECORDS) - 1] == RECORDS[-1]  # the parent's reader still works
