@@ -126,8 +126,12 @@ class FFRecordReader(IndexedFrameReader):
                     expected=meta,
                     actual=actual,
                 )
-        self.crcs.frombytes(body[: 4 * count])
-        self.offsets.frombytes(body[4 * count :])
+        view = memoryview(
+            body
+        )  # no copies of the two halves: opening a huge file needs less memory
+        self.crcs.frombytes(view[: 4 * count])
+        self.offsets.frombytes(view[4 * count :])
+        view.release()
         if _BIG_ENDIAN:
             self.crcs.byteswap()
             self.offsets.byteswap()
