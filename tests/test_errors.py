@@ -33,6 +33,7 @@ STDLIB_BASES: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     errors.StaleIndexError: (OSError,),
     errors.DecodeError: (ValueError,),
     errors.UnsupportedOperationError: (io.UnsupportedOperation, OSError, ValueError),
+    errors.UnsafePathError: (PermissionError, OSError),
 }
 CORRUPT_CLASSES = [
     errors.CorruptRecordError,
@@ -64,6 +65,7 @@ def test_warnings() -> None:
         errors.RecordKitWarning,
         errors.LegacyFormatWarning,
         errors.SlowCRCWarning,
+        errors.DataLossWarning,
     }
     for cls in WARNING_CLASSES:
         assert issubclass(cls, errors.RecordKitWarning)

@@ -25,6 +25,7 @@ from recordkit._version import __version__
 from recordkit.errors import (
     ChecksumError,
     CorruptRecordError,
+    DataLossWarning,
     DecodeError,
     HeaderError,
     LegacyFormatWarning,
@@ -34,6 +35,7 @@ from recordkit.errors import (
     StaleIndexError,
     TruncatedRecordError,
     UnknownFormatError,
+    UnsafePathError,
     UnsupportedOperationError,
 )
 
@@ -111,6 +113,7 @@ _LAZY = {
 __all__ = [
     "ChecksumError",
     "CorruptRecordError",
+    "DataLossWarning",
     "DecodeError",
     "FixedLen",
     "FixedLenSequence",
@@ -125,6 +128,7 @@ __all__ = [
     "StaleIndexError",
     "TruncatedRecordError",
     "UnknownFormatError",
+    "UnsafePathError",
     "UnsupportedOperationError",
     "VarLen",
     "__version__",

@@ -39,6 +39,7 @@ __all__ = [
     "StaleIndexError",
     "TruncatedRecordError",
     "UnknownFormatError",
+    "UnsafePathError",
     "UnsupportedOperationError",
 ]
 
@@ -197,6 +198,10 @@ def _rebuild_decode(
     cls: type[DecodeError], message: str, index: int | None, feature: str | None
 ) -> DecodeError:
     return cls(message, index=index, feature=feature)
+
+
+class UnsafePathError(RecordKitError, PermissionError):
+    """A file found in a dataset directory is a link to somewhere outside that directory."""
 
 
 class UnsupportedOperationError(RecordKitError, io.UnsupportedOperation):

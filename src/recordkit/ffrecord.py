@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recordkit.io import RecordReader, RecordWriter
+from recordkit.io import RecordReader, RecordWriter, dataset_files
 from recordkit.io import open as _open
 
 if TYPE_CHECKING:
@@ -50,11 +50,7 @@ def _as_array(data: bytes) -> npt.NDArray[np.uint8]:
 def _file_names(fname: Any) -> list[str]:
     if isinstance(fname, (str, os.PathLike)):
         path = os.fspath(fname)
-        if os.path.isdir(path):
-            return sorted(
-                os.path.join(path, name) for name in os.listdir(path) if name.endswith(".ffr")
-            )
-        return [path]
+        return dataset_files(path, ".ffr") if os.path.isdir(path) else [path]
     if isinstance(fname, (list, tuple)):
         return [os.fspath(name) for name in fname]
     raise TypeError("fname must be str, os.PathLike, list or tuple")

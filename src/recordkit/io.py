@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import builtins
-import glob
 import itertools
 import mmap
 import operator
@@ -33,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from recordkit._atomic import AtomicFile, UploadOnCommit
 from recordkit._index import default_index_path, load_index, save_index
-from recordkit.errors import UnknownFormatError
+from recordkit.errors import UnknownFormatError, UnsafePathError
 from recordkit.formats import available_formats, detect_format, format_for_path, get_format
 from recordkit.formats._sequential import SequentialFrameReader
 from recordkit.formats.base import (
@@ -50,7 +49,7 @@ if TYPE_CHECKING:
 
     from typing_extensions import Self
 
-__all__ = ["RecordReader", "RecordWriter", "open", "write_index"]
+__all__ = ["RecordReader", "RecordWriter", "dataset_files", "open", "write_index"]
 
 PathLike = str | os.PathLike[str]
 SNIFF_SIZE = 1 << 16
@@ -271,6 +270,33 @@ def _open_part(
     return frames, opened, fmt, comp
 
 
+def dataset_files(directory: str, suffix: str) -> list[str]:
+    """Return the files of ``directory`` whose names end with ``suffix``, sorted (hidden files left out).
+
+    A symbolic link is followed only if it resolves inside ``directory``: a dataset folder cannot make a
+    reader open files elsewhere. Pass the files as an explicit list to read such links anyway.
+
+    Raises
+    ------
+    UnsafePathError
+        If an entry resolves outside the directory.
+    """
+    root = os.path.realpath(directory)
+    files = []
+    for name in sorted(os.listdir(directory)):
+        if name.startswith(".") or not name.endswith(suffix):
+            continue
+        path = os.path.join(directory, name)
+        real = os.path.realpath(path)
+        if os.path.commonpath([root, real]) != root:
+            raise UnsafePathError(
+                f"{path} links to {real}, outside the dataset directory {directory}; pass the files "
+                "as a list to read it anyway"
+            )
+        files.append(path)
+    return files
+
+
 def _expand(src: Any) -> tuple[list[Any], str | None]:
     """Return the files a source names and the display path: a list, a directory, or one file."""
     if isinstance(src, (list, tuple)):
@@ -280,7 +306,7 @@ def _expand(src: Any) -> tuple[list[Any], str | None]:
     if isinstance(src, (str, os.PathLike)):
         path = os.fspath(src)
         if not _is_url(path) and os.path.isdir(path):
-            files = sorted(glob.glob(os.path.join(glob.escape(path), "*.ffr")))
+            files = dataset_files(path, ".ffr")
             if not files:
                 raise FileNotFoundError(f"no *.ffr files in the directory {path}")
             return files, path
