@@ -534,7 +534,9 @@ def evaluate_targets(cases: list[Case], memory: list[dict[str, Any]]) -> list[di
     def ratio_target(label: str, case_id: str, ours: str, peer: str, goal: float) -> None:
         a, b = _rate(by_id, case_id, ours), _rate(by_id, case_id, peer)
         value = a / b if a is not None and b is not None else None
-        targets.append({"target": label, "goal": goal, "measured": value, "unit": "x"})
+        targets.append(
+            {"target": label, "goal": goal, "measured": value, "unit": "x", "at_most": False}
+        )
 
     def absolute_target(
         label: str, value: float | None, goal: float, unit: str, at_most: bool = False

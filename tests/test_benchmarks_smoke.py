@@ -1,0 +1,100 @@
+"""The benchmark suite runs end to end in --quick mode and writes a well-formed JSON report.
+
+No timing is asserted: only that every case ran (or reported its peer as skipped) and that the report holds
+what the documentation says it holds.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+RUN = Path(__file__).parent / "benchmarks" / "run.py"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "report.json"
+    completed = subprocess.run(
+        [sys.executable, str(RUN), "--quick", "--repeat", "2", "--json", str(out)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(out.read_text()), completed.stdout
+
+
+def test_report_describes_the_run(report):
+    data, _ = report
+    assert data["command"].endswith("--quick --repeat 2 --json " + data["command"].split()[-1])
+    assert {"platform", "python", "cpus", "cpu"} <= data["machine"].keys()
+    assert data["versions"]["recordkit"]["crc32c backend"]
+    assert data["settings"]["repeat"] == 2
+
+
+def test_every_case_measures_recordkit_and_reports_each_peer(report):
+    data, stdout = report
+    ids = {case["id"] for case in data["cases"]}
+    expected = {"parse-examples", "torch-epoch"}
+    for fmt in ("tfrecord", "ffrecord", "ofrecord"):
+        expected |= {f"read-{fmt}-1k", f"read-{fmt}-100k"}
+    expected |= {
+        "random-tfrecord-1k",
+        "random-ofrecord-1k",
+        "write-tfrecord-1k",
+        "write-tfrecord-100k",
+    }
+    assert expected <= ids
+    for case in data["cases"]:
+        assert case["title"] in stdout
+        first = case["results"][0]
+        assert first["family"] == "recordkit"
+        for result in case["results"]:
+            if first["status"] == "ok" and result["status"] == "ok":
+                assert len(result["seconds"]) == 2
+                assert result["records_per_s"] > 0
+                assert result["bytes_per_s"] == pytest.approx(
+                    result["records_per_s"] * case["record_bytes"]
+                )
+                expected_ratio = first["records_per_s"] / result["records_per_s"]
+                assert result["recordkit_ratio"] == pytest.approx(expected_ratio)
+            else:
+                assert result["status"] == "skipped"
+                assert result["reason"]
+        if case["id"] == "torch-epoch" and first["status"] == "ok":
+            assert first["records"] == data["settings"]["examples"]
+
+
+def test_peers_run_in_their_own_processes(report):
+    data, _ = report
+    families = {r["family"] for case in data["cases"] for r in case["results"]}
+    assert {"recordkit", "tensorflow", "vahidk"} <= families
+    for family in ("tensorflow", "vahidk"):
+        installed = family in data["versions"] and data["versions"][family]
+        statuses = {
+            r["status"] for case in data["cases"] for r in case["results"] if r["family"] == family
+        }
+        assert statuses == ({"ok"} if installed else {"skipped"})
+
+
+def test_memory_and_targets(report):
+    data, _ = report
+    assert [row["format"] for row in data["memory"]] == ["tfrecord", "ffrecord", "ofrecord"]
+    for row in data["memory"]:
+        assert row["records"] == data["settings"]["memory"]
+        assert row["held_bytes_per_record"] == pytest.approx(row["held_bytes"] / row["records"])
+        assert row["peak_bytes"] >= row["held_bytes"] > 0
+    for target in data["targets"]:
+        assert {"target", "goal", "measured", "unit", "met"} <= target.keys()
+        if target["measured"] is not None:
+            assert target["met"] == (
+                target["measured"] <= target["goal"]
+                if target["at_most"]
+                else target["measured"] >= target["goal"]
+            )
