@@ -104,7 +104,7 @@ class SalvageReport:
     size
         The number of (uncompressed) bytes examined.
     skipped
-        Every damaged range, in file order.
+        Every damaged range, sorted by position in the file.
     lost_compressed_bytes
         Compressed bytes after a damaged point of a GZIP/ZLIB stream, which could not be decompressed.
     """
@@ -393,6 +393,8 @@ def _scan_ffrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
                 skips.add(found, end, "bytes after the last sample", i + 1)
                 continue
         skips.add(start, end, "sample checksum mismatch", i)
+    # Damaged offsets may point backwards: list the ranges in file order, as for the other formats.
+    skips.report.skipped.sort(key=lambda r: (r.start, r.end))
 
 
 def _last_sample_end(buffer: Any, start: int, end: int, crc: int) -> int | None:

@@ -26,6 +26,7 @@ import numpy as np
 
 import recordkit as rk
 from recordkit import ofrecord as rk_ofrecord
+from recordkit import recover
 from recordkit.errors import RecordKitError, RecordKitWarning
 from recordkit.ffrecord import FileReader
 
@@ -443,6 +444,45 @@ class SniffTarget(ReaderTarget):
                 exercise_reader(reader, rng)
 
 
+class RecoverTarget(Target):
+    """``recordkit.recover.scan`` over damaged files of every format.
+
+    With checksums (TFRecord, FFRecord) every recovered record must be one of the originals (or empty:
+    a damaged header may describe an empty sample whose CRC is 0).
+    """
+
+    name = "recover"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._targets = (TFRecordTarget(), OFRecordTarget(), FFRecordTarget())
+
+    def make_seeds(self) -> list[Seed]:
+        return [
+            Seed(f"{target.format}:{seed.name}", seed.data, seed.records, seed.layout)
+            for target in self._targets
+            for seed in target.seeds
+        ]
+
+    def run(self, case: Case, rng: random.Random) -> None:
+        fmt = case.seed.name.split(":", 1)[0]
+        case.options = {"format": fmt}
+        scan = _guarded(lambda: recover.scan(io.BytesIO(case.data), format=fmt, warn=False))
+        if scan is None:
+            return
+        with scan:
+            records = _guarded(lambda: list(scan))
+        if records is None:
+            return
+        assert scan.report.records == len(records), "the report miscounts the recovered records"
+        spans = [(r.start, r.end) for r in scan.report.skipped]
+        assert spans == sorted(spans), "skipped ranges out of order"
+        assert all(0 <= a <= b <= scan.report.size for a, b in spans), "a skipped range is outside"
+        if fmt != "ofrecord" and case.seed.records:
+            allowed = {*case.seed.records, b""}
+            assert all(record in allowed for record in records), "recovered a record never written"
+
+
 # -- payload decoders ------------------------------------------------------------------------------
 
 
@@ -597,6 +637,7 @@ def all_targets() -> dict[str, Target]:
         IndexTarget(TFRecordTarget()),
         IndexTarget(OFRecordTarget()),
         SniffTarget(),
+        RecoverTarget(),
         ExampleTarget(),
         SequenceExampleTarget(),
         OFRecordPayloadTarget(),
