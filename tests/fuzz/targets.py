@@ -103,8 +103,8 @@ def exercise_reader(
     """Iterate, measure, index and batch-read ``reader``; check that what succeeds agrees.
 
     Iteration follows the record headers, random access a sidecar index when one is given; ``agree=False``
-    skips comparing the two (an OFRecord file damaged under an intact index: nothing can tell which is
-    right, and iteration does not read the index).
+    skips comparing the two (a damaged index, or an OFRecord file damaged under an intact index: nothing
+    tells which is right, and iteration does not read the index).
 
     Returns the records read by iteration, or ``None`` if iteration raised a recordkit error.
     """
@@ -418,8 +418,14 @@ class IndexTarget(ReaderTarget):
         reader = _guarded(lambda: rk.open(path, format=self.format, index=path + ".idx"))
         if reader is None:
             return
+        # An index that still tiles the file but lies about record boundaries gives a wrong len();
+        # only reads are checked against the headers. Without checksums a damaged file under an
+        # intact index cannot be told apart either. Only intact pairs must agree with iteration.
+        intact = index == self.index_text(case.seed)
         with reader:
-            exercise_reader(reader, rng, agree=self.checksummed or case.data == case.seed.data)
+            exercise_reader(
+                reader, rng, agree=intact and (self.checksummed or case.data == case.seed.data)
+            )
 
 
 class SniffTarget(ReaderTarget):
