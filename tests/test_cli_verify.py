@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import pytest
@@ -158,3 +159,34 @@ def test_damaged_and_cut_gzip_streams(capsys, tmp_path, golden_dir):
     assert result.code == 1
     assert result.out.startswith(f"{bad}: CORRUPT: ")
     assert "Traceback" not in result.err
+
+
+def test_salvage_keeps_every_intact_record(capsys, tmp_path, golden_dir, ffrecord_manifest):
+    out = tmp_path / "rescued.ffr"
+    result = run_cli(
+        capsys, "verify", golden_dir / "ffrecord" / "corrupt_payload.ffr", "--salvage", out
+    )
+    assert result.code == 1
+    assert f"salvaged into {out}: " in result.out
+    expected = ffrecord_manifest["files"]["varied.ffr"]["sha256"]
+    with rk.open(out) as reader:
+        digests = [hashlib.sha256(record).hexdigest() for record in reader]
+    assert digests == expected[:50] + expected[51:]
+
+
+def test_salvage_only_for_one_damaged_file(capsys, tmp_path, golden_dir):
+    out = tmp_path / "out.tfrecord"
+    intact = golden_dir / "tfrecord" / "examples.tfrecord"
+    assert run_cli(capsys, "verify", intact, "--salvage", out).code == 0
+    assert not out.exists()
+    result = run_cli(capsys, "verify", intact, intact, "--salvage", out)
+    assert result.code == 2
+    assert "--salvage applies to a single file" in result.err
+    out.write_bytes(b"keep")
+    bad = golden_dir / "tfrecord" / "corrupt_data_crc.tfrecord"
+    result = run_cli(capsys, "verify", bad, "--salvage", out)
+    assert result.code == 2
+    assert out.read_bytes() == b"keep"
+    assert run_cli(capsys, "verify", bad, "--salvage", out, "--force").code == 1
+    with rk.open(out) as reader:
+        assert sum(1 for _ in reader) == 59

@@ -267,10 +267,23 @@ def _verify_and_report(args: argparse.Namespace, path: str) -> int:
     return EXIT_OK
 
 
+def _salvage(args: argparse.Namespace, path: str) -> None:
+    from recordkit.recover import salvage
+
+    if os.path.exists(args.salvage) and not args.force:
+        raise CliError(f"{args.salvage} exists; pass --force to overwrite")
+    report = salvage(path, args.salvage, format=args.format, warn=False)
+    print(f"  salvaged into {args.salvage}: {report.summary()}")
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     """Read every record of each file, checking every checksum and the structure."""
     paths = expand_inputs(args.files)
+    if args.salvage is not None and len(paths) != 1:
+        raise CliError("--salvage applies to a single file")
     statuses = [_verify_and_report(args, path) for path in paths]
+    if args.salvage is not None and statuses[0] == EXIT_CORRUPT:
+        _salvage(args, paths[0])
     if len(paths) > 1:
         bad = sum(status != EXIT_OK for status in statuses)
         print(f"{len(paths)} files: {len(paths) - bad} OK, {bad} bad")
@@ -413,6 +426,12 @@ def _add_verify(commands: Any) -> None:
     help = "check every checksum; exit 1 on corrupt data"
     p = _files_command(commands, "verify", help, cmd_verify, payload=True)
     p.add_argument("--decode", action="store_true", help="also decode every payload")
+    p.add_argument(
+        "--salvage",
+        metavar="OUT",
+        help="if the file is damaged, copy its intact records to OUT (one FILE only)",
+    )
+    p.add_argument("-f", "--force", action="store_true", help="overwrite OUT if it exists")
 
 
 def _add_cat(commands: Any) -> None:
