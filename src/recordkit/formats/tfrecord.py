@@ -174,8 +174,10 @@ class TFRecordReader(SequentialFrameReader):
             raise self._data_error(index, offset, stored, actual)
 
     def _length_error(self, index: int, offset: int, stored: int, actual: int) -> ChecksumError:
+        # Only a bad first header suggests the file is not a TFRecord file at all.
+        hint = " (is this a TFRecord file?)" if offset == 0 else ""
         return ChecksumError(
-            "length checksum mismatch (is this a TFRecord file?)",
+            f"length checksum mismatch{hint}",
             path=self.path,
             index=index,
             offset=offset,
