@@ -112,10 +112,14 @@ def test_check_crc_false_returns_what_ffrecord_returns(golden_dir, ffrecord_mani
             assert _sha(reader) == said
 
 
-def test_truncated_file_error_names_the_first_missing_sample(golden_dir):
+def test_truncated_file_error_names_the_sample_cut_short(golden_dir, ffrecord_manifest):
+    entry = ffrecord_manifest["files"]["truncated.ffr"]
+    cut = entry["valid_records_before_fault"]
+    source = ffrecord_manifest["files"][entry["derived_from"]]
     with pytest.raises(HeaderError) as caught:
         rk.open(golden_dir / "ffrecord" / "truncated.ffr")
-    assert caught.value.index == 61
+    assert caught.value.index == cut == 60
+    assert caught.value.offset == source["offsets"][cut]
     assert "past the end" in str(caught.value)
 
 

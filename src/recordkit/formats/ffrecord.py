@@ -149,10 +149,13 @@ class FFRecordReader(IndexedFrameReader):
                 stacklevel=4,
             )
 
-    def _header_error(self, message: str, index: int | None = None) -> HeaderError:
-        return HeaderError(
-            message, path=self.path, index=index, offset=None if index is None else 12
-        )
+    def _header_error(
+        self, message: str, index: int | None = None, offset: int | None = None
+    ) -> HeaderError:
+        """Build a HeaderError; by default it points at sample ``index``'s entry in the offset table."""
+        if offset is None and index is not None:
+            offset = 12 + 4 * len(self.offsets) + 8 * index
+        return HeaderError(message, path=self.path, index=index, offset=offset)
 
     def _validate(self, header_end: int) -> None:
         offsets, size = self.offsets, self.size
@@ -176,11 +179,14 @@ class FFRecordReader(IndexedFrameReader):
                 bad,
             )
         if size is not None and offsets[-1] > size:
-            bad = next(i for i in range(len(offsets)) if offsets[i] > size)
+            # offsets[0] == header_end <= size here, so the first offset past the end has a predecessor,
+            # and that predecessor is the sample cut short.
+            cut = next(i for i in range(len(offsets)) if offsets[i] > size) - 1
             raise self._header_error(
-                f"sample {bad} starts at byte {offsets[bad]}, past the end of the {size}-byte file "
+                f"sample {cut} ends at byte {offsets[cut + 1]}, past the end of the {size}-byte file "
                 "(is the file truncated?)",
-                bad,
+                cut,
+                offsets[cut],
             )
 
     def __len__(self) -> int:
