@@ -43,7 +43,9 @@ def generate(out_root: Path) -> list[Path]:
     for directory in sorted(packages):
         init = out_root / directory / "__init__.py"
         if not init.exists():
-            init.write_text('"""Generated protobuf classes; regenerate with protos/generate.py."""\n')
+            init.write_text(
+                '"""Generated protobuf classes; regenerate with protos/generate.py."""\n'
+            )
         generated.append(directory / "__init__.py")
     return sorted(set(generated))
 
@@ -64,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     args = parser.parse_args(argv)
     if not grpcio_tools_version().startswith(REQUIRED_TOOLS):
-        print(f"need grpcio-tools {REQUIRED_TOOLS}x (protoc 25), found {grpcio_tools_version()}: "
-              "pip install 'grpcio-tools==1.62.3'", file=sys.stderr)
+        print(
+            f"need grpcio-tools {REQUIRED_TOOLS}x (protoc 25), found {grpcio_tools_version()}: "
+            "pip install 'grpcio-tools==1.62.3'",
+            file=sys.stderr,
+        )
         return 2
     if not args.check:
         generate(SRC_ROOT)
@@ -75,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         stale = [
             str(rel)
             for rel in fresh
-            if not (SRC_ROOT / rel).exists() or not filecmp.cmp(Path(tmp) / rel, SRC_ROOT / rel, False)
+            if not (SRC_ROOT / rel).exists()
+            or not filecmp.cmp(Path(tmp) / rel, SRC_ROOT / rel, False)
         ]
     if stale:
         print("generated code is out of date: " + ", ".join(stale), file=sys.stderr)

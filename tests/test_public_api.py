@@ -14,6 +14,7 @@ import recordkit
 EXPECTED_ALL = [
     "ChecksumError",
     "CorruptRecordError",
+    "DataLossWarning",
     "DecodeError",
     "FixedLen",
     "FixedLenSequence",
@@ -28,6 +29,7 @@ EXPECTED_ALL = [
     "StaleIndexError",
     "TruncatedRecordError",
     "UnknownFormatError",
+    "UnsafePathError",
     "UnsupportedOperationError",
     "VarLen",
     "__version__",

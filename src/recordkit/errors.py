@@ -120,7 +120,9 @@ class CorruptRecordError(RecordKitError, OSError):
         return (_rebuild, (type(self), self.reason, dict(self.__dict__)))
 
 
-def _rebuild(cls: type[CorruptRecordError], reason: str, state: dict[str, object]) -> CorruptRecordError:
+def _rebuild(
+    cls: type[CorruptRecordError], reason: str, state: dict[str, object]
+) -> CorruptRecordError:
     err = cls.__new__(cls)
     CorruptRecordError.__init__(
         err,
@@ -185,7 +187,9 @@ class DecodeError(RecordKitError, ValueError):
         The feature name concerned, when known.
     """
 
-    def __init__(self, message: str, *, index: int | None = None, feature: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, index: int | None = None, feature: str | None = None
+    ) -> None:
         self.index = index
         self.feature = feature
         super().__init__(message)

@@ -281,7 +281,9 @@ class TFRecordReader(SequentialFrameReader):
                 return super().read_many(indices)  # let decode() report the stale index
             crc = crc32c(buffer[start : start + 8])
             if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != stored:
-                raise self._length_error(index, start, stored, _crc.masked_crc32c(buffer[start : start + 8]))
+                raise self._length_error(
+                    index, start, stored, _crc.masked_crc32c(buffer[start : start + 8])
+                )
             data = buffer[start + 12 : end - 4]
             crc = crc32c(data)
             stored = unpack_u32(buffer, end - 4)[0]
