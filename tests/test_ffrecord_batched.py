@@ -1,4 +1,4 @@
-"""FFRecord reads small samples a batch at a time: damage is still found at the right sample, in order."""
+"""FFRecord iteration and batched read(): damage is found at the right sample, after every good one before it."""
 
 import struct
 
@@ -80,7 +80,7 @@ def test_batched_read_names_the_damaged_sample(small, bad):
         assert len(damaged) == len(records[bad])
 
 
-def test_large_samples_iterate_one_at_a_time_with_the_same_result(tmp_path, rng):
+def test_large_samples_stop_at_the_damaged_one_too(tmp_path, rng):
     records = [rng.randbytes(rng.randrange(5000, 9000)) for _ in range(40)]
     path = tmp_path / "large.ffr"
     _write(path, records)

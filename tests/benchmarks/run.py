@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # instead of going back to the kernel and being page-faulted in again (see docs/performance.md).
 FAMILIES = {
     "recordkit": {},
-    "tensorflow": {},
+    "tensorflow": {"TF_CPP_MIN_LOG_LEVEL": "2"},
     "vahidk": {},
     "recordkit-notrim": {"MALLOC_TRIM_THRESHOLD_": str(1 << 30)},
 }
@@ -645,6 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.memory:
         memory_worker(args.memory, args.count)
         return 0
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     settings = settings_for(args)
     started = time.perf_counter()
     workers = {

@@ -55,11 +55,6 @@ __all__ = ["FFRecordFormat", "FFRecordReader", "FFRecordWriter", "build_header"]
 _PREFIX = struct.Struct("<Iq")
 _COUNT = struct.Struct("<q")
 _BIG_ENDIAN = sys.byteorder == "big"
-_NEXT = (1).__add__
-# Files whose samples average under _BATCHED_SIZE bytes are iterated _BATCH samples at a time (larger batches
-# of large samples would keep megabytes alive, which the allocator returns to the system and faults in again).
-_BATCH = 256
-_BATCHED_SIZE = 4096
 
 
 def _little_endian(table: array[int]) -> bytes:
@@ -218,32 +213,6 @@ class FFRecordReader(IndexedFrameReader):
         buffer = self.source.buffer
         if buffer is None:
             return super().read_many(indices)
-        offsets = self.offsets
-        if not indices or max(indices) >= len(offsets) - 1:
-            return self._read_each(buffer, indices)  # the last sample ends at the end of the file
-        records = self._slice(buffer, indices)
-        bad = self._first_bad(indices, records)
-        if bad is not None:
-            self._check(records[bad], indices[bad], offsets[indices[bad]])
-        return records
-
-    def _slice(self, buffer: Any, indices: Sequence[int]) -> list[bytes]:
-        """Slice samples that are not the last one, with C-level maps: no Python bytecode per sample."""
-        offsets = self.offsets
-        ends = map(offsets.__getitem__, map(_NEXT, indices))
-        return list(map(buffer.__getitem__, map(slice, map(offsets.__getitem__, indices), ends)))
-
-    def _first_bad(self, indices: Sequence[int], records: list[bytes]) -> int | None:
-        """Return the position of the first sample whose CRC-32 is wrong (``None``: all good or unchecked)."""
-        if not self.check_crc:
-            return None
-        actual = list(map(_crc.crc32, records))
-        expected = list(map(self.crcs.__getitem__, indices))
-        if actual == expected:
-            return None
-        return next(i for i, (a, e) in enumerate(zip(actual, expected, strict=True)) if a != e)
-
-    def _read_each(self, buffer: Any, indices: Sequence[int]) -> list[bytes]:
         offsets, crcs = self.offsets, self.crcs
         crc32 = _crc.crc32
         check = self.check_crc
@@ -280,22 +249,6 @@ class FFRecordReader(IndexedFrameReader):
         return self._iter_stream(self.source.stream())
 
     def _iter_buffer(self, buffer: Any) -> Iterator[bytes]:
-        count = len(self.offsets)
-        if count and len(buffer) - self.offsets[0] < _BATCHED_SIZE * count:
-            # Small samples: per-sample overhead dominates, so go through the batched read_many.
-            for first in range(0, count - 1, _BATCH):
-                indices = range(first, min(first + _BATCH, count - 1))
-                records = self._slice(buffer, indices)
-                bad = self._first_bad(indices, records)
-                if bad is not None:
-                    yield from records[:bad]
-                    self._check(records[bad], indices[bad], self.offsets[indices[bad]])
-                yield from records
-            yield from self._read_each(buffer, [count - 1])
-            return
-        yield from self._iter_each(buffer)
-
-    def _iter_each(self, buffer: Any) -> Iterator[bytes]:
         offsets, crcs = self.offsets, self.crcs
         crc32 = _crc.crc32
         check = self.check_crc
