@@ -28,6 +28,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("recordkit.example", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
     ("recordkit.parsing", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
     ("recordkit._wire", ("recordkit.formats", "recordkit.io", "torch")),
+    ("recordkit.recover", ("google.protobuf", "numpy", "torch", "recordkit.example")),
     ("recordkit.data", ("torch", "recordkit.cli")),
     ("recordkit.cli", ("torch",)),
 ]
