@@ -54,6 +54,9 @@ _U32 = struct.Struct("<I")
 _MASK_DELTA = _crc.MASK_DELTA
 _WBITS = {"gzip": 31, "zlib": 15}
 _CACHE_LIMIT = 4096
+# Payloads at least this large are written straight to the file object instead of being joined with their
+# neighbours first: the join would copy them once more (and allocate a fresh block each time).
+_DIRECT_WRITE = 1 << 16
 
 
 def frame(data: bytes) -> bytes:
@@ -333,6 +336,9 @@ class TFRecordWriter(FrameWriter):
 
     def write(self, data: bytes) -> None:
         """Append one record."""
+        if len(data) >= _DIRECT_WRITE:
+            self.write_many((data,))
+            return
         crc = _crc.crc32c(data)
         self._parts += (
             self._header(len(data)),
@@ -350,16 +356,22 @@ class TFRecordWriter(FrameWriter):
         header_for, headers = self._header, self._headers
         crc32c, pack = _crc.crc32c, _U32.pack
         limit = self.BUFFER_SIZE
+        direct = _DIRECT_WRITE if self._compressor is None else 1 << 62
         count = 0
         for data in records:
             length = len(data)
             crc = crc32c(data)
-            parts += (
-                headers.get(length) or header_for(length),
-                data,
-                pack((((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF),
-            )
+            header = headers.get(length) or header_for(length)
+            trailer = pack((((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF)
             count += 1
+            if length >= direct:
+                parts.append(header)
+                self._drain()
+                self.fileobj.write(data)
+                parts.append(trailer)
+                self._pending = 4
+                continue
+            parts += (header, data, trailer)
             self._pending += length + 16
             if self._pending >= limit:
                 self._drain()
