@@ -59,6 +59,16 @@ _CACHE_LIMIT = 4096
 _DIRECT_WRITE = 1 << 16
 
 
+_LENGTH_CRCS: dict[int, int] = {}
+"""Masked CRC32C of the length field, by length, for the lengths of valid headers seen (most files repeat a
+few lengths), shared by all readers."""
+
+
+def _length_crc(length: int) -> int:
+    """Return the masked CRC32C stored after a valid ``length`` field (not remembered: see the callers)."""
+    return _crc.masked_crc32c(_LENGTH.pack(length))
+
+
 def frame(data: bytes) -> bytes:
     """Return ``data`` framed as one TFRecord record.
 
@@ -276,17 +286,19 @@ class TFRecordReader(SequentialFrameReader):
         offsets = self.offsets
         unpack_length, unpack_u32 = _HEADER.unpack_from, _U32.unpack_from
         crc32c = _crc.crc32c
+        known = _LENGTH_CRCS
         records = []
         for index in indices:
             start, end = offsets[index], offsets[index + 1]
             length, stored = unpack_length(buffer, start)
             if start + 16 + length != end:
                 return super().read_many(indices)  # let decode() report the stale index
-            crc = crc32c(buffer[start : start + 8])
-            if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != stored:
-                raise self._length_error(
-                    index, start, stored, _crc.masked_crc32c(buffer[start : start + 8])
-                )
+            if known.get(length) != stored:
+                expected = _length_crc(length)
+                if expected != stored:
+                    raise self._length_error(index, start, stored, expected)
+                if len(known) < _CACHE_LIMIT:
+                    known[length] = expected
             data = buffer[start + 12 : end - 4]
             crc = crc32c(data)
             stored = unpack_u32(buffer, end - 4)[0]
