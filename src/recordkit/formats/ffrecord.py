@@ -27,6 +27,7 @@ Specification: https://github.com/HFAiLab/ffrecord (``ffrecord/src/writer.cpp`` 
 
 from __future__ import annotations
 
+import itertools
 import operator
 import shutil
 import struct
@@ -166,7 +167,7 @@ class FFRecordReader(IndexedFrameReader):
                 f"sample 0 starts at byte {offsets[0]}, not right after the header (byte {header_end})",
                 0,
             )
-        if any(map(operator.gt, offsets, offsets[1:])):
+        if any(map(operator.gt, offsets, itertools.islice(offsets, 1, None))):
             bad = next(i for i in range(1, len(offsets)) if offsets[i] < offsets[i - 1])
             raise self._header_error(
                 f"sample offsets decrease: sample {bad} starts at byte {offsets[bad]}, "
