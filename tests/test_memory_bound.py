@@ -170,3 +170,20 @@ def test_hostile_protobuf_lengths_in_payloads(length):
                     call()
 
     assert _peak(decode) < BOUND
+
+
+def test_a_compression_bomb_is_inflated_in_bounded_steps():
+    # 16 MiB of identical 1 KiB records compress to a few KiB; nothing may inflate them all at once.
+    plain = rk_bytes([bytes(1024)] * (16 << 10), "tfrecord")
+    bomb = gzip.compress(plain, mtime=0)
+    assert len(bomb) < len(plain) // 100
+
+    def read():
+        with rk.open(io.BytesIO(bomb), format="tfrecord", compression="gzip") as reader:
+            for _ in reader:
+                pass
+        with recover.scan(io.BytesIO(bomb), format="tfrecord", warn=False) as records:
+            for _ in records:
+                pass
+
+    assert _peak(read) < BOUND

@@ -248,3 +248,12 @@ def test_recovery_returns_every_undamaged_record_and_nothing_else(records, fmt, 
     assert all(any(record == g for g in it) for record in untouched), "an intact record was lost"
     assert all(record in records for record in got), "a recovered record is not an original"
     assert report.records == len(got)
+
+
+def test_a_cut_gzip_stream_is_reported_even_at_a_record_boundary():
+    data = gzip.compress(_file_bytes(RECORDS, "tfrecord"), mtime=0)
+    got, report = _scan(data[:-8], "tfrecord", compression="gzip")  # the trailer is gone
+    assert got == RECORDS
+    assert report.stream_truncated
+    assert not report.clean
+    assert "cut short" in report.summary()

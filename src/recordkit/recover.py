@@ -107,6 +107,8 @@ class SalvageReport:
         Every damaged range, sorted by position in the file.
     lost_compressed_bytes
         Compressed bytes after a damaged point of a GZIP/ZLIB stream, which could not be decompressed.
+    stream_truncated
+        The GZIP/ZLIB stream ends before its end marker (a cut file).
     """
 
     path: str | None
@@ -116,6 +118,7 @@ class SalvageReport:
     size: int = 0
     skipped: list[SkippedRange] = field(default_factory=list)
     lost_compressed_bytes: int = 0
+    stream_truncated: bool = False
 
     @property
     def bytes_skipped(self) -> int:
@@ -125,7 +128,7 @@ class SalvageReport:
     @property
     def clean(self) -> bool:
         """Whether nothing was skipped."""
-        return not self.skipped and not self.lost_compressed_bytes
+        return not (self.skipped or self.lost_compressed_bytes or self.stream_truncated)
 
     def summary(self) -> str:
         """One line: what was recovered and what was lost."""
@@ -138,6 +141,8 @@ class SalvageReport:
             text += (
                 f"; {self.lost_compressed_bytes} compressed bytes after damage could not be read"
             )
+        if self.stream_truncated:
+            text += f"; the {self.compression.upper()} stream is cut short"
         return text
 
 
@@ -166,39 +171,38 @@ def _buffer_of(src: Any, cleanup: list[Any]) -> tuple[mmap.mmap | bytes, str | N
 
 
 def _inflate(
-    buffer: mmap.mmap | bytes, compression: str, cleanup: list[Any]
-) -> tuple[mmap.mmap | bytes, int, int]:
-    """Decompress up to the first damage; return the data, where it stopped, and the bytes lost after it."""
+    buffer: mmap.mmap | bytes, compression: str, report: SalvageReport, cleanup: list[Any]
+) -> tuple[mmap.mmap | bytes, int]:
+    """Decompress to a temporary file up to the first damage, in bounded steps; note what was lost."""
     out = tempfile.TemporaryFile(prefix="recordkit-salvage-")  # noqa: SIM115
     cleanup.append(out)
     wbits = _WBITS[compression]
     pos = 0
-    lost = 0
     size = len(buffer)
     while pos < size:
         inflater = zlib.decompressobj(wbits)
         try:
             while pos < size and not inflater.eof:
                 chunk = buffer[pos : pos + READ_CHUNK]
-                out.write(inflater.decompress(chunk))
+                out.write(inflater.decompress(chunk, READ_CHUNK))
                 while inflater.unconsumed_tail:
                     out.write(inflater.decompress(inflater.unconsumed_tail, READ_CHUNK))
                 pos += len(chunk) - len(inflater.unused_data)
         except zlib.error:
-            lost = size - pos
+            report.lost_compressed_bytes = size - pos
             break
         if not inflater.eof:
-            lost = 1  # the stream ends before its end marker: its last bytes are missing
+            report.stream_truncated = True
             break
         if compression == "zlib":
-            lost = size - pos  # bytes after the end of a ZLIB stream
+            report.lost_compressed_bytes = size - pos  # bytes after the end of a ZLIB stream
             break
     out.flush()
     if out.tell() == 0:
-        return b"", 0, lost
+        return b"", 0
     mapped = mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ)
     cleanup.append(mapped)
-    return mapped, len(mapped), lost
+    return mapped, len(mapped)
 
 
 def _resolve(
@@ -499,10 +503,10 @@ def scan(
         name, comp = _resolve(bytes(buffer[:64]), size, path, format, compression)
         if name not in _SCANNERS:
             raise UnknownFormatError(f"no recovery for the {name} format", name=name)
-        lost = 0
+        report = SalvageReport(path, name, comp)
         if comp:
-            buffer, size, lost = _inflate(buffer, comp, cleanup)
-        report = SalvageReport(path, name, comp, size=size, lost_compressed_bytes=lost)
+            buffer, size = _inflate(buffer, comp, report, cleanup)
+        report.size = size
         records = _SCANNERS[name](buffer, size, _Skips(report))
     except BaseException:
         while cleanup:
