@@ -20,9 +20,11 @@ def _dependencies(script: Path) -> list[str]:
     match = PEP723.search(script.read_text(encoding="utf-8"))
     assert match, f"{script} has no PEP 723 header"
     header = "".join(line[2:] + "\n" for line in match.group(1).splitlines())
-    listed = re.search(r"dependencies\s*=\s*\[(.*?)\]", header, re.DOTALL)
+    # The list ends at the last "]" of its line: requirements may contain extras ("recordkit[torch]").
+    listed = re.search(r"dependencies\s*=\s*\[(.*)\]\s*$", header, re.DOTALL | re.MULTILINE)
     assert listed, f"{script}: the PEP 723 header lists no dependencies"
-    names = re.findall(r"[\"']([A-Za-z0-9_.\-]+)", listed.group(1))
+    requirements = re.findall(r"[\"']([^\"']+)[\"']", listed.group(1))
+    names = [re.match(r"[A-Za-z0-9_.\-]+", requirement).group(0) for requirement in requirements]
     return [name.replace("-", "_").lower() for name in names]
 
 
