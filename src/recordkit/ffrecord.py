@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from recordkit._closing import Closing
 from recordkit.io import RecordReader, RecordWriter, dataset_files
 from recordkit.io import open as _open
 
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     import numpy.typing as npt
-    from typing_extensions import Self
 
 __all__ = ["FileReader", "FileWriter", "dump"]
 
@@ -56,7 +56,7 @@ def _file_names(fname: Any) -> list[str]:
     raise TypeError("fname must be str, os.PathLike, list or tuple")
 
 
-class FileReader:
+class FileReader(Closing):
     """Read one FFRecord file, a list of them, or a directory of ``*.ffr`` files as one sequence.
 
     Parameters
@@ -124,19 +124,8 @@ class FileReader:
         # Readers are sent to DataLoader workers by pickling; each worker reopens the files.
         return (FileReader, (self.fnames, self.check_data))
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-class FileWriter:
+class FileWriter(Closing):
     """Write ``n`` samples to an FFRecord file.
 
     Parameters
@@ -179,19 +168,13 @@ class FileWriter:
         """
         self._writer.close()
 
-    def __enter__(self) -> Self:
-        return self
-
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self._writer.abort()
+        self._writer.__exit__(exc_type, exc, traceback)
 
 
 def dump(

@@ -28,9 +28,10 @@ import stat
 import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
 
 from recordkit._atomic import AtomicFile, UploadOnCommit
+from recordkit._closing import Closing
 from recordkit._index import default_index_path, load_index, save_index
 from recordkit.errors import UnknownFormatError, UnsafePathError
 from recordkit.formats import available_formats, detect_format, format_for_path, get_format
@@ -46,8 +47,6 @@ from recordkit.formats.base import (
 
 if TYPE_CHECKING:
     from types import TracebackType
-
-    from typing_extensions import Self
 
 __all__ = ["RecordReader", "RecordWriter", "dataset_files", "open", "write_index"]
 
@@ -314,46 +313,23 @@ def _expand(src: Any) -> tuple[list[Any], str | None]:
     return [src], None
 
 
-# -- the reader -------------------------------------------------------------------------------------
+# -- what readers and writers share ----------------------------------------------------------------
 
 
-class RecordReader:
-    """Reads the records of one file, or of several files as one sequence.
+class _RecordFile(Closing):
+    """The attributes and open/closed state common to :class:`RecordReader` and :class:`RecordWriter`."""
 
-    Made by :func:`open`. Iterating yields each record as ``bytes``. Files that allow random access
-    (every uncompressed file that is not a stream) also support ``len(reader)``, ``reader[i]`` (negative
-    indexes count from the end), ``reader[a:b]`` (a list) and :meth:`read`.
+    _noun: ClassVar[str]
 
-    Attributes
-    ----------
-    paths
-        The files read, in order (``None`` entries for file objects without a name).
-    """
-
-    def __init__(
-        self,
-        parts: Sequence[tuple[FrameReader, _Opened]],
-        *,
-        path: str | None,
-        format: str,
-        compression: str,
-    ) -> None:
-        self._frames = [frames for frames, _ in parts]
-        self._opened = [opened for _, opened in parts]
+    def __init__(self, *, path: str | None, format: str, compression: str) -> None:
         self._path = path
         self._format = format
         self._compression = compression
-        self._starts: list[int] | None = None
         self._closed = False
-        self.paths = [frames.path for frames in self._frames]
-        # A reader dropped without close() (e.g. inside a dataset object) still releases its files.
-        self._release = weakref.finalize(self, _close_all, list(self._opened))
-
-    # properties
 
     @property
     def path(self) -> str | None:
-        """The path or URL given (the directory for a directory of files), or ``None``."""
+        """The path or URL given (the directory, for reading a directory of files), or ``None``."""
         return self._path
 
     @property
@@ -368,8 +344,47 @@ class RecordReader:
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
+        """Whether :meth:`close` (or, for a writer, :meth:`~RecordWriter.abort`) was called."""
         return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"I/O operation on a closed {self._noun}")
+
+
+# -- the reader -------------------------------------------------------------------------------------
+
+
+class RecordReader(_RecordFile):
+    """Reads the records of one file, or of several files as one sequence.
+
+    Made by :func:`open`. Iterating yields each record as ``bytes``. Files that allow random access
+    (every uncompressed file that is not a stream) also support ``len(reader)``, ``reader[i]`` (negative
+    indexes count from the end), ``reader[a:b]`` (a list) and :meth:`read`.
+
+    Attributes
+    ----------
+    paths
+        The files read, in order (``None`` entries for file objects without a name).
+    """
+
+    _noun = "RecordReader"
+
+    def __init__(
+        self,
+        parts: Sequence[tuple[FrameReader, _Opened]],
+        *,
+        path: str | None,
+        format: str,
+        compression: str,
+    ) -> None:
+        super().__init__(path=path, format=format, compression=compression)
+        self._frames = [frames for frames, _ in parts]
+        self._opened = [opened for _, opened in parts]
+        self._starts: list[int] | None = None
+        self.paths = [frames.path for frames in self._frames]
+        # A reader dropped without close() (e.g. inside a dataset object) still releases its files.
+        self._release = weakref.finalize(self, _close_all, list(self._opened))
 
     @property
     def supports_random_access(self) -> bool:
@@ -387,24 +402,9 @@ class RecordReader:
             frames.close()
         self._release()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<RecordReader {self._format} {self._path or self.paths!r} ({state})>"
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ValueError("I/O operation on a closed RecordReader")
 
     # reading
 
@@ -485,7 +485,7 @@ class RecordReader:
 # -- the writer -------------------------------------------------------------------------------------
 
 
-class RecordWriter:
+class RecordWriter(_RecordFile):
     """Writes records to one file. Made by :func:`open` with mode ``"w"``.
 
     Writing to a path is atomic: records go to a hidden temporary file beside the target, which is renamed
@@ -499,6 +499,8 @@ class RecordWriter:
         The number of records written so far.
     """
 
+    _noun = "RecordWriter"
+
     def __init__(
         self,
         frames: FrameWriter,
@@ -508,41 +510,14 @@ class RecordWriter:
         format: str,
         compression: str,
     ) -> None:
+        super().__init__(path=path, format=format, compression=compression)
         self._frames = frames
         self._target = target
-        self._path = path
-        self._format = format
-        self._compression = compression
-        self._closed = False
-
-    @property
-    def path(self) -> str | None:
-        """The target path or URL, or ``None`` for a file object without a name."""
-        return self._path
-
-    @property
-    def format(self) -> str:
-        """The format name."""
-        return self._format
-
-    @property
-    def compression(self) -> str:
-        """The whole-file compression: ``""``, ``"gzip"`` or ``"zlib"``."""
-        return self._compression
-
-    @property
-    def closed(self) -> bool:
-        """Whether the writer was closed or aborted."""
-        return self._closed
 
     @property
     def count(self) -> int:
         """The number of records written so far."""
         return self._frames.count
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ValueError("I/O operation on a closed RecordWriter")
 
     def write(self, data: Any) -> None:
         """Append one record: ``bytes``, any bytes-like object, or a protobuf message."""
@@ -588,9 +563,6 @@ class RecordWriter:
         self._frames.abort()
         if self._target is not None:
             self._target.discard()
-
-    def __enter__(self) -> Self:
-        return self
 
     def __exit__(
         self,

@@ -47,16 +47,12 @@ import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
+from recordkit._closing import Closing
 from recordkit.errors import DataLossWarning, UnknownFormatError
 from recordkit.formats import _crc, detect_format, format_for_path, get_format
 from recordkit.formats.base import READ_CHUNK, normalize_compression
-
-if TYPE_CHECKING:
-    from types import TracebackType
-
-    from typing_extensions import Self
 
 __all__ = ["SalvageReport", "SkippedRange", "Scan", "salvage", "scan"]
 
@@ -420,7 +416,7 @@ _SCANNERS = {"tfrecord": _scan_tfrecord, "ofrecord": _scan_ofrecord, "ffrecord":
 # -- public API -----------------------------------------------------------------------------------
 
 
-class Scan:
+class Scan(Closing):
     """The intact records of a damaged file, read once by iterating; see :func:`scan`.
 
     Attributes
@@ -451,17 +447,6 @@ class Scan:
         """Release the file (and temporary files). Idempotent."""
         while self._cleanup:
             self._cleanup.pop().close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def scan(
