@@ -26,7 +26,7 @@ Examples
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, NamedTuple, TypeVar
 
@@ -161,9 +161,7 @@ def int64_feature(value: object) -> Feature:
     >>> int64_feature([1, 2, 3])
     Feature(kind='int64_list', value=array([1, 2, 3]))
     """
-    return Feature(
-        "int64_list", _readonly(_integers(value, "int64_list", "int64_feature()", copy=True))
-    )
+    return _numeric_feature(_integers, "int64_list", value, "int64_feature()")
 
 
 def int32_feature(value: object) -> Feature:
@@ -185,9 +183,7 @@ def int32_feature(value: object) -> Feature:
     ValueError
         A value does not fit in a signed 32-bit integer.
     """
-    return Feature(
-        "int32_list", _readonly(_integers(value, "int32_list", "int32_feature()", copy=True))
-    )
+    return _numeric_feature(_integers, "int32_list", value, "int32_feature()")
 
 
 def float_feature(value: object) -> Feature:
@@ -213,9 +209,7 @@ def float_feature(value: object) -> Feature:
     >>> float_feature(0.5)
     Feature(kind='float_list', value=array([0.5], dtype=float32))
     """
-    return Feature(
-        "float_list", _readonly(_floats(value, "float_list", "float_feature()", copy=True))
-    )
+    return _numeric_feature(_floats, "float_list", value, "float_feature()")
 
 
 def double_feature(value: object) -> Feature:
@@ -235,9 +229,7 @@ def double_feature(value: object) -> Feature:
     TypeError
         The values are not real numbers.
     """
-    return Feature(
-        "double_list", _readonly(_floats(value, "double_list", "double_feature()", copy=True))
-    )
+    return _numeric_feature(_floats, "double_list", value, "double_feature()")
 
 
 def bytes_feature(value: object) -> Feature:
@@ -264,6 +256,13 @@ def bytes_feature(value: object) -> Feature:
     Feature(kind='bytes_list', value=(b'h\\xc3\\xa9llo', b'\\x00'))
     """
     return Feature("bytes_list", _byte_strings(value, "bytes_feature()"))
+
+
+def _numeric_feature(
+    convert: Callable[..., npt.NDArray[Any]], kind: FeatureKind, value: object, what: str
+) -> Feature:
+    """Make a ``kind`` feature of a read-only copy of ``value`` converted by ``_integers``/``_floats``."""
+    return Feature(kind, _readonly(convert(value, kind, what, copy=True)))
 
 
 def _readonly(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
