@@ -13,7 +13,11 @@ __all__ = ["Closing"]
 
 
 class Closing:
-    """Base of objects that are their own context manager: leaving the ``with`` block calls ``close()``."""
+    """Base of objects that are their own context manager: leaving the ``with`` block calls ``close()``.
+
+    A subclass that must do otherwise when the block raises (a writer discards its file) overrides
+    :meth:`_leave`.
+    """
 
     __slots__ = ()
 
@@ -30,4 +34,8 @@ class Closing:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        self._leave(failed=exc_type is not None)
+
+    def _leave(self, *, failed: bool) -> None:
+        """End the ``with`` block; ``failed`` tells whether it raised."""
         self.close()

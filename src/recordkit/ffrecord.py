@@ -35,8 +35,6 @@ from recordkit.io import RecordReader, RecordWriter, dataset_files
 from recordkit.io import open as _open
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     import numpy.typing as npt
 
 __all__ = ["FileReader", "FileWriter", "dump"]
@@ -168,13 +166,8 @@ class FileWriter(Closing):
         """
         self._writer.close()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._writer.__exit__(exc_type, exc, traceback)
+    def _leave(self, *, failed: bool) -> None:
+        self._writer._leave(failed=failed)
 
 
 def dump(

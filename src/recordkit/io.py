@@ -28,7 +28,7 @@ import stat
 import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, overload
+from typing import Any, ClassVar, Literal, overload
 
 from recordkit._atomic import AtomicFile, UploadOnCommit
 from recordkit._closing import Closing
@@ -44,9 +44,6 @@ from recordkit.formats.base import (
     as_bytes,
     normalize_compression,
 )
-
-if TYPE_CHECKING:
-    from types import TracebackType
 
 __all__ = ["RecordReader", "RecordWriter", "dataset_files", "open", "write_index"]
 
@@ -564,16 +561,11 @@ class RecordWriter(_RecordFile):
         if self._target is not None:
             self._target.discard()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
+    def _leave(self, *, failed: bool) -> None:
+        if failed:
             self.abort()
+        else:
+            self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
