@@ -484,6 +484,34 @@ class FrameWriter(ABC):
         """Discard buffered data and temporary resources after a failure."""
 
 
+class _BufferedFrameWriter(FrameWriter):
+    """A frame writer that gathers frames in ``_parts`` and writes them in blocks of about ``BUFFER_SIZE``.
+
+    ``write`` appends to ``_parts``, adds the bytes to ``_pending`` and calls :meth:`_drain` once
+    ``_pending`` reaches ``BUFFER_SIZE`` (inline in each format: it runs once per record).
+    """
+
+    def __init__(self, fileobj: IO[bytes]) -> None:
+        super().__init__(fileobj)
+        self._parts: list[bytes] = []
+        self._pending = 0
+
+    def _drain(self) -> None:
+        """Write the gathered frames as one block to :meth:`_output` and empty the buffer."""
+        if self._parts:
+            self._output().write(b"".join(self._parts))
+            self._parts.clear()
+            self._pending = 0
+
+    def _output(self) -> IO[bytes]:
+        """Where :meth:`_drain` writes: the file object."""
+        return self.fileobj
+
+    def abort(self) -> None:
+        """Drop buffered frames."""
+        self._parts.clear()
+
+
 class RecordFormat(ABC):
     """A record file format. Subclasses are registered with :func:`recordkit.formats.register_format`."""
 

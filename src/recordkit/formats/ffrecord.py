@@ -42,12 +42,12 @@ from recordkit.errors import ChecksumError, HeaderError, LegacyFormatWarning
 from recordkit.formats import _crc
 from recordkit.formats.base import (
     Capabilities,
-    FrameWriter,
     IndexedFrameReader,
     Offsets,
     RecordFormat,
     Source,
     SupportsRead,
+    _BufferedFrameWriter,
     read_full,
 )
 
@@ -296,7 +296,7 @@ class FFRecordReader(IndexedFrameReader):
             yield data
 
 
-class FFRecordWriter(FrameWriter):
+class FFRecordWriter(_BufferedFrameWriter):
     """Writes an FFRecord file.
 
     With ``n`` known and a seekable file, samples are written in place after a reserved header, which is
@@ -318,8 +318,6 @@ class FFRecordWriter(FrameWriter):
         self.n = n
         self.crcs = array("I")
         self.lengths = array("q")
-        self._parts: list[bytes] = []
-        self._pending = 0
         self._spill: IO[bytes] | None = None
         self._base = 0
         seekable = False
@@ -355,11 +353,8 @@ class FFRecordWriter(FrameWriter):
         if self._pending >= self.BUFFER_SIZE:
             self._drain()
 
-    def _drain(self) -> None:
-        if self._parts:
-            self._out.write(b"".join(self._parts))
-            self._parts.clear()
-            self._pending = 0
+    def _output(self) -> IO[bytes]:
+        return self._out
 
     def flush(self) -> None:
         """Write buffered samples (to the file, or to the temporary spill file)."""
@@ -398,7 +393,7 @@ class FFRecordWriter(FrameWriter):
 
     def abort(self) -> None:
         """Drop buffered samples and the spill file."""
-        self._parts.clear()
+        super().abort()
         if self._spill is not None:
             self._spill.close()
             self._spill = None

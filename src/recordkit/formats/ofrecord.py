@@ -28,7 +28,13 @@ from typing import IO, TYPE_CHECKING, ClassVar
 
 from recordkit.errors import CorruptRecordError
 from recordkit.formats._sequential import SequentialFrameReader
-from recordkit.formats.base import Capabilities, FrameWriter, Offsets, RecordFormat, Source
+from recordkit.formats.base import (
+    Capabilities,
+    Offsets,
+    RecordFormat,
+    Source,
+    _BufferedFrameWriter,
+)
 
 if TYPE_CHECKING:
     import mmap
@@ -95,13 +101,8 @@ class OFRecordReader(SequentialFrameReader):
             index += 1
 
 
-class OFRecordWriter(FrameWriter):
+class OFRecordWriter(_BufferedFrameWriter):
     """Writes OFRecord frames; empty records are refused."""
-
-    def __init__(self, fileobj: IO[bytes]) -> None:
-        super().__init__(fileobj)
-        self._parts: list[bytes] = []
-        self._pending = 0
 
     def write(self, data: bytes) -> None:
         """Append one record.
@@ -120,22 +121,15 @@ class OFRecordWriter(FrameWriter):
         self.count += 1
         self._pending += len(data) + 8
         if self._pending >= self.BUFFER_SIZE:
-            self.flush()
+            self._drain()
 
     def flush(self) -> None:
         """Write buffered records to the file object."""
-        if self._parts:
-            self.fileobj.write(b"".join(self._parts))
-            self._parts.clear()
-            self._pending = 0
+        self._drain()
 
     def close(self) -> None:
         """Write what is buffered."""
-        self.flush()
-
-    def abort(self) -> None:
-        """Drop buffered records."""
-        self._parts.clear()
+        self._drain()
 
 
 class OFRecordFormat(RecordFormat):

@@ -35,11 +35,11 @@ from recordkit.formats._sequential import SequentialFrameReader
 from recordkit.formats.base import (
     READ_CHUNK,
     Capabilities,
-    FrameWriter,
     Offsets,
     RecordFormat,
     Source,
     SupportsRead,
+    _BufferedFrameWriter,
 )
 
 if TYPE_CHECKING:
@@ -308,7 +308,7 @@ class TFRecordReader(SequentialFrameReader):
         return records
 
 
-class TFRecordWriter(FrameWriter):
+class TFRecordWriter(_BufferedFrameWriter):
     """Writes TFRecord frames, optionally through a GZIP or ZLIB compressor.
 
     Parameters
@@ -325,8 +325,6 @@ class TFRecordWriter(FrameWriter):
         self, fileobj: IO[bytes], *, compression: str = "", level: int | None = None
     ) -> None:
         super().__init__(fileobj)
-        self._parts: list[bytes] = []
-        self._pending = 0
         self._headers: dict[int, bytes] = {}
         self._compressor = None
         if compression:
@@ -391,6 +389,7 @@ class TFRecordWriter(FrameWriter):
         return count
 
     def _drain(self) -> None:
+        # The base class's, plus the compressor (when GZIP/ZLIB) between the buffer and the file.
         blob = b"".join(self._parts)
         self._parts.clear()
         self._pending = 0
@@ -414,7 +413,7 @@ class TFRecordWriter(FrameWriter):
 
     def abort(self) -> None:
         """Drop buffered records."""
-        self._parts.clear()
+        super().abort()
         self._compressor = None
 
 
