@@ -76,6 +76,11 @@ class NotTemplatable(Exception):
     """Raised in position-recording mode when a record cannot serve as a batch template."""
 
 
+# Every loop below reads its tags (and, in the per-feature loops, its lengths) inline, with a call only for a
+# multi-byte varint: these loops run per field of every record, and a helper call per field costs more than
+# the work it would share.
+
+
 def _varint_tail(buf: bytes, pos: int, first: int) -> tuple[int, int]:
     """Finish reading a varint whose first byte ``first`` (>= 0x80) was at ``pos - 1``."""
     result = first & 0x7F

@@ -119,6 +119,7 @@ class SequentialFrameReader(IndexedFrameReader):
     def iter_stream(self, stream: SupportsRead) -> Iterator[bytes]:
         """Yield the records of a stream, reading in bounded chunks."""
         read = stream.read
+        # Bound to locals, as in iter_buffer, because the loop below runs once per record.
         header_size, trailer_size = self.HEADER, self.TRAILER
         parse, check = self.parse_header, self.check_payload
         verify = self.check_crc and trailer_size > 0
