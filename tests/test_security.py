@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _cli import run_cli
 from conftest import GOLDEN_DIR, load_manifest
 
 import recordkit as rk
@@ -64,6 +65,15 @@ def test_a_link_out_of_the_dataset_directory_is_refused(dataset, opener):
     (folder / "part-1.ffr").symlink_to(outside)
     with pytest.raises(UnsafePathError, match="outside the dataset directory"):
         opener(folder)
+
+
+def test_the_command_line_refuses_a_link_out_of_a_directory(dataset, capsys):
+    folder, outside = dataset
+    (folder / "part-1.ffr").symlink_to(outside)
+    result = run_cli(capsys, "verify", folder)
+    assert result.code == 2
+    assert "outside the dataset directory" in result.err
+    assert "Traceback" not in result.err
 
 
 @pytest.mark.parametrize("target", ["../secret.ffr", "/"])

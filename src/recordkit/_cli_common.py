@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import recordkit as rk
 from recordkit.formats import format_for_path
+from recordkit.io import dataset_files
 
 __all__ = [
     "EXIT_CORRUPT",
@@ -81,18 +82,17 @@ def expand_inputs(paths: Iterable[str]) -> list[str]:
         if not os.path.isdir(path):
             files.append(path)
             continue
-        names = [
+        # dataset_files leaves out hidden files and refuses links that lead out of the directory.
+        candidates = [
             name
-            for name in os.listdir(path)
-            if not name.startswith(".")
-            and not name.endswith(".idx")
-            and os.path.isfile(os.path.join(path, name))
+            for name in dataset_files(path, "")
+            if not name.endswith(".idx") and os.path.isfile(name)
         ]
-        known = [name for name in names if format_for_path(name) is not None]
-        names = sorted(known or names, key=natural_key)
-        if not names:
+        known = [name for name in candidates if format_for_path(name) is not None]
+        chosen = sorted(known or candidates, key=lambda name: natural_key(os.path.basename(name)))
+        if not chosen:
             raise CliError(f"{path}: the directory holds no record files")
-        files.extend(os.path.join(path, name) for name in names)
+        files.extend(chosen)
     return files
 
 
