@@ -2,30 +2,33 @@
 
 Exit status 0 when no case failed, 1 otherwise. Failing inputs are written to ``--save`` (one file per
 distinct failure, named after the target and case number) and can be replayed with ``--replay N``.
+``--jobs N`` runs the targets in N worker processes (one target per process at a time).
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
-import resource
 import sys
 import time
 
-from .runner import Summary, replay, run_target
+from .runner import Summary, replay, run_job
 from .targets import TARGETS, all_targets
 
 
-def _limit_memory(extra: int) -> None:
-    """Cap the address space at what the process uses now plus ``extra`` bytes."""
-    with open("/proc/self/statm") as file:
-        pages = int(file.read().split()[0])
-    current = pages * os.sysconf("SC_PAGE_SIZE")
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    wanted = current + extra
-    if hard != resource.RLIM_INFINITY:
-        wanted = min(wanted, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
+def _report(summary: Summary, save: str, total: int, failed: int) -> tuple[int, int]:
+    """Print a target's summary, save one input per distinct failure; return the running totals."""
+    print("\n".join(summary.lines()), flush=True)
+    for members in summary.distinct.values():
+        first = members[0]
+        os.makedirs(save, exist_ok=True)
+        stem = os.path.join(save, f"{first.target}-{first.number}")
+        with open(stem + ".bin", "wb") as file:
+            file.write(first.data)
+        with open(stem + ".txt", "w", encoding="utf-8") as file:
+            file.write(f"{first.description}\n\n{first.trace}")
+    return total + summary.cases, failed + len(summary.failures)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,53 +53,35 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--save", default="fuzz-failures", help="folder for failing inputs")
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes, each running whole targets (default 1)",
+    )
+    parser.add_argument(
         "--replay", type=int, metavar="N", help="run case N of one --target and show its traceback"
     )
     args = parser.parse_args(argv)
-    targets = all_targets()
     names = args.target or list(TARGETS)
     if args.replay is not None:
         if len(names) != 1:
             parser.error("--replay needs exactly one --target")
-        replay(targets[names[0]], args.replay, seed=args.seed)
+        replay(all_targets()[names[0]], args.replay, seed=args.seed)
         print("no failure")
         return 0
-    for name in names:
-        _ = targets[name].seeds  # build the seeds before capping memory
-    if args.memory_limit > 0:
-        _limit_memory(args.memory_limit << 20)
-
-    def progress(summary: Summary) -> None:
-        print(
-            f"  {summary.target}: {summary.cases} cases, {len(summary.failures)} failures, "
-            f"{summary.seconds:.0f} s",
-            file=sys.stderr,
-            flush=True,
-        )
-
     failed = 0
     total = 0
     began = time.perf_counter()
-    for name in names:
-        summary = run_target(
-            targets[name],
-            args.cases,
-            seed=args.seed,
-            timeout=args.timeout,
-            start=args.start,
-            progress=progress,
-        )
-        total += summary.cases
-        failed += len(summary.failures)
-        print("\n".join(summary.lines()), flush=True)
-        for members in summary.distinct.values():
-            first = members[0]
-            os.makedirs(args.save, exist_ok=True)
-            stem = os.path.join(args.save, f"{first.target}-{first.number}")
-            with open(stem + ".bin", "wb") as file:
-                file.write(first.data)
-            with open(stem + ".txt", "w", encoding="utf-8") as file:
-                file.write(f"{first.description}\n\n{first.trace}")
+    jobs = [(name, args) for name in names]
+    if args.jobs > 1:
+        # spawn, not fork: a target may have started a peer's threads (TensorFlow) in this process.
+        with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=1) as pool:
+            summaries = pool.imap_unordered(run_job, jobs)
+            for summary in summaries:
+                total, failed = _report(summary, args.save, total, failed)
+    else:
+        for job in jobs:
+            total, failed = _report(run_job(job), args.save, total, failed)
     elapsed = time.perf_counter() - began
     print(
         f"total: {total} cases, {failed} failures (uncaught exceptions, hangs, wrong data), {elapsed:.0f} s"

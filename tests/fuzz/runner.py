@@ -6,11 +6,14 @@ be replayed alone with :func:`replay`.
 
 from __future__ import annotations
 
+import argparse
 import collections
 import contextlib
 import os
 import random
+import resource
 import signal
+import sys
 import time
 import traceback
 import warnings
@@ -19,9 +22,9 @@ from dataclasses import dataclass, field
 
 from recordkit.errors import RecordKitError, RecordKitWarning
 
-from .targets import OUTCOMES, Case, Target
+from .targets import OUTCOMES, Case, Target, all_targets
 
-__all__ = ["CaseTimeout", "Failure", "Summary", "replay", "run_target", "time_limit"]
+__all__ = ["CaseTimeout", "Failure", "Summary", "replay", "run_job", "run_target", "time_limit"]
 
 
 class CaseTimeout(BaseException):
@@ -201,3 +204,41 @@ def replay(target: Target, number: int, *, seed: int = 0) -> None:
         target.run(case, rng)
     finally:
         target.cleanup()
+
+
+def _limit_memory(extra: int) -> None:
+    """Cap the address space at what the process uses now plus ``extra`` bytes."""
+    with open("/proc/self/statm") as file:
+        pages = int(file.read().split()[0])
+    current = pages * os.sysconf("SC_PAGE_SIZE")
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    wanted = current + extra
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
+
+
+def _progress(summary: Summary) -> None:
+    print(
+        f"  {summary.target}: {summary.cases} cases, {len(summary.failures)} failures, "
+        f"{summary.seconds:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def run_job(job: tuple[str, argparse.Namespace]) -> Summary:
+    """Run one target (in this process, or in a worker) under the memory cap."""
+    name, args = job
+    target = all_targets()[name]
+    _ = target.seeds  # build the seeds before capping memory
+    if args.memory_limit > 0:
+        _limit_memory(args.memory_limit << 20)
+    return run_target(
+        target,
+        args.cases,
+        seed=args.seed,
+        timeout=args.timeout,
+        start=args.start,
+        progress=_progress,
+    )
