@@ -405,7 +405,9 @@ def _files_command(
 ) -> argparse.ArgumentParser:
     """Add a command that takes record files (or directories of them)."""
     p: argparse.ArgumentParser = commands.add_parser(name, help=help)
-    p.add_argument("files", nargs="+", metavar="FILE", help="record files or directories of them")
+    p.add_argument(
+        "files", nargs="+", metavar="FILE", help="record files, directories or quoted glob patterns"
+    )
     if payload:
         _payload_option(p)
     _common_options(p)

@@ -683,13 +683,20 @@ class RecordReader(_RecordFile):
 # -- the writer -------------------------------------------------------------------------------------
 
 
+def _discard_writer(frames: FrameWriter, target: AtomicFile | UploadOnCommit | None) -> None:
+    frames.abort()
+    if target is not None:
+        target.discard()
+
+
 class RecordWriter(_RecordFile):
     """Writes records to one file. Made by :func:`open` with mode ``"w"``.
 
     Writing to a path is atomic: records go to a hidden temporary file beside the target, which is renamed
     into place by :meth:`close`. If the ``with`` block raises, :meth:`abort` is called, or the writer is
-    garbage-collected without being closed, the target is left untouched and the temporary file removed.
-    A file object passed in is written directly and never closed.
+    garbage-collected without being closed, the target is left untouched and the temporary file removed:
+    ``recordkit.open(path, "w").write(record)`` alone writes nothing. A file object passed in is written
+    directly and never closed.
 
     Attributes
     ----------
@@ -711,6 +718,8 @@ class RecordWriter(_RecordFile):
         super().__init__(path=path, format=format, compression=compression)
         self._frames = frames
         self._target = target
+        # A writer dropped without close() discards what it wrote (and the frame writer's spill file).
+        self._discard = weakref.finalize(self, _discard_writer, frames, target)
 
     @property
     def count(self) -> int:
@@ -751,16 +760,12 @@ class RecordWriter(_RecordFile):
         except BaseException:
             self._discard()
             raise
+        self._discard.detach()
 
     def abort(self) -> None:
         """Stop writing and discard everything: the target is left untouched. Idempotent."""
         self._closed = True
         self._discard()
-
-    def _discard(self) -> None:
-        self._frames.abort()
-        if self._target is not None:
-            self._target.discard()
 
     def _leave(self, *, failed: bool) -> None:
         if failed:
