@@ -525,6 +525,10 @@ def test_format_picks_its_files_from_a_mixed_directory(tmp_path):
         assert list(reader) == ff
     with pytest.raises(FileNotFoundError, match="ofrecord"):
         rk.open(tmp_path / "d", format="ofrecord")
+    from recordkit.data import Dataset
+
+    assert list(Dataset(tmp_path / "d")) == tf + ff  # a Dataset reads each file with its own format
+    assert list(Dataset(tmp_path / "d", format="ffrecord")) == ff
 
 
 def test_a_directory_of_oneflow_part_files(tmp_path):

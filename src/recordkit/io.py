@@ -931,8 +931,8 @@ def open(
     ----------
     src
         A path (``str`` or :class:`pathlib.Path`), an fsspec URL (``"s3://bucket/x.tfrecord"``, needs
-        ``recordkit[remote]``), a binary file object, or, for reading, a list of paths or a directory of
-        ``*.ffr`` files (read as one sequence, in sorted order).
+        ``recordkit[remote]``), a binary file object, or, for reading, a directory, a glob pattern or a list
+        of any of these, read as one sequence (see :func:`expand_sources`).
     mode
         ``"r"`` or ``"w"``.
     format
