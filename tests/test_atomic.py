@@ -127,3 +127,44 @@ def test_sigkill_mid_write_never_creates_the_target(tmp_path):
             if process.poll() is None:
                 process.kill()
     assert not target.exists()
+
+
+@pytest.mark.parametrize("name", ["a.tfrecord", "a.ffr"])
+def test_a_missing_directory_is_reported_with_the_target_name(tmp_path, name):
+    target = tmp_path / "missing" / name
+    with pytest.raises(FileNotFoundError) as caught:
+        rk.open(target, "w")
+    assert caught.value.filename == os.fspath(target)
+    assert ".tmp" not in str(caught.value)
+    assert os.fspath(target) in str(caught.value)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() == 0,
+    reason="root may write into a read-only directory",
+)
+def test_a_read_only_directory_is_reported_with_the_target_name(tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        with pytest.raises(PermissionError) as caught:
+            rk.open(folder / "a.tfrecord", "w")
+    finally:
+        folder.chmod(0o700)
+    assert caught.value.filename == os.fspath(folder / "a.tfrecord")
+    assert ".tmp" not in str(caught.value)
+
+
+def test_a_target_that_is_a_directory_is_reported_with_its_name(tmp_path):
+    target = tmp_path / "a.tfrecord"
+    target.mkdir()
+    (target / "keep").write_bytes(b"")
+    writer = rk.open(target, "w")
+    writer.write(b"x")
+    with pytest.raises(OSError) as caught:
+        writer.close()
+    assert caught.value.filename == os.fspath(target)
+    assert caught.value.filename2 is None
+    assert ".tmp" not in str(caught.value)
+    assert _leftovers(tmp_path) == []

@@ -33,6 +33,7 @@ STDLIB_BASES: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     errors.StaleIndexError: (OSError,),
     errors.DecodeError: (ValueError,),
     errors.UnsupportedOperationError: (io.UnsupportedOperation, OSError, ValueError),
+    errors.NoLengthError: (io.UnsupportedOperation, TypeError),
     errors.UnsafePathError: (PermissionError, OSError),
 }
 CORRUPT_CLASSES = [
@@ -138,6 +139,7 @@ PICKLE_CASES: list[BaseException] = [
     errors.StaleIndexError("index is older than the file", path="s.tfrecord"),
     errors.DecodeError("not an Example", index=7, feature="label"),
     errors.UnsupportedOperationError("random access into a GZIP file"),
+    errors.NoLengthError("len() of a GZIP file"),
 ]
 ATTRIBUTES = ("path", "index", "offset", "reason", "expected", "actual", "feature", "name")
 

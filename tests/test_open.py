@@ -173,8 +173,13 @@ def test_list_of_files_and_directory_have_global_indexes(tmp_path):
 
 
 def test_empty_directory(tmp_path):
-    with pytest.raises(FileNotFoundError, match="ffr"):
+    (tmp_path / "sub.tfrecord").mkdir()  # a directory is never a record file
+    (tmp_path / "a.tfrecord.idx").write_text("")  # nor a sidecar index
+    with pytest.raises(FileNotFoundError, match="no record files") as caught:
         rk.open(tmp_path)
+    assert caught.value.filename == os.fspath(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no ffrecord files"):
+        rk.open(tmp_path, format="ffrecord")
 
 
 def test_reading_after_close_raises(tmp_path):
@@ -290,3 +295,309 @@ def test_a_dropped_reader_releases_its_file(tmp_path):
     del reader
     gc.collect()
     assert file.closed
+
+
+# -- a reader used only through its iterator -------------------------------------------------------
+
+FORMAT_NAMES = ["a.tfrecord", "a.tfrecord.gz", "a.tfrecord.zlib", "a.ofrecord", "a.ffr"]
+
+
+def records_for(name: str) -> list[bytes]:
+    return NONEMPTY if name.endswith(".ofrecord") else RECORDS
+
+
+@pytest.mark.parametrize("name", FORMAT_NAMES)
+def test_an_iterator_keeps_its_unnamed_reader_alive(tmp_path, name):
+    import gc
+
+    records = records_for(name)
+    write(tmp_path / name, records)
+    path = tmp_path / name
+    assert [r for r in rk.open(path)] == records  # noqa: C416 - the comprehension is what is tested
+    assert next(iter(rk.open(path))) == records[0]
+    got = []
+    for record in rk.open(path):
+        gc.collect()  # the reader must survive a collection while its iterator is in use
+        got.append(record)
+    assert got == records
+    iterator = iter(rk.open(path))
+    gc.collect()
+    assert list(iterator) == records
+
+
+@pytest.mark.parametrize("name", ["a.tfrecord", "a.ofrecord", "a.ffr"])
+def test_files_are_released_when_reader_and_iterator_are_gone(tmp_path, name):
+    import gc
+
+    write(tmp_path / name, records_for(name))
+    reader = rk.open(tmp_path / name)
+    resource = reader._opened[0].resources[-1]
+    iterator = iter(reader)
+    next(iterator)
+    del reader
+    gc.collect()
+    assert not resource.closed  # the iterator still needs it
+    del iterator
+    gc.collect()
+    assert resource.closed
+
+
+# -- the compression a suffix names -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "compression"),
+    [("x.tfrecord.gz", "gzip"), ("x.tfrecord.gzip", "gzip"), ("x.tfrecord.zlib", "zlib")],
+)
+def test_a_compression_suffix_holds_when_format_is_given(tmp_path, name, compression):
+    import gzip
+    import zlib
+
+    path = tmp_path / name
+    with rk.open(path, "w", format="tfrecord") as writer:
+        assert writer.compression == compression
+        writer.write_many(RECORDS)
+    raw = path.read_bytes()
+    plain = gzip.decompress(raw) if compression == "gzip" else zlib.decompress(raw)
+    with rk.open(io.BytesIO(plain), format="tfrecord") as reader:
+        assert list(reader) == RECORDS
+    with rk.open(path, format="tfrecord") as reader:
+        assert reader.compression == compression
+        assert list(reader) == RECORDS
+    # compression= still says otherwise
+    with rk.open(path, "w", format="tfrecord", compression="none") as writer:
+        writer.write_many(RECORDS)
+    with rk.open(path, format="tfrecord", compression="") as reader:
+        assert reader.compression == ""
+        assert list(reader) == RECORDS
+
+
+def test_a_compression_suffix_the_format_cannot_honour_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"gzip.*compression="):
+        rk.open(tmp_path / "x.ffr.gz", "w", format="ffrecord")
+    assert os.listdir(tmp_path) == []
+    with rk.open(tmp_path / "x.ffr.gz", "w", format="ffrecord", compression="none") as writer:
+        writer.write(b"x")
+    with rk.open(tmp_path / "x.ffr.gz", format="ffrecord", compression="none") as reader:
+        assert list(reader) == [b"x"]
+
+
+@pytest.mark.interop
+def test_tensorflow_reads_a_gz_written_with_format(tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    path = tmp_path / "x.tfrecord.gz"
+    with rk.open(path, "w", format="tfrecord") as writer:
+        writer.write_many(RECORDS)
+    dataset = tf.data.TFRecordDataset(str(path), compression_type="GZIP")
+    assert [t.numpy() for t in dataset] == RECORDS
+
+
+def test_convert_to_a_gz_name_compresses(tmp_path):
+    import gzip
+
+    from recordkit.cli import main
+
+    write(tmp_path / "a.tfrecord", RECORDS)
+    assert (
+        main(["convert", "-q", str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord.gz")]) == 0
+    )
+    plain = gzip.decompress((tmp_path / "b.tfrecord.gz").read_bytes())
+    assert plain == (tmp_path / "a.tfrecord").read_bytes()
+
+
+# -- pickling readers -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FORMAT_NAMES)
+def test_a_pickled_reader_reopens_its_file(tmp_path, name):
+    import pickle
+
+    records = records_for(name)
+    write(tmp_path / name, records)
+    with rk.open(tmp_path / name, check_crc=False, lenient=True) as reader:
+        copy = pickle.loads(pickle.dumps(reader))
+    with copy:
+        assert (copy.format, copy.compression) == (reader.format, reader.compression)
+        assert copy.path == reader.path
+        assert copy.paths == reader.paths
+        assert list(copy) == records
+        frames = copy._frames[0]
+        assert (frames.check_crc, frames.lenient) == (False, True)
+
+
+def test_a_pickled_directory_reader_keeps_its_files_and_options(tmp_path):
+    import pickle
+
+    write(tmp_path / "part-1", [b"b"], format="ofrecord")
+    write(tmp_path / "part-0", [b"a"], format="ofrecord")
+    write_index_for = tmp_path / "part-0.idx"
+    with rk.open(tmp_path, format="ofrecord", index=False) as reader:
+        copy = pickle.loads(pickle.dumps(reader))
+    with copy:
+        assert copy.path == os.fspath(tmp_path)
+        assert list(copy) == [b"a", b"b"]
+        assert copy.format == "ofrecord"
+    assert not write_index_for.exists()
+
+
+def test_pickling_a_reader_over_a_file_object_or_closed_reader_says_why(tmp_path):
+    import pickle
+
+    write(tmp_path / "a.tfrecord", RECORDS)
+    with (
+        open(tmp_path / "a.tfrecord", "rb") as file,
+        rk.open(file) as reader,
+        pytest.raises(TypeError, match="file object"),
+    ):
+        pickle.dumps(reader)
+    reader = rk.open(tmp_path / "a.tfrecord")
+    reader.close()
+    with pytest.raises(ValueError, match="closed"):
+        pickle.dumps(reader)
+
+
+# -- sequential readers: len() and indexing ---------------------------------------------------------
+
+
+def test_len_of_a_sequential_reader_raises_the_public_no_length_error(tmp_path):
+    write(tmp_path / "a.tfrecord.gz", RECORDS)
+    with rk.open(tmp_path / "a.tfrecord.gz") as reader:
+        with pytest.raises(rk.NoLengthError, match=r"len\(\)") as caught:
+            len(reader)
+        assert isinstance(caught.value, TypeError)
+        assert isinstance(caught.value, UnsupportedOperationError)
+        assert type(caught.value).__module__ == "recordkit.errors"
+        assert list(reader) == RECORDS  # list() asks len() first and must fall back
+
+
+def test_indexing_a_sequential_reader_speaks_of_random_access(tmp_path):
+    write(tmp_path / "a.tfrecord.gz", RECORDS)
+    with rk.open(tmp_path / "a.tfrecord.gz") as reader:
+        for operation in (lambda r: r[0], lambda r: r[-1], lambda r: r[0:2], lambda r: r.read([0])):
+            with pytest.raises(UnsupportedOperationError) as caught:
+                operation(reader)
+            assert not isinstance(caught.value, rk.NoLengthError)
+            message = str(caught.value)
+            assert "len()" not in message
+            assert "random access" in message
+            assert "a.tfrecord.gz" in message
+
+
+# -- sources: a file, a directory, a glob, a list ---------------------------------------------------
+
+
+def write_parts(folder: Path, suffix: str, counts: list[int], **options: object) -> list[bytes]:
+    """Write ``part-<i><suffix>`` for each count (numbers unpadded); return every record in natural order."""
+    folder.mkdir(exist_ok=True)
+    everything = []
+    for i, n in enumerate(counts):
+        records = [b"%d:%d" % (i, j) for j in range(n)]
+        write(folder / f"part-{i}{suffix}", records, **options)
+        everything += records
+    return everything
+
+
+@pytest.mark.parametrize("suffix", [".tfrecord", ".tfrecord.gz", ".ofrecord", ".ffr"])
+def test_a_directory_of_any_format_reads_in_natural_order(tmp_path, suffix):
+    folder = tmp_path / "data"
+    records = write_parts(folder, suffix, [2, 0, 3, 1, 1, 1, 1, 1, 1, 1, 2])  # part-10 after part-9
+    (folder / ".hidden.tfrecord").write_bytes(b"not read")
+    (folder / "README.txt").write_text("not a record file")
+    (folder / "sub").mkdir()
+    with rk.open(folder) as reader:
+        assert reader.path == os.fspath(folder)
+        assert [Path(p).name for p in reader.paths] == [f"part-{i}{suffix}" for i in range(11)]
+        assert list(reader) == records
+    fmt = rk.open(folder / f"part-0{suffix}").format
+    with rk.open(folder, format=fmt) as reader:
+        assert list(reader) == records
+
+
+def test_format_picks_its_files_from_a_mixed_directory(tmp_path):
+    tf = write_parts(tmp_path / "d", ".tfrecord", [2, 1])
+    ff = [b"ff"]
+    write(tmp_path / "d" / "z.ffr", ff)
+    with pytest.raises(UnknownFormatError, match=r"mix formats.*format="):
+        rk.open(tmp_path / "d")
+    with rk.open(tmp_path / "d", format="tfrecord") as reader:
+        assert list(reader) == tf
+    with rk.open(tmp_path / "d", format="FFRecord") as reader:
+        assert list(reader) == ff
+    with pytest.raises(FileNotFoundError, match="ofrecord"):
+        rk.open(tmp_path / "d", format="ofrecord")
+    from recordkit.data import Dataset
+
+    assert list(Dataset(tmp_path / "d")) == tf + ff  # a Dataset reads each file with its own format
+    assert list(Dataset(tmp_path / "d", format="ffrecord")) == ff
+
+
+def test_a_directory_of_oneflow_part_files(tmp_path):
+    folder = tmp_path / "of"
+    folder.mkdir()
+    records = [rk.encode_ofrecord({"i": [i]}) for i in range(6)]
+    for i, (start, stop) in enumerate([(0, 2), (2, 5), (5, 6)]):
+        write(folder / f"part-{i}", records[start:stop], format="ofrecord")
+    for i in range(3):
+        rk.io.write_index(folder / f"part-{i}", format="ofrecord")  # sidecars are not records
+    with rk.open(folder, format="ofrecord") as reader:
+        assert [Path(p).name for p in reader.paths] == ["part-0", "part-1", "part-2"]
+        assert list(reader) == records
+    with rk.open(folder) as reader:  # recognised by content
+        assert list(reader) == records
+
+
+def test_globs_and_lists_of_sources(tmp_path):
+    a = write_parts(tmp_path / "a", ".tfrecord", [1, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1])
+    b = write_parts(tmp_path / "b", ".tfrecord", [2])
+    with rk.open(tmp_path / "a" / "*.tfrecord") as reader:
+        assert reader.path == os.fspath(tmp_path / "a" / "*.tfrecord")
+        assert list(reader) == a
+        assert len(reader) == len(a)
+    with rk.open([tmp_path / "b", os.fspath(tmp_path / "a" / "part-1?.tfrecord")]) as reader:
+        assert list(reader) == b + a[-1:]
+    with pytest.raises(FileNotFoundError, match="nothing"):
+        rk.open(tmp_path / "a" / "nothing-*.tfrecord")
+    with pytest.raises(ValueError, match="no sources"):
+        rk.open([])
+
+
+def test_a_link_out_of_a_directory_is_refused(tmp_path):
+    outside = tmp_path / "outside.tfrecord"
+    write(outside, [b"x"])
+    folder = tmp_path / "d"
+    folder.mkdir()
+    write(folder / "a.tfrecord", [b"a"])
+    (folder / "b.tfrecord").symlink_to(outside)
+    with pytest.raises(rk.UnsafePathError, match="outside"):
+        rk.open(folder)
+    with rk.open([folder / "a.tfrecord", folder / "b.tfrecord"]) as reader:
+        assert list(reader) == [b"a", b"x"]
+
+
+def test_every_entry_point_expands_sources_alike(tmp_path):
+    from recordkit.data import Dataset
+    from recordkit.ffrecord import FileReader
+    from recordkit.io import expand_sources
+
+    write_parts(tmp_path / "tf", ".tfrecord", [1, 1])
+    write_parts(tmp_path / "ff", ".ffr", [1, 2])
+    for source in (tmp_path / "tf", os.fspath(tmp_path / "tf" / "*.tfrecord")):
+        files = expand_sources(source)
+        assert Dataset(source).files == files
+        with rk.open(source) as reader:
+            assert reader.paths == files
+    ff_files = expand_sources(tmp_path / "ff")
+    assert FileReader(tmp_path / "ff").fnames == ff_files
+    assert FileReader(os.fspath(tmp_path / "ff" / "part-*.ffr")).fnames == ff_files
+
+
+def test_ffrecord_file_reader_keeps_ffrecords_order_by_name(tmp_path):
+    from recordkit.ffrecord import FileReader
+
+    write_parts(tmp_path / "ff", ".ffr", [1] * 11)
+    (tmp_path / "ff" / "other.tfrecord").write_bytes(b"")
+    reader = FileReader(tmp_path / "ff")
+    names = [Path(p).name for p in reader.fnames]
+    assert names == sorted(f"part-{i}.ffr" for i in range(11))  # part-10 before part-2, as ffrecord
+    assert bytes(reader.read_one(2)) == b"10:0"
+    reader.close()

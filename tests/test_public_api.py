@@ -20,6 +20,7 @@ EXPECTED_ALL = [
     "FixedLenSequence",
     "HeaderError",
     "LegacyFormatWarning",
+    "NoLengthError",
     "Ragged",
     "RecordKitError",
     "RecordKitWarning",

@@ -44,6 +44,15 @@ def _discard(file: IO[bytes], temporary: str) -> None:
         os.unlink(temporary)
 
 
+def _about_target(exc: OSError, target: str) -> OSError:
+    """Return ``exc`` reworded about ``target``: the hidden temporary name means nothing to the user.
+
+    The class (``FileNotFoundError``, ``PermissionError``, ...) and ``errno`` are kept; ``filename`` becomes
+    the target.
+    """
+    return type(exc)(exc.errno, exc.strerror, target)
+
+
 def _fsync_directory(directory: str) -> None:
     """Make a rename in ``directory`` durable (no-op where directories cannot be opened, e.g. Windows)."""
     try:
@@ -78,7 +87,10 @@ class AtomicFile:
         self.target = os.fspath(target)
         self.fsync = fsync
         self.temporary = temporary_name(self.target)
-        self.file: IO[bytes] = open(self.temporary, "xb")  # noqa: SIM115 - closed by commit/discard
+        try:
+            self.file: IO[bytes] = open(self.temporary, "xb")  # noqa: SIM115 - closed by commit/discard
+        except OSError as exc:
+            raise _about_target(exc, self.target) from None
         self._finalizer = weakref.finalize(self, _discard, self.file, self.temporary)
 
     @property
@@ -99,6 +111,11 @@ class AtomicFile:
                 os.fsync(self.file.fileno())
             self.file.close()
             os.replace(self.temporary, self.target)
+        except OSError as exc:
+            self.discard()
+            if exc.filename == self.temporary:
+                raise _about_target(exc, self.target) from None
+            raise
         except BaseException:
             self.discard()
             raise

@@ -5,15 +5,12 @@ Like the rest of the command-line layer, this module uses only recordkit's publi
 
 from __future__ import annotations
 
-import os
-import re
 import sys
 from collections.abc import Iterable, Iterator
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import recordkit as rk
-from recordkit.formats import format_for_path
-from recordkit.io import dataset_files
+from recordkit.io import expand_sources, natural_key
 
 __all__ = [
     "EXIT_CORRUPT",
@@ -53,51 +50,28 @@ class CliError(Exception):
         self.code = code
 
 
-def natural_key(name: str) -> list[Any]:
-    """Sort key that orders embedded numbers by value: ``part-2`` before ``part-10``.
+def expand_inputs(paths: Iterable[str], *, format: str | None = None) -> list[str]:
+    """Replace each directory and glob pattern by the record files it names, in natural order.
 
-    Examples
-    --------
-    >>> sorted(["part-10", "part-2", "part-1"], key=natural_key)
-    ['part-1', 'part-2', 'part-10']
-    """
-    return [int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", name)]
-
-
-def expand_inputs(paths: Iterable[str]) -> list[str]:
-    """Replace each directory by the record files in it, in natural order.
-
-    A directory contributes its files whose suffix names a record format (``*.tfrecord``, ``*.ffr``,
-    ...); when it has none, all its regular files (OneFlow's ``part-0``, ``part-1``, ...), except hidden
-    files and sidecar ``*.idx`` indexes. Files given by name are returned as given; whether they exist is
-    checked when they are opened.
+    The expansion of :func:`recordkit.io.expand_sources`, the same as :func:`recordkit.open`'s: a directory
+    contributes its files whose suffix names a record format (with ``--format``: that format), or, when it
+    has none, its files without such a suffix (OneFlow's ``part-0``, ``part-1``, ...); hidden files, sidecar
+    ``*.idx`` indexes and links out of the directory are left out. A quoted glob pattern is expanded here.
+    A file that does not exist is returned as given and reported when it is opened, beside the others.
 
     Raises
     ------
-    CliError
-        A directory holds no candidate file.
+    FileNotFoundError
+        A directory holds no record file, or a glob pattern matches nothing.
     """
-    files: list[str] = []
-    for path in paths:
-        if not os.path.isdir(path):
-            files.append(path)
-            continue
-        # dataset_files leaves out hidden files and refuses links that lead out of the directory.
-        candidates = [
-            name
-            for name in dataset_files(path, "")
-            if not name.endswith(".idx") and os.path.isfile(name)
-        ]
-        known = [name for name in candidates if format_for_path(name) is not None]
-        chosen = sorted(known or candidates, key=lambda name: natural_key(os.path.basename(name)))
-        if not chosen:
-            raise CliError(f"{path}: the directory holds no record files")
-        files.extend(chosen)
-    return files
+    return expand_sources(list(paths), format=format, missing_ok=True)
 
 
-def open_reader(path: str, *, format: str | None) -> rk.RecordReader:
-    """Open one record file for reading, checksums checked, with the format from ``--format`` or detected."""
+def open_reader(path: str | list[str], *, format: str | None) -> rk.RecordReader:
+    """Open record files for reading, checksums checked, with the format from ``--format`` or detected.
+
+    ``path`` is one file or a list of files read as one sequence.
+    """
     return rk.open(path, format=format)
 
 

@@ -305,7 +305,8 @@ def cmd_cat(args: argparse.Namespace) -> int:
     if args.offset < 0 or (args.limit is not None and args.limit < 0):
         raise CliError("--offset and --limit must be >= 0")
     ensure_ascii = "utf" not in (sys.stdout.encoding or "").lower()
-    with open_reader(args.file, format=args.format) as reader:
+    files = expand_inputs([args.file], format=args.format)
+    with open_reader(files, format=args.format) as reader:
         stop = None if args.limit is None else args.offset + args.limit
         records: Iterator[bytes] = itertools.islice(reader, args.offset, stop)
         kind = "raw"
@@ -404,7 +405,9 @@ def _files_command(
 ) -> argparse.ArgumentParser:
     """Add a command that takes record files (or directories of them)."""
     p: argparse.ArgumentParser = commands.add_parser(name, help=help)
-    p.add_argument("files", nargs="+", metavar="FILE", help="record files or directories of them")
+    p.add_argument(
+        "files", nargs="+", metavar="FILE", help="record files, directories or quoted glob patterns"
+    )
     if payload:
         _payload_option(p)
     _common_options(p)
@@ -436,7 +439,9 @@ def _add_verify(commands: Any) -> None:
 
 def _add_cat(commands: Any) -> None:
     p = commands.add_parser("cat", help="print records (decoded, JSON lines, base64 or hex)")
-    p.add_argument("file", metavar="FILE", help="a record file")
+    p.add_argument(
+        "file", metavar="FILE", help="a record file, a directory or a quoted glob (one sequence)"
+    )
     p.add_argument("--offset", type=int, default=0, metavar="K", help="skip the first K records")
     p.add_argument("--limit", type=int, metavar="N", help="print at most N records")
     mode = p.add_mutually_exclusive_group()

@@ -33,6 +33,7 @@ __all__ = [
     "DecodeError",
     "HeaderError",
     "LegacyFormatWarning",
+    "NoLengthError",
     "RecordKitError",
     "RecordKitWarning",
     "SlowCRCWarning",
@@ -210,6 +211,14 @@ class UnsafePathError(RecordKitError, PermissionError):
 
 class UnsupportedOperationError(RecordKitError, io.UnsupportedOperation):
     """The operation is not possible on this reader or writer, e.g. random access into a GZIP file."""
+
+
+class NoLengthError(UnsupportedOperationError, TypeError):
+    """``len()`` of a reader that can only be read in order (a compressed file, a non-seekable stream).
+
+    It is also a :class:`TypeError`, what ``len()`` raises for an object without a length, so ``list()``
+    and other callers that ask for a length only as a hint still work on such a reader.
+    """
 
 
 class RecordKitWarning(UserWarning):

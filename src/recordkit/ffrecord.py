@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recordkit._closing import Closing
-from recordkit.io import RecordReader, RecordWriter, dataset_files
+from recordkit.io import RecordReader, RecordWriter, expand_sources
 from recordkit.io import open as _open
 
 if TYPE_CHECKING:
@@ -46,12 +46,11 @@ def _as_array(data: bytes) -> npt.NDArray[np.uint8]:
 
 
 def _file_names(fname: Any) -> list[str]:
-    if isinstance(fname, (str, os.PathLike)):
-        path = os.fspath(fname)
-        return dataset_files(path, ".ffr") if os.path.isdir(path) else [path]
-    if isinstance(fname, (list, tuple)):
-        return [os.fspath(name) for name in fname]
-    raise TypeError("fname must be str, os.PathLike, list or tuple")
+    if not isinstance(fname, (str, os.PathLike, list, tuple)):
+        raise TypeError("fname must be str, os.PathLike, list or tuple")
+    # Sorted by name, not naturally: sample i is the same sample as with the original.
+    files: list[str] = expand_sources(fname, format="ffrecord", natural=False)
+    return files
 
 
 class FileReader(Closing):
@@ -60,7 +59,8 @@ class FileReader(Closing):
     Parameters
     ----------
     fname
-        A file, a directory (its ``*.ffr`` files, sorted by name), or a list of files.
+        A file, a directory (its ``*.ffr`` files, sorted by name as ffrecord does), a glob pattern, or a
+        list of these (see :func:`recordkit.io.expand_sources`).
     check_data
         Verify the header checksum and each sample's CRC-32.
 
@@ -76,8 +76,6 @@ class FileReader(Closing):
 
     def __init__(self, fname: Any, check_data: bool = True) -> None:
         self.fnames = _file_names(fname)
-        if not self.fnames:
-            raise FileNotFoundError(f"no .ffr files in {os.fspath(fname)}")
         self.check_data = check_data
         self._reader: RecordReader = _open(self.fnames, format="ffrecord", check_crc=check_data)
         self.n = len(self._reader)

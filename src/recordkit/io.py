@@ -20,21 +20,30 @@ from __future__ import annotations
 
 import bisect
 import builtins
+import errno
+import glob
 import itertools
 import mmap
 import operator
 import os
+import re
 import stat
 import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, ClassVar, Literal, overload
+from typing import Any, ClassVar, Literal, NamedTuple, overload
 
 from recordkit._atomic import AtomicFile, UploadOnCommit
 from recordkit._closing import Closing
-from recordkit._index import default_index_path, load_index, save_index
+from recordkit._index import INDEX_SUFFIX, default_index_path, load_index, save_index
 from recordkit.errors import UnknownFormatError, UnsafePathError
-from recordkit.formats import available_formats, detect_format, format_for_path, get_format
+from recordkit.formats import (
+    available_formats,
+    detect_format,
+    format_for_path,
+    get_format,
+    suffix_compression,
+)
 from recordkit.formats._sequential import SequentialFrameReader
 from recordkit.formats.base import (
     FrameReader,
@@ -45,7 +54,15 @@ from recordkit.formats.base import (
     normalize_compression,
 )
 
-__all__ = ["RecordReader", "RecordWriter", "dataset_files", "open", "write_index"]
+__all__ = [
+    "RecordReader",
+    "RecordWriter",
+    "dataset_files",
+    "expand_sources",
+    "natural_key",
+    "open",
+    "write_index",
+]
 
 PathLike = str | os.PathLike[str]
 SNIFF_SIZE = 1 << 16
@@ -202,7 +219,10 @@ def _resolve_format(
     if compression is not None:
         compression = normalize_compression(compression)
     if format is not None:
-        return get_format(format), compression
+        fmt = get_format(format)
+        if compression is None and path:
+            compression = _named_compression(fmt, path)
+        return fmt, compression
     by_suffix = format_for_path(path) if path else None
     if by_suffix is not None:
         fmt, suffix_compression = by_suffix
@@ -213,6 +233,21 @@ def _resolve_format(
             f"(one of {', '.join(available_formats())})"
         )
     return _sniff(opened), compression
+
+
+def _named_compression(fmt: RecordFormat, path: str) -> str | None:
+    """Return the compression ``path``'s suffix names for a file of format ``fmt`` (``None``: none named).
+
+    A name ending in ``.gz`` holds GZIP data whatever ``format=`` says; a format that cannot be compressed
+    that way is refused rather than writing (or expecting) plain bytes under a compressed name.
+    """
+    named = suffix_compression(path)
+    if named is not None and named not in fmt.capabilities.compression:
+        raise ValueError(
+            f"{path}: the name says {named} compression, which the {fmt.name} format does not support; "
+            "pass compression='none' to use this name for an uncompressed file"
+        )
+    return named
 
 
 def _check_compression(fmt: RecordFormat, compression: str) -> None:
@@ -293,21 +328,146 @@ def dataset_files(directory: str, suffix: str) -> list[str]:
     return files
 
 
-def _expand(src: Any) -> tuple[list[Any], str | None]:
-    """Return the files a source names and the display path: a list, a directory, or one file."""
-    if isinstance(src, (list, tuple)):
-        if not src:
-            raise ValueError("an empty list of files")
-        return list(src), None
-    if isinstance(src, (str, os.PathLike)):
-        path = os.fspath(src)
-        if not _is_url(path) and os.path.isdir(path):
-            files = dataset_files(path, ".ffr")
-            if not files:
-                raise FileNotFoundError(f"no *.ffr files in the directory {path}")
-            return files, path
-        return [path], path
-    return [src], None
+_GLOB_CHARS = frozenset("*?[")
+
+
+def natural_key(name: str) -> list[Any]:
+    """Sort key that orders embedded numbers by value: ``part-2`` before ``part-10``.
+
+    Examples
+    --------
+    >>> sorted(["part-10", "part-2", "part-1"], key=natural_key)
+    ['part-1', 'part-2', 'part-10']
+    """
+    # re.split with a group alternates text and digits, so the odd pieces are the numbers.
+    return [int(piece) if i % 2 else piece for i, piece in enumerate(re.split(r"(\d+)", name))]
+
+
+def _not_found(message: str, source: str) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, message, source)
+
+
+def _is_record_name(path: str) -> bool:
+    """Whether a listed or globbed file may hold records: sidecar indexes do not."""
+    return not path.endswith(INDEX_SUFFIX)
+
+
+def _directory_files(directory: str, fmt: RecordFormat | None) -> list[str]:
+    """The record files of ``directory``, unsorted (see :func:`expand_sources`)."""
+    entries = [
+        path
+        for path in dataset_files(directory, "")
+        if _is_record_name(path) and os.path.isfile(path)
+    ]
+    named = [(path, format_for_path(path)) for path in entries]
+    chosen = [path for path, found in named if found and (fmt is None or found[0] is fmt)]
+    if not chosen:
+        # OneFlow's part-0, part-1, ...: no suffix, the format is given or told by the content.
+        chosen = [path for path, found in named if found is None]
+    if not chosen:
+        kind = "record" if fmt is None else fmt.name
+        raise _not_found(f"no {kind} files in this directory", directory)
+    return chosen
+
+
+def _glob(pattern: str) -> list[str]:
+    if _is_url(pattern):
+        fs, inner = _fsspec().core.url_to_fs(pattern)
+        matches = [fs.unstrip_protocol(p) for p in fs.glob(inner)]
+    else:
+        matches = [p for p in glob.glob(pattern) if os.path.isfile(p)]
+    matches = [p for p in matches if _is_record_name(p)]
+    if not matches:
+        raise _not_found("no file matches this pattern", pattern)
+    return matches
+
+
+def _exists(path: str) -> bool:
+    if _is_url(path):
+        fs, inner = _fsspec().core.url_to_fs(path)
+        return bool(fs.exists(inner))
+    return os.path.exists(path)
+
+
+def _expand_one(
+    source: str, fmt: RecordFormat | None, key: Callable[[str], Any], check: bool
+) -> list[str]:
+    if not _is_url(source) and os.path.isdir(source):
+        return sorted(_directory_files(source, fmt), key=key)
+    if _GLOB_CHARS.intersection(source) and not _exists(source):
+        return sorted(_glob(source), key=key)
+    if check and not _exists(source):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), source)
+    return [source]
+
+
+def expand_sources(
+    sources: Any,
+    *,
+    format: str | None = None,
+    natural: bool = True,
+    missing_ok: bool = False,
+) -> list[Any]:
+    """Return the files ``sources`` names, in order: what every reading entry point accepts.
+
+    :func:`open`, :class:`recordkit.data.Dataset`, :class:`recordkit.ffrecord.FileReader` and the command
+    line all turn their sources into files with this function.
+
+    Parameters
+    ----------
+    sources
+        One source or a list (any iterable) of them, which keeps its order. A source is
+
+        * a file (a path, a :class:`pathlib.Path` or an fsspec URL), returned as it is;
+        * a local directory: its files whose suffix names a record format (with ``format``: that format),
+          or, when it has none, its files whose suffix names no format (OneFlow's ``part-0``, ``part-1``,
+          ...). Hidden files, sidecar ``*.idx`` indexes and subdirectories are left out, and a link to a
+          file outside the directory is refused (:func:`dataset_files`);
+        * a glob pattern (``*``, ``?``, ``[...]``, also in fsspec URLs) that is not itself an existing
+          name: the files it matches (sidecar indexes left out);
+        * a binary file object, returned as it is.
+    format
+        Choose a directory's files by this format's suffixes.
+    natural
+        Sort a directory's files and a glob's matches in natural order (``part-2`` before ``part-10``,
+        :func:`natural_key`); ``False`` sorts by name, as ffrecord does.
+    missing_ok
+        Return a file that does not exist as it is (opening it reports the error) instead of raising.
+        Without it, a missing local file is reported here; a missing URL too (one request to the storage).
+
+    Returns
+    -------
+    list
+        The files, directories and globs replaced by what they hold.
+
+    Raises
+    ------
+    FileNotFoundError
+        A file does not exist, a glob matches nothing, or a directory holds no record file; ``filename``
+        is the source concerned.
+    ValueError
+        An empty list.
+    UnsafePathError
+        A directory entry links to a file outside the directory.
+    """
+    one = isinstance(sources, (str, os.PathLike)) or callable(getattr(sources, "read", None))
+    items = [sources] if one else list(sources)
+    if not items:
+        raise ValueError("no sources given: pass a file, a directory, a glob or a list of them")
+    fmt = get_format(format) if format is not None else None
+    key: Callable[[str], Any] = natural_key if natural else str
+    files: list[Any] = []
+    for item in items:
+        if isinstance(item, (str, os.PathLike)):
+            files.extend(_expand_one(os.fspath(item), fmt, key, check=not missing_ok))
+        else:
+            files.append(item)
+    return files
+
+
+def _display_path(src: Any) -> str | None:
+    """What :attr:`RecordReader.path` shows: the one path, directory or glob given, else ``None``."""
+    return os.fspath(src) if isinstance(src, (str, os.PathLike)) else None
 
 
 # -- what readers and writers share ----------------------------------------------------------------
@@ -357,7 +517,19 @@ class RecordReader(_RecordFile):
 
     Made by :func:`open`. Iterating yields each record as ``bytes``. Files that allow random access
     (every uncompressed file that is not a stream) also support ``len(reader)``, ``reader[i]`` (negative
-    indexes count from the end), ``reader[a:b]`` (a list) and :meth:`read`.
+    indexes count from the end), ``reader[a:b]`` (a list) and :meth:`read`; on other files ``len()``
+    raises :class:`~recordkit.errors.NoLengthError` and the others
+    :class:`~recordkit.errors.UnsupportedOperationError`.
+
+    An iterator keeps its reader open, so ``for record in recordkit.open(path)`` needs no name for the
+    reader; the files are closed by :meth:`close`, or once neither the reader nor an iterator over it is
+    referenced any more.
+
+    A reader pickles as the files it reads and its options (format, compression, ``check_crc``, ``index``,
+    ``lenient``): unpickling opens them again, so a reader can be sent to another process (a PyTorch
+    ``DataLoader`` worker started with ``spawn``). The position of an iteration is not part of it. A
+    reader over a file object cannot be pickled (:class:`TypeError`), nor can a closed one
+    (:class:`ValueError`).
 
     Attributes
     ----------
@@ -374,11 +546,15 @@ class RecordReader(_RecordFile):
         path: str | None,
         format: str,
         compression: str,
+        reopen: _Reopen | None = None,
     ) -> None:
         super().__init__(path=path, format=format, compression=compression)
         self._frames = [frames for frames, _ in parts]
         self._opened = [opened for _, opened in parts]
         self._starts: list[int] | None = None
+        self._reopen = reopen
+        # The first part that can only be read in order (it raises the error random access gets).
+        self._sequential = next((f for f in self._frames if not f.random_access), None)
         self.paths = [frames.path for frames in self._frames]
         # A reader dropped without close() (e.g. inside a dataset object) still releases its files.
         self._release = weakref.finalize(self, _close_all, list(self._opened))
@@ -386,7 +562,7 @@ class RecordReader(_RecordFile):
     @property
     def supports_random_access(self) -> bool:
         """Whether ``len()``, indexing, slicing and :meth:`read` work."""
-        return all(frames.random_access for frames in self._frames)
+        return self._sequential is None
 
     # lifecycle
 
@@ -403,14 +579,33 @@ class RecordReader(_RecordFile):
         state = "closed" if self._closed else "open"
         return f"<RecordReader {self._format} {self._path or self.paths!r} ({state})>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._closed:
+            raise ValueError(
+                "cannot pickle a closed RecordReader: pickling reopens the files, which were closed"
+            )
+        spec = self._reopen
+        if spec is None or not all(isinstance(f, (str, os.PathLike)) for f in spec.files):
+            raise TypeError(
+                "cannot pickle a RecordReader over a file object: another process cannot reopen it; "
+                "open the reader from a path or URL instead"
+            )
+        return (_reopen_reader, (spec, self._format, self._compression))
+
     # reading
 
     def __iter__(self) -> Iterator[bytes]:
         """Yield every record, file after file."""
         self._check_open()
+        return self._records()
+
+    def _records(self) -> Iterator[bytes]:
+        # A generator method: the iterator holds the reader, whose finalizer would otherwise close the
+        # files of an unnamed reader (``for r in recordkit.open(p)``) while the iteration still reads them.
         if len(self._frames) == 1:
-            return iter(self._frames[0])
-        return itertools.chain.from_iterable(self._frames)
+            yield from self._frames[0]
+        else:
+            yield from itertools.chain.from_iterable(self._frames)
 
     def _part_starts(self) -> list[int]:
         if self._starts is None:
@@ -424,6 +619,11 @@ class RecordReader(_RecordFile):
         """Return the number of records (a header-only scan on first use for TFRecord and OFRecord)."""
         self._check_open()
         return self._part_starts()[-1]
+
+    def _check_random_access(self, what: str) -> None:
+        self._check_open()
+        if self._sequential is not None:
+            raise self._sequential.unsupported(what)
 
     def _normalize(self, index: Any, total: int) -> int:
         i = operator.index(index)
@@ -448,9 +648,10 @@ class RecordReader(_RecordFile):
 
     def __getitem__(self, key: int | slice) -> bytes | list[bytes]:
         """Return record ``key`` or, for a slice, a list of records."""
-        self._check_open()
         if isinstance(key, slice):
+            self._check_random_access("slicing (reader[a:b])")
             return self.read(range(*key.indices(len(self))))
+        self._check_random_access("indexing (reader[i])")
         frames, local = self._locate(self._normalize(key, len(self)))
         return frames.read_at(local)
 
@@ -460,7 +661,7 @@ class RecordReader(_RecordFile):
         Neighbouring records are read together, so sorted or adjacent indexes cost few I/O calls.
         Negative indexes count from the end.
         """
-        self._check_open()
+        self._check_random_access("read(indices)")
         total = len(self)
         wanted = indices if type(indices) is list else list(indices)
         if wanted and (min(wanted) < 0 or max(wanted) >= total or type(wanted[0]) is not int):
@@ -482,13 +683,20 @@ class RecordReader(_RecordFile):
 # -- the writer -------------------------------------------------------------------------------------
 
 
+def _discard_writer(frames: FrameWriter, target: AtomicFile | UploadOnCommit | None) -> None:
+    frames.abort()
+    if target is not None:
+        target.discard()
+
+
 class RecordWriter(_RecordFile):
     """Writes records to one file. Made by :func:`open` with mode ``"w"``.
 
     Writing to a path is atomic: records go to a hidden temporary file beside the target, which is renamed
     into place by :meth:`close`. If the ``with`` block raises, :meth:`abort` is called, or the writer is
-    garbage-collected without being closed, the target is left untouched and the temporary file removed.
-    A file object passed in is written directly and never closed.
+    garbage-collected without being closed, the target is left untouched and the temporary file removed:
+    ``recordkit.open(path, "w").write(record)`` alone writes nothing. A file object passed in is written
+    directly and never closed.
 
     Attributes
     ----------
@@ -510,6 +718,8 @@ class RecordWriter(_RecordFile):
         super().__init__(path=path, format=format, compression=compression)
         self._frames = frames
         self._target = target
+        # A writer dropped without close() discards what it wrote (and the frame writer's spill file).
+        self._discard = weakref.finalize(self, _discard_writer, frames, target)
 
     @property
     def count(self) -> int:
@@ -550,16 +760,12 @@ class RecordWriter(_RecordFile):
         except BaseException:
             self._discard()
             raise
+        self._discard.detach()
 
     def abort(self) -> None:
         """Stop writing and discard everything: the target is left untouched. Idempotent."""
         self._closed = True
         self._discard()
-
-    def _discard(self) -> None:
-        self._frames.abort()
-        if self._target is not None:
-            self._target.discard()
 
     def _leave(self, *, failed: bool) -> None:
         if failed:
@@ -575,6 +781,16 @@ class RecordWriter(_RecordFile):
 # -- open -------------------------------------------------------------------------------------------
 
 
+class _Reopen(NamedTuple):
+    """What a reader needs to open its files again in another process (see ``RecordReader.__reduce__``)."""
+
+    files: list[Any]
+    path: str | None
+    check_crc: bool
+    index: Any
+    lenient: bool
+
+
 def _open_reader(
     src: Any,
     *,
@@ -584,33 +800,49 @@ def _open_reader(
     index: Any,
     lenient: bool,
 ) -> RecordReader:
-    files, path = _expand(src)
+    files = expand_sources(src, format=format, missing_ok=True)
     if len(files) > 1 and index not in (None, False, True):
         raise ValueError("index= takes a path only when reading a single file")
+    spec = _Reopen(files, _display_path(src), check_crc, index, lenient)
+    return _read_files(spec, format=format, compression=compression)
+
+
+def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -> RecordReader:
     parts: list[tuple[FrameReader, _Opened]] = []
     formats: list[tuple[str, str]] = []
     try:
-        for file in files:
+        for file in spec.files:
             frames, opened, fmt, comp = _open_part(
                 file,
                 format=format,
                 compression=compression,
-                check_crc=check_crc,
-                index=index,
-                lenient=lenient,
+                check_crc=spec.check_crc,
+                index=spec.index,
+                lenient=spec.lenient,
             )
             parts.append((frames, opened))
             formats.append((fmt.name, comp))
+        if len(set(formats)) > 1:
+            raise _mixed_formats(spec.path, formats)
     except BaseException:
         for _, opened in parts:
             opened.close()
         raise
-    if len(set(formats)) > 1:
-        for _, opened in parts:
-            opened.close()
-        raise UnknownFormatError(f"the files mix formats or compressions: {sorted(set(formats))}")
     name, comp = formats[0]
-    return RecordReader(parts, path=path, format=name, compression=comp)
+    return RecordReader(parts, path=spec.path, format=name, compression=comp, reopen=spec)
+
+
+def _mixed_formats(path: str | None, formats: list[tuple[str, str]]) -> UnknownFormatError:
+    kinds = ", ".join(f"{name} {comp or 'uncompressed'}" for name, comp in sorted(set(formats)))
+    return UnknownFormatError(
+        f"{path or 'the files'}: the files mix formats or compressions ({kinds}); one reader reads "
+        "one kind: open them one by one, or pass format= to read a directory's files of one format"
+    )
+
+
+def _reopen_reader(spec: _Reopen, format: str, compression: str) -> RecordReader:
+    """Open a pickled reader's files again (the format and compression are the ones found the first time)."""
+    return _read_files(spec, format=format, compression=compression)
 
 
 def _open_writer(
@@ -699,8 +931,8 @@ def open(
     ----------
     src
         A path (``str`` or :class:`pathlib.Path`), an fsspec URL (``"s3://bucket/x.tfrecord"``, needs
-        ``recordkit[remote]``), a binary file object, or, for reading, a list of paths or a directory of
-        ``*.ffr`` files (read as one sequence, in sorted order).
+        ``recordkit[remote]``), a binary file object, or, for reading, a directory, a glob pattern or a list
+        of any of these, read as one sequence (see :func:`expand_sources`).
     mode
         ``"r"`` or ``"w"``.
     format

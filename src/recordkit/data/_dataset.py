@@ -161,7 +161,7 @@ class Dataset:
             raise ValueError(f"equal_shards must be None, 'pad' or 'drop', not {equal_shards!r}")
         if rank is not None or world_size is not None:
             resolve_rank(rank, world_size)  # validate now
-        self._catalog = Catalog(expand_sources(sources), format)
+        self._catalog = Catalog(expand_sources(sources, format=format), format)
         self._seed = int(seed)
         self._rank = rank
         self._world_size = world_size

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Iterable
 from typing import Any, Union
@@ -11,8 +10,6 @@ __all__ = ["Sources", "expand_sources", "is_url", "part_files"]
 
 Sources = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
 """A path, a glob pattern, an fsspec URL, or a list of them."""
-
-_GLOB_CHARS = frozenset("*?[")
 
 
 def is_url(path: str) -> bool:
@@ -38,21 +35,19 @@ def _exists(path: str) -> bool:
     return os.path.exists(path.removeprefix("file://"))
 
 
-def _expand_glob(pattern: str) -> list[str]:
-    if is_url(pattern):
-        fs, inner = _fsspec().core.url_to_fs(pattern)
-        return sorted(fs.unstrip_protocol(p) for p in fs.glob(inner))
-    return sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
-
-
-def expand_sources(sources: Sources) -> list[str]:
+def expand_sources(sources: Sources, *, format: str | None = None) -> list[str]:
     """Return the files named by ``sources``, in a deterministic order.
+
+    The same expansion as :func:`recordkit.open` and the command line (:func:`recordkit.io.expand_sources`).
 
     Parameters
     ----------
     sources
-        A path, a glob pattern (``*``, ``?``, ``[...]``), an fsspec URL (globs allowed), or a list of any of
-        these. A list keeps its order; each glob expands to its matches sorted by name.
+        A file, a directory (its record files in natural order, hidden files left out), a glob pattern
+        (``*``, ``?``, ``[...]``; its matches in natural order), an fsspec URL (globs allowed), or a list of
+        any of these, which keeps its order.
+    format
+        With a directory: take its files with this format's suffixes.
 
     Returns
     -------
@@ -62,28 +57,14 @@ def expand_sources(sources: Sources) -> list[str]:
     Raises
     ------
     FileNotFoundError
-        A plain path does not exist, or a glob matches nothing.
+        A file does not exist, a glob matches nothing, or a directory holds no record file.
     ValueError
         No source was given.
     """
-    if isinstance(sources, (str, os.PathLike)):
-        items: list[str] = [os.fspath(sources)]
-    else:
-        items = [os.fspath(s) for s in sources]
-    if not items:
-        raise ValueError("no sources given: pass a path, a glob pattern, a URL or a list of them")
-    files: list[str] = []
-    for item in items:
-        if _GLOB_CHARS.intersection(item) and not _exists(item):
-            matches = _expand_glob(item)
-            if not matches:
-                raise FileNotFoundError(f"no file matches {item!r}")
-            files.extend(matches)
-        elif not _exists(item):
-            raise FileNotFoundError(f"no such file: {item!r}")
-        else:
-            files.append(item)
-    return files
+    from recordkit.io import expand_sources as expand
+
+    items = sources if isinstance(sources, (str, os.PathLike)) else list(sources)
+    return expand(items, format=format)
 
 
 def part_files(

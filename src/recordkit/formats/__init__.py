@@ -30,7 +30,10 @@ __all__ = [
     "format_for_path",
     "get_format",
     "register_format",
+    "suffix_compression",
 ]
+
+_COMPRESSION_SUFFIXES = ((".gz", "gzip"), (".gzip", "gzip"), (".zlib", "zlib"))
 
 _REGISTRY: dict[str, RecordFormat] = {}
 
@@ -79,12 +82,29 @@ def available_formats() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def suffix_compression(path: str) -> str | None:
+    """Return the compression a file name's last suffix names: ``"gzip"`` or ``"zlib"``, else ``None``.
+
+    ``.gz`` and ``.gzip`` name GZIP, ``.zlib`` names ZLIB (any case).
+
+    Examples
+    --------
+    >>> suffix_compression("shard-0.tfrecord.GZ"), suffix_compression("shard-0.tfrecord")
+    ('gzip', None)
+    """
+    lowered = path.lower()
+    for suffix, name in _COMPRESSION_SUFFIXES:
+        if lowered.endswith(suffix):
+            return name
+    return None
+
+
 def format_for_path(path: str) -> tuple[RecordFormat, str | None] | None:
     """Return the format a file name's suffix selects, and the compression the suffix implies.
 
     The compression is ``None`` when the suffix says nothing about it (``"train.tfrecord"``), ``"gzip"`` or
     ``"zlib"`` for ``.gz``/``.gzip``/``.zlib`` after a format suffix. Returns ``None`` if no format claims
-    the suffix.
+    the suffix (or the format it names cannot be compressed that way).
 
     Examples
     --------
@@ -93,12 +113,9 @@ def format_for_path(path: str) -> tuple[RecordFormat, str | None] | None:
     ('tfrecord', 'gzip')
     """
     lowered = path.lower()
-    compression = None
-    for suffix, name in ((".gz", "gzip"), (".gzip", "gzip"), (".zlib", "zlib")):
-        if lowered.endswith(suffix):
-            lowered = lowered[: -len(suffix)]
-            compression = name
-            break
+    compression = suffix_compression(lowered)
+    if compression is not None:
+        lowered = lowered[: lowered.rindex(".")]
     for fmt in _REGISTRY.values():
         if lowered.endswith(fmt.extensions) and (
             compression is None or compression in fmt.capabilities.compression

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
 
-from recordkit.errors import TruncatedRecordError, UnsupportedOperationError
+from recordkit.errors import NoLengthError, TruncatedRecordError, UnsupportedOperationError
 
 if TYPE_CHECKING:
     import mmap
@@ -317,10 +317,6 @@ class _BufferStream:
         return self._buffer[start:stop]
 
 
-class _NoLengthError(UnsupportedOperationError, TypeError):
-    """``len()`` of a sequential reader: both recordkit's error and what ``len()`` raises without a length."""
-
-
 class FrameReader(ABC):
     """Reads the records of one file. Subclasses implement the framing of one format.
 
@@ -368,10 +364,11 @@ class FrameReader(ABC):
     def unsupported(self, what: str, *, length: bool = False) -> UnsupportedOperationError:
         """Return the error for an operation that needs random access on a sequential source.
 
-        With ``length=True`` (for ``len()``) the error is also a :class:`TypeError`, the error ``len()``
-        raises for objects without a length, so ``list(reader)`` still works on a sequential reader.
+        With ``length=True`` (for ``len()``) the error is a :class:`~recordkit.errors.NoLengthError`, also a
+        :class:`TypeError` (what ``len()`` raises for objects without a length), so ``list(reader)`` still
+        works on a sequential reader.
         """
-        cls = _NoLengthError if length else UnsupportedOperationError
+        cls = NoLengthError if length else UnsupportedOperationError
         return cls(
             f"{what} needs random access, but {self.path or 'this source'} can only be read in order "
             "(a compressed file or a non-seekable stream). Iterate over it, or decompress it / copy it to "
