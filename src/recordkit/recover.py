@@ -62,6 +62,8 @@ _I64 = struct.Struct("<q")
 _WBITS = {"gzip": 31, "zlib": 15}
 _LAST_SAMPLE_SEARCH = 1 << 26
 """How far (64 MiB) the end of a damaged last FFRecord sample is looked for."""
+_RESYNC_BLOCK = 1 << 16
+"""The most positions a resynchronising TFRecord search tests at once."""
 
 
 @dataclass(frozen=True)
@@ -246,6 +248,8 @@ class _Skips:
 
 FrameCheck = Callable[[Any, int, int], "int | None"]
 """``check(buffer, pos, size)``: the end of an acceptable frame starting at ``pos``, or ``None``."""
+Resync = Callable[[Any, int, int], int]
+"""``resync(buffer, pos, size)``: the first position from ``pos`` on where a frame is trusted, else ``size``."""
 
 
 def _scan_frames(
@@ -256,10 +260,10 @@ def _scan_frames(
     header: int,
     trailer: int,
     intact: FrameCheck,
-    anchor: FrameCheck,
+    resync: Resync,
     describe: Callable[[Any, int, int], str],
 ) -> Iterator[bytes]:
-    """Yield intact frames; after damage, skip to the next position where ``anchor`` accepts a frame."""
+    """Yield intact frames; after damage, skip to the next position where ``resync`` trusts a frame."""
     pos = 0
     while pos < size:
         end = intact(buffer, pos, size)
@@ -271,9 +275,7 @@ def _scan_frames(
         # Even when the length looks right, bytes may be missing or added inside the frame: look for
         # the next intact frame from the next byte on rather than trusting the length.
         start = pos
-        pos += 1
-        while pos < size and anchor(buffer, pos, size) is None:
-            pos += 1
+        pos = resync(buffer, pos + 1, size)
         if pos >= size:
             reason = "no intact record up to the end of the file (truncated?)"
         else:
@@ -291,13 +293,84 @@ def _tfrecord_header(buffer: Any, pos: int, size: int) -> int | None:
     return int(pos + 16 + length)
 
 
-def _tfrecord_intact(buffer: Any, pos: int, size: int) -> int | None:
-    """The end of the frame at ``pos`` if both its checksums match, else ``None``."""
-    end = _tfrecord_header(buffer, pos, size)
-    if end is None:
-        return None
-    data_ok = _crc.masked_crc32c(buffer[pos + 12 : end - 4]) == _U32.unpack_from(buffer, end - 4)[0]
-    return end if data_ok else None
+def _crc32c_range(buffer: Any, start: int, stop: int) -> int:
+    """The CRC32C of ``buffer[start:stop]``, read in bounded slices (a memory map is never copied whole)."""
+    crc = 0
+    for at in range(start, stop, READ_CHUNK):
+        crc = _crc.crc32c_extend(crc, buffer[at : min(at + READ_CHUNK, stop)])
+    return crc
+
+
+class _TFRecordFrames:
+    """Finds intact TFRecord frames in a buffer, with work linear in its size whatever the content.
+
+    A crafted file can hold a valid header every 12 bytes, each claiming a payload of half the file; checking
+    each payload on its own would be quadratic. So the resynchronising search tests a block of positions at
+    once with numpy (the length checksum of every position, then the payload checksum of the few that pass),
+    and payloads are checksummed through :class:`recordkit._rangecrc.RangeCRC`, which touches each byte a
+    bounded number of times. Frames met in order are checked directly, as long as the bytes checksummed in
+    vain so far stay under the size of the file.
+    """
+
+    def __init__(self, buffer: Any, size: int) -> None:
+        self.buffer = buffer
+        self.size = size
+        self.wasted = 0
+        self._ranges: Any = None
+
+    def ranges(self) -> Any:
+        """The shared :class:`~recordkit._rangecrc.RangeCRC` of the buffer (numpy is imported here)."""
+        if self._ranges is None:
+            from recordkit import _rangecrc
+
+            self._ranges = _rangecrc.RangeCRC(self.buffer, _crc.crc32c_extend, _rangecrc.CRC32C_POLY)
+        return self._ranges
+
+    def intact(self, buffer: Any, pos: int, size: int) -> int | None:
+        """The end of the frame at ``pos`` if both its checksums match, else ``None``."""
+        end = _tfrecord_header(buffer, pos, size)
+        if end is None:
+            return None
+        start, stop = pos + 12, end - 4
+        expected = _crc.unmask(_U32.unpack_from(buffer, stop)[0])
+        if self.wasted <= size:
+            if _crc32c_range(buffer, start, stop) == expected:
+                return end
+            self.wasted += stop - start
+            return None
+        return end if int(self.ranges().crcs([start], [stop])[0]) == expected else None
+
+    def resync(self, buffer: Any, pos: int, size: int) -> int:
+        """The first position from ``pos`` on that starts an intact frame, else ``size``."""
+        block = 256
+        while pos < size - 15:
+            stop = min(pos + block, size - 15)
+            found = self._first_intact(pos, stop)
+            if found is not None:
+                return found
+            pos = stop
+            block = min(block * 4, _RESYNC_BLOCK)
+        return size
+
+    def _first_intact(self, lo: int, hi: int) -> int | None:
+        """The first position in ``[lo, hi)`` that starts an intact frame (``hi <= size - 15``)."""
+        import numpy as np
+
+        from recordkit._rangecrc import tfrecord_headers
+
+        buffer, size = self.buffer, self.size
+        at = tfrecord_headers(buffer, lo, hi) + lo
+        lengths = np.ndarray((size - 7,), "<u8", buffer, 0, (1,))[at]
+        fits = lengths <= (size - 16 - at).astype(np.uint64)
+        at, lengths = at[fits], lengths[fits].astype(np.int64)
+        if not len(at):
+            return None
+        starts = at + 12
+        stops = starts + lengths
+        stored = np.ndarray((size - 3,), "<u4", buffer, 0, (1,))[stops] - np.uint32(_crc.MASK_DELTA)
+        expected = (stored >> 17) | (stored << 15)
+        hits = np.flatnonzero(self.ranges().crcs(starts, stops) == expected)
+        return int(at[hits[0]]) if len(hits) else None
 
 
 def _tfrecord_damage(buffer: Any, pos: int, size: int) -> str:
@@ -307,14 +380,15 @@ def _tfrecord_damage(buffer: Any, pos: int, size: int) -> str:
 
 
 def _scan_tfrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
+    frames = _TFRecordFrames(buffer, size)
     return _scan_frames(
         buffer,
         size,
         skips,
         header=12,
         trailer=4,
-        intact=_tfrecord_intact,
-        anchor=_tfrecord_intact,
+        intact=frames.intact,
+        resync=frames.resync,
         describe=_tfrecord_damage,
     )
 
@@ -344,6 +418,12 @@ def _ofrecord_anchor(buffer: Any, pos: int, size: int) -> int | None:
     return None
 
 
+def _ofrecord_resync(buffer: Any, pos: int, size: int) -> int:
+    while pos < size and _ofrecord_anchor(buffer, pos, size) is None:
+        pos += 1
+    return pos
+
+
 def _scan_ofrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
     return _scan_frames(
         buffer,
@@ -352,7 +432,7 @@ def _scan_ofrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
         header=8,
         trailer=0,
         intact=_ofrecord_frame,
-        anchor=_ofrecord_anchor,
+        resync=_ofrecord_resync,
         describe=lambda buffer, pos, size: "no valid record",
     )
 
