@@ -168,26 +168,91 @@ def _buffer_of(src: Any, cleanup: list[Any]) -> tuple[mmap.mmap | bytes, str | N
     return mapped, path
 
 
+_INFLATE_PIECE = 1 << 16
+"""Compressed bytes fed to the decompressor at once: the most re-inflated to locate damage."""
+
+
+class _Emitter:
+    """Writes inflated bytes once each, however often a retry inflates them again.
+
+    ``position`` is where the next output belongs in the inflated stream; output before the high-water
+    mark ``written`` was written already and is dropped (inflating the same input gives the same bytes).
+    """
+
+    def __init__(self, write: Callable[[bytes], Any]) -> None:
+        self.write = write
+        self.position = 0
+        self.written = 0
+
+    def __call__(self, data: bytes) -> None:
+        start = self.position
+        self.position += len(data)
+        if self.position > self.written:
+            self.write(data[self.written - start :] if self.written > start else data)
+            self.written = self.position
+
+
+def _feed(inflater: Any, piece: bytes, emit: Callable[[bytes], None]) -> None:
+    """Inflate ``piece``, passing the output to ``emit`` in bounded steps; raises ``zlib.error``."""
+    emit(inflater.decompress(piece, READ_CHUNK))
+    while inflater.unconsumed_tail and not inflater.eof:
+        emit(inflater.decompress(inflater.unconsumed_tail, READ_CHUNK))
+
+
+def _feed_until_damage(inflater: Any, piece: bytes, emit: _Emitter) -> tuple[Any, int]:
+    """Inflate the longest prefix of ``piece`` that inflates without error.
+
+    Returns the decompressor after that prefix and the prefix's length (``len(piece)`` if nothing is
+    wrong). A ``zlib.error`` loses the output of the call that raised it, so on an error the prefix is
+    found by halving, each trial on a copy of the decompressor; output written before the error is not
+    written twice.
+    """
+    saved = inflater.copy()
+    reached = emit.position  # the inflated stream's length after piece[:good]
+    try:
+        _feed(inflater, piece, emit)
+        return inflater, len(piece)
+    except zlib.error:
+        pass
+    good, bad = 0, len(piece)  # piece[:good] inflates cleanly, piece[:bad] does not
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        trial = saved.copy()
+        emit.position = reached
+        try:
+            _feed(trial, piece[good:middle], emit)
+        except zlib.error:
+            bad = middle
+            continue
+        saved, good, reached = trial, middle, emit.position
+    emit.position = reached
+    return saved, good
+
+
 def _inflate(
     buffer: mmap.mmap | bytes, compression: str, report: SalvageReport, cleanup: list[Any]
 ) -> tuple[mmap.mmap | bytes, int]:
-    """Decompress to a temporary file up to the first damage, in bounded steps; note what was lost."""
+    """Decompress to a temporary file up to the first damage, in bounded steps; note what was lost.
+
+    Everything the damaged stream inflates to before the first compressed byte found damaged is kept,
+    including when only a member's trailer (its CRC-32 or length) is damaged.
+    """
     out = tempfile.TemporaryFile(prefix="recordkit-salvage-")  # noqa: SIM115
     cleanup.append(out)
+    emit = _Emitter(out.write)
     wbits = _WBITS[compression]
     pos = 0
     size = len(buffer)
     while pos < size:
         inflater = zlib.decompressobj(wbits)
-        try:
-            while pos < size and not inflater.eof:
-                chunk = buffer[pos : pos + READ_CHUNK]
-                out.write(inflater.decompress(chunk, READ_CHUNK))
-                while inflater.unconsumed_tail:
-                    out.write(inflater.decompress(inflater.unconsumed_tail, READ_CHUNK))
-                pos += len(chunk) - len(inflater.unused_data)
-        except zlib.error:
-            report.lost_compressed_bytes = size - pos
+        while pos < size and not inflater.eof:
+            piece = buffer[pos : pos + _INFLATE_PIECE]
+            inflater, used = _feed_until_damage(inflater, piece, emit)
+            if used < len(piece):
+                report.lost_compressed_bytes = size - pos - used
+                break
+            pos += len(piece) - len(inflater.unused_data)
+        if report.lost_compressed_bytes:
             break
         if not inflater.eof:
             report.stream_truncated = True
