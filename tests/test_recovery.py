@@ -257,3 +257,95 @@ def test_a_cut_gzip_stream_is_reported_even_at_a_record_boundary():
     assert report.stream_truncated
     assert not report.clean
     assert "cut short" in report.summary()
+
+
+# -- damaged GZIP/ZLIB streams -------------------------------------------------------------------------
+
+_WBITS = {"gzip": 31, "zlib": 15}
+_COMPRESS = {"gzip": lambda data: gzip.compress(data, mtime=0), "zlib": zlib.compress}
+_MANY = [f"record {i} ".encode() * (i % 13 + 3) for i in range(100)]
+
+
+def _inflated_before(compressed, compression):
+    """What zlib itself inflates from ``compressed``, intact bytes cut before the damage (the oracle)."""
+    try:
+        return zlib.decompressobj(_WBITS[compression]).decompress(compressed)
+    except zlib.error:  # damage zlib sees in the prefix itself (a flipped header byte)
+        return b""
+
+
+def _records_within(records, length):
+    """How many of ``records`` (as TFRecord frames from offset 0) end within ``length`` bytes."""
+    end = count = 0
+    for record in records:
+        end += 16 + len(record)
+        if end > length:
+            break
+        count += 1
+    return count
+
+
+def test_salvage_keeps_every_record_when_only_the_gzip_trailer_is_damaged(tmp_path):
+    data = bytearray(_file_bytes(_MANY, "tfrecord", "gzip"))
+    data[-1] ^= 0x01  # the member's ISIZE: every deflate byte is intact
+    src = tmp_path / "damaged.tfrecord.gz"
+    src.write_bytes(bytes(data))
+    with pytest.warns(DataLossWarning, match="could not be read"):
+        report = recover.salvage(src, tmp_path / "fixed.tfrecord")
+    with rk.open(tmp_path / "fixed.tfrecord") as reader:
+        assert list(reader) == _MANY
+    assert report.records == 100
+    assert 0 < report.lost_compressed_bytes <= 8
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_every_record_inflated_before_a_damaged_byte_is_recovered(compression):
+    data = _file_bytes(_MANY, "tfrecord", compression)
+    header = 10 if compression == "gzip" else 2  # gzip's MTIME/XFL/OS bytes are not checked by anyone
+    rng = random.Random(len(data))
+    positions = {header, len(data) - 1, len(data) - 4, len(data) - 5, len(data) // 2}
+    positions.update(rng.sample(range(header, len(data)), 25))
+    for at in sorted(positions):
+        damaged = bytearray(data)
+        damaged[at] ^= 1 << rng.randrange(8)
+        got, report = _scan(bytes(damaged), "tfrecord", compression=compression)
+        intact = _records_within(_MANY, len(_inflated_before(data[:at], compression)))
+        assert got[:intact] == _MANY[:intact], f"damage at compressed byte {at}"
+        assert all(record in _MANY for record in got)
+        assert not report.clean
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+def test_a_cut_compressed_stream_keeps_every_record_inflated_before_the_cut(compression):
+    data = _file_bytes(_MANY, "tfrecord", compression)
+    for cut in sorted({1, 11, len(data) // 3, len(data) // 2, len(data) - 9, len(data) - 1}):
+        got, report = _scan(data[:cut], "tfrecord", compression=compression)
+        intact = _records_within(_MANY, len(_inflated_before(data[:cut], compression)))
+        assert got == _MANY[:intact], f"cut after {cut} compressed bytes"
+        assert report.stream_truncated or report.lost_compressed_bytes
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("compression", ["gzip", "zlib"])
+@pytest.mark.parametrize("where", ["last byte", "middle"])
+def test_normal_reader_yields_at_least_what_tensorflow_yields_from_a_damaged_stream(
+    tmp_path, compression, where
+):
+    tf = pytest.importorskip("tensorflow")
+    rng = random.Random(7)
+    records = [rng.randbytes(rng.randrange(1000, 60000)) for _ in range(150)]
+    data = bytearray(_file_bytes(records, "tfrecord", compression))
+    data[-1 if where == "last byte" else len(data) // 2] ^= 0x55
+    path = tmp_path / "damaged.tfrecord"
+    path.write_bytes(bytes(data))
+    by_tf = []
+    with pytest.raises(tf.errors.DataLossError):
+        for record in tf.data.TFRecordDataset(str(path), compression_type=compression.upper()):
+            by_tf.append(record.numpy())
+    ours = []
+    with pytest.raises(rk.errors.CorruptRecordError), rk.open(path, compression=compression) as reader:
+        ours.extend(reader)
+    assert ours[: len(by_tf)] == by_tf == records[: len(by_tf)]
+    assert len(ours) >= len(by_tf)
+    got, _ = _scan(bytes(data), "tfrecord", compression=compression)
+    assert got[: len(ours)] == ours
