@@ -62,6 +62,8 @@ _I64 = struct.Struct("<q")
 _WBITS = {"gzip": 31, "zlib": 15}
 _LAST_SAMPLE_SEARCH = 1 << 26
 """How far (64 MiB) the end of a damaged last FFRecord sample is looked for."""
+_OF_MAP_TAG = 0x0A
+"""The first byte of every OFRecord payload: field 1 (the ``feature`` map), length-delimited."""
 _RESYNC_BLOCK = 1 << 16
 """The most positions a resynchronising TFRecord search tests at once."""
 
@@ -458,15 +460,27 @@ def _scan_tfrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
     )
 
 
+def _ofrecord_length(buffer: Any, pos: int, size: int) -> int | None:
+    """The payload length of a plausible OFRecord frame header at ``pos``, or ``None``.
+
+    Checked before anything is decoded (or copied): the length is positive and fits the file, and the
+    payload starts with the tag of the ``feature`` map, the only field of an ``OFRecord``.
+    """
+    if size - pos < 9:
+        return None
+    length: int = _I64.unpack_from(buffer, pos)[0]
+    if length <= 0 or length > size - pos - 8 or buffer[pos + 8] != _OF_MAP_TAG:
+        return None
+    return length
+
+
 def _ofrecord_frame(buffer: Any, pos: int, size: int) -> int | None:
     """The end of a plausible OFRecord frame at ``pos``, or ``None``."""
     from recordkit.errors import DecodeError
     from recordkit.example import decode_ofrecord
 
-    if size - pos < 9:
-        return None
-    length = _I64.unpack_from(buffer, pos)[0]
-    if length <= 0 or length > size - pos - 8:
+    length = _ofrecord_length(buffer, pos, size)
+    if length is None:
         return None
     try:
         features = decode_ofrecord(buffer[pos + 8 : pos + 8 + length])
@@ -477,10 +491,16 @@ def _ofrecord_frame(buffer: Any, pos: int, size: int) -> int | None:
 
 def _ofrecord_anchor(buffer: Any, pos: int, size: int) -> int | None:
     """After damage, a frame is trusted only if the end of the file or another frame follows it."""
-    end = _ofrecord_frame(buffer, pos, size)
-    if end is not None and (end == size or _ofrecord_frame(buffer, end, size) is not None):
-        return end
-    return None
+    length = _ofrecord_length(buffer, pos, size)
+    if length is None:
+        return None
+    end = pos + 8 + length
+    # Both headers are checked before either payload is decoded: decoding costs the payload's length.
+    if end != size and _ofrecord_length(buffer, end, size) is None:
+        return None
+    if _ofrecord_frame(buffer, pos, size) is None:
+        return None
+    return end if end == size or _ofrecord_frame(buffer, end, size) is not None else None
 
 
 def _ofrecord_resync(buffer: Any, pos: int, size: int) -> int:
