@@ -304,7 +304,9 @@ def test_salvage_keeps_every_record_when_only_the_gzip_trailer_is_damaged(tmp_pa
 @pytest.mark.parametrize("compression", ["gzip", "zlib"])
 def test_every_record_inflated_before_a_damaged_byte_is_recovered(compression):
     data = _file_bytes(_MANY, "tfrecord", compression)
-    header = 10 if compression == "gzip" else 2  # gzip's MTIME/XFL/OS bytes are not checked by anyone
+    header = (
+        10 if compression == "gzip" else 2
+    )  # gzip's MTIME/XFL/OS bytes are not checked by anyone
     rng = random.Random(len(data))
     positions = {header, len(data) - 1, len(data) - 4, len(data) - 5, len(data) // 2}
     positions.update(rng.sample(range(header, len(data)), 25))
@@ -328,6 +330,14 @@ def test_a_cut_compressed_stream_keeps_every_record_inflated_before_the_cut(comp
         assert report.stream_truncated or report.lost_compressed_bytes
 
 
+def _read_until_error(records, error):
+    """The records read before ``error``, which must end the iteration."""
+    got: list[bytes] = []
+    with pytest.raises(error):
+        got.extend(records)  # extend keeps what came before the error
+    return got
+
+
 @pytest.mark.interop
 @pytest.mark.parametrize("compression", ["gzip", "zlib"])
 @pytest.mark.parametrize("where", ["last byte", "middle"])
@@ -341,13 +351,12 @@ def test_normal_reader_yields_at_least_what_tensorflow_yields_from_a_damaged_str
     data[-1 if where == "last byte" else len(data) // 2] ^= 0x55
     path = tmp_path / "damaged.tfrecord"
     path.write_bytes(bytes(data))
-    by_tf = []
-    with pytest.raises(tf.errors.DataLossError):
-        for record in tf.data.TFRecordDataset(str(path), compression_type=compression.upper()):
-            by_tf.append(record.numpy())
-    ours = []
-    with pytest.raises(rk.errors.CorruptRecordError), rk.open(path, compression=compression) as reader:
-        ours.extend(reader)
+    by_tf = _read_until_error(
+        (r.numpy() for r in tf.data.TFRecordDataset(str(path), compression.upper())),
+        tf.errors.DataLossError,
+    )
+    with rk.open(path, compression=compression) as reader:
+        ours = _read_until_error(reader, rk.errors.CorruptRecordError)
     assert ours[: len(by_tf)] == by_tf == records[: len(by_tf)]
     assert len(ours) >= len(by_tf)
     got, _ = _scan(bytes(data), "tfrecord", compression=compression)

@@ -390,7 +390,9 @@ class _TFRecordFrames:
         if self._ranges is None:
             from recordkit import _rangecrc
 
-            self._ranges = _rangecrc.RangeCRC(self.buffer, _crc.crc32c_extend, _rangecrc.CRC32C_POLY)
+            self._ranges = _rangecrc.RangeCRC(
+                self.buffer, _crc.crc32c_extend, _rangecrc.CRC32C_POLY
+            )
         return self._ranges
 
     def intact(self, buffer: Any, pos: int, size: int) -> int | None:
@@ -546,7 +548,7 @@ def _scan_ffrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
             reason = "the sample starts past the end of the file (truncated?)"
         low, high = min(max(start, header_end), size), min(max(end, header_end), size)
         skips.add(low, max(low, high), reason, i)
-    for (i, start, end), actual in zip(spans, _sample_crcs(buffer, size, spans)):
+    for (i, start, end), actual in zip(spans, _sample_crcs(buffer, size, spans), strict=True):
         if actual == crcs[i]:
             skips.report.records += 1
             yield buffer[start:end]
@@ -572,13 +574,17 @@ def _sample_crcs(buffer: Any, size: int, spans: list[tuple[int, int, int]]) -> I
     """
     if sum(end - start for _, start, end in spans) <= 2 * size:
         for _, start, end in spans:
-            with memoryview(buffer) as view:  # released before each yield: the map may be closed then
+            with memoryview(
+                buffer
+            ) as view:  # released before each yield: the map may be closed then
                 crc = zlib.crc32(view[start:end])
             yield crc
         return
     from recordkit import _rangecrc
 
-    ranges = _rangecrc.RangeCRC(buffer, lambda crc, data: zlib.crc32(data, crc), _rangecrc.CRC32_POLY)
+    ranges = _rangecrc.RangeCRC(
+        buffer, lambda crc, data: zlib.crc32(data, crc), _rangecrc.CRC32_POLY
+    )
     for at in range(0, len(spans), _RESYNC_BLOCK):
         batch = spans[at : at + _RESYNC_BLOCK]
         yield from ranges.crcs([s for _, s, _ in batch], [e for _, _, e in batch]).tolist()

@@ -90,7 +90,9 @@ class SequentialFrameReader(IndexedFrameReader):
     def check_payload(self, data: bytes, trailer: bytes, index: int, offset: int) -> None:
         """Verify ``data`` against its ``trailer``; called only when ``check_crc`` is on and TRAILER > 0."""
 
-    def check_chunks(self, chunks: Iterable[bytes], trailer: bytes, index: int, offset: int) -> None:
+    def check_chunks(
+        self, chunks: Iterable[bytes], trailer: bytes, index: int, offset: int
+    ) -> None:
         """Verify a payload given as consecutive pieces against its ``trailer``, like :meth:`check_payload`.
 
         Used for payloads read from a stream in pieces, so that a payload failing its check is never also

@@ -186,7 +186,9 @@ class TFRecordReader(SequentialFrameReader):
         if actual != stored:
             raise self._data_error(index, offset, stored, actual)
 
-    def check_chunks(self, chunks: Iterable[bytes], trailer: bytes, index: int, offset: int) -> None:
+    def check_chunks(
+        self, chunks: Iterable[bytes], trailer: bytes, index: int, offset: int
+    ) -> None:
         """Verify the payload checksum of a payload given as consecutive pieces, never joining them."""
         crc = 0
         for chunk in chunks:
