@@ -9,12 +9,12 @@ How each format resynchronises:
 
 TFRecord
     After a damaged record (either checksum fails, or the length does not fit), the next record is found
-    by scanning forward byte by byte for a header whose length checksum matches, whose length fits the
-    file, and whose payload checksum matches. A false match needs both CRC32C checks to pass by chance
-    (or a payload that itself holds TFRecord frames). The scan costs about a microsecond per skipped
-    byte. GZIP/ZLIB files are
-    decompressed up to the first damaged compressed byte; what follows it cannot be decompressed and is
-    reported as lost (``SalvageReport.lost_compressed_bytes``).
+    by testing every following position for a header whose length checksum matches, whose length fits
+    the file, and whose payload checksum matches. A false match needs both CRC32C checks to pass by chance
+    (or a payload that itself holds TFRecord frames). The search tests many positions at once with numpy
+    and stays linear in the file size even for crafted overlapping frames. GZIP/ZLIB files are
+    decompressed up to the first compressed byte found damaged, keeping everything inflated before it;
+    what follows cannot be decompressed and is reported as lost (``SalvageReport.lost_compressed_bytes``).
 FFRecord
     Every sample is located from the header's offsets and kept only if its CRC-32 matches, so a damaged
     sample (or a damaged header entry) loses only that sample. A header whose sample count cannot fit the
