@@ -427,3 +427,43 @@ def test_an_intact_record_after_crafted_tfrecord_headers_is_found():
     assert got == [b"first", b"the intact record"]
     (skipped,) = report.skipped
     assert (skipped.start, skipped.end) == (21, 21 + len(crafted))
+
+
+@pytest.mark.parametrize("backend", sorted(_crc.crc32c_extend_backends()))
+def test_incremental_crc32c_matches_the_whole_for_every_backend(backend):
+    extend = _crc.crc32c_extend_backends()[backend]
+    data = random.Random(3).randbytes(5000)
+    for cut in (0, 1, 17, 4096, 5000):
+        assert extend(extend(0, data[:cut]), data[cut:]) == _crc.crc32c(data)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.binary(min_size=16, max_size=20000), seed=st.integers(0, 2**32))
+def test_range_crcs_equal_direct_checksums(data, seed):
+    from recordkit import _rangecrc
+
+    rng = random.Random(seed)
+    starts = [rng.randrange(len(data) + 1) for _ in range(40)]
+    stops = [rng.randrange(start, len(data) + 1) for start in starts]
+    for poly, extend, direct in (
+        (_rangecrc.CRC32C_POLY, _crc.crc32c_extend, _crc.crc32c),
+        (_rangecrc.CRC32_POLY, lambda crc, piece: zlib.crc32(piece, crc), zlib.crc32),
+    ):
+        got = _rangecrc.RangeCRC(data, extend, poly).crcs(starts, stops).tolist()
+        assert got == [direct(data[a:b]) for a, b in zip(starts, stops, strict=True)]
+
+
+@settings(max_examples=30, deadline=None)
+@given(records=st.lists(st.binary(max_size=40), max_size=8), junk=st.binary(max_size=64))
+def test_vectorised_header_search_matches_a_byte_by_byte_check(records, junk):
+    from recordkit._rangecrc import tfrecord_headers
+
+    data = junk + b"".join(frame(r) for r in records) + junk
+    if len(data) < 12:
+        return
+    expected = [
+        p
+        for p in range(len(data) - 11)
+        if _crc.masked_crc32c(data[p : p + 8]) == struct.unpack_from("<I", data, p + 8)[0]
+    ]
+    assert tfrecord_headers(data, 0, len(data) - 11).tolist() == expected
