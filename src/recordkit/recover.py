@@ -9,12 +9,12 @@ How each format resynchronises:
 
 TFRecord
     After a damaged record (either checksum fails, or the length does not fit), the next record is found
-    by scanning forward byte by byte for a header whose length checksum matches, whose length fits the
-    file, and whose payload checksum matches. A false match needs both CRC32C checks to pass by chance
-    (or a payload that itself holds TFRecord frames). The scan costs about a microsecond per skipped
-    byte. GZIP/ZLIB files are
-    decompressed up to the first damaged compressed byte; what follows it cannot be decompressed and is
-    reported as lost (``SalvageReport.lost_compressed_bytes``).
+    by testing every following position for a header whose length checksum matches, whose length fits
+    the file, and whose payload checksum matches. A false match needs both CRC32C checks to pass by chance
+    (or a payload that itself holds TFRecord frames). The search tests many positions at once with numpy
+    and stays linear in the file size even for crafted overlapping frames. GZIP/ZLIB files are
+    decompressed up to the first compressed byte found damaged, keeping everything inflated before it;
+    what follows cannot be decompressed and is reported as lost (``SalvageReport.lost_compressed_bytes``).
 FFRecord
     Every sample is located from the header's offsets and kept only if its CRC-32 matches, so a damaged
     sample (or a damaged header entry) loses only that sample. A header whose sample count cannot fit the
@@ -62,6 +62,10 @@ _I64 = struct.Struct("<q")
 _WBITS = {"gzip": 31, "zlib": 15}
 _LAST_SAMPLE_SEARCH = 1 << 26
 """How far (64 MiB) the end of a damaged last FFRecord sample is looked for."""
+_OF_MAP_TAG = 0x0A
+"""The first byte of every OFRecord payload: field 1 (the ``feature`` map), length-delimited."""
+_RESYNC_BLOCK = 1 << 16
+"""The most positions a resynchronising TFRecord search tests at once."""
 
 
 @dataclass(frozen=True)
@@ -166,26 +170,91 @@ def _buffer_of(src: Any, cleanup: list[Any]) -> tuple[mmap.mmap | bytes, str | N
     return mapped, path
 
 
+_INFLATE_PIECE = 1 << 16
+"""Compressed bytes fed to the decompressor at once: the most re-inflated to locate damage."""
+
+
+class _Emitter:
+    """Writes inflated bytes once each, however often a retry inflates them again.
+
+    ``position`` is where the next output belongs in the inflated stream; output before the high-water
+    mark ``written`` was written already and is dropped (inflating the same input gives the same bytes).
+    """
+
+    def __init__(self, write: Callable[[bytes], Any]) -> None:
+        self.write = write
+        self.position = 0
+        self.written = 0
+
+    def __call__(self, data: bytes) -> None:
+        start = self.position
+        self.position += len(data)
+        if self.position > self.written:
+            self.write(data[self.written - start :] if self.written > start else data)
+            self.written = self.position
+
+
+def _feed(inflater: Any, piece: bytes, emit: Callable[[bytes], None]) -> None:
+    """Inflate ``piece``, passing the output to ``emit`` in bounded steps; raises ``zlib.error``."""
+    emit(inflater.decompress(piece, READ_CHUNK))
+    while inflater.unconsumed_tail and not inflater.eof:
+        emit(inflater.decompress(inflater.unconsumed_tail, READ_CHUNK))
+
+
+def _feed_until_damage(inflater: Any, piece: bytes, emit: _Emitter) -> tuple[Any, int]:
+    """Inflate the longest prefix of ``piece`` that inflates without error.
+
+    Returns the decompressor after that prefix and the prefix's length (``len(piece)`` if nothing is
+    wrong). A ``zlib.error`` loses the output of the call that raised it, so on an error the prefix is
+    found by halving, each trial on a copy of the decompressor; output written before the error is not
+    written twice.
+    """
+    saved = inflater.copy()
+    reached = emit.position  # the inflated stream's length after piece[:good]
+    try:
+        _feed(inflater, piece, emit)
+        return inflater, len(piece)
+    except zlib.error:
+        pass
+    good, bad = 0, len(piece)  # piece[:good] inflates cleanly, piece[:bad] does not
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        trial = saved.copy()
+        emit.position = reached
+        try:
+            _feed(trial, piece[good:middle], emit)
+        except zlib.error:
+            bad = middle
+            continue
+        saved, good, reached = trial, middle, emit.position
+    emit.position = reached
+    return saved, good
+
+
 def _inflate(
     buffer: mmap.mmap | bytes, compression: str, report: SalvageReport, cleanup: list[Any]
 ) -> tuple[mmap.mmap | bytes, int]:
-    """Decompress to a temporary file up to the first damage, in bounded steps; note what was lost."""
+    """Decompress to a temporary file up to the first damage, in bounded steps; note what was lost.
+
+    Everything the damaged stream inflates to before the first compressed byte found damaged is kept,
+    including when only a member's trailer (its CRC-32 or length) is damaged.
+    """
     out = tempfile.TemporaryFile(prefix="recordkit-salvage-")  # noqa: SIM115
     cleanup.append(out)
+    emit = _Emitter(out.write)
     wbits = _WBITS[compression]
     pos = 0
     size = len(buffer)
     while pos < size:
         inflater = zlib.decompressobj(wbits)
-        try:
-            while pos < size and not inflater.eof:
-                chunk = buffer[pos : pos + READ_CHUNK]
-                out.write(inflater.decompress(chunk, READ_CHUNK))
-                while inflater.unconsumed_tail:
-                    out.write(inflater.decompress(inflater.unconsumed_tail, READ_CHUNK))
-                pos += len(chunk) - len(inflater.unused_data)
-        except zlib.error:
-            report.lost_compressed_bytes = size - pos
+        while pos < size and not inflater.eof:
+            piece = buffer[pos : pos + _INFLATE_PIECE]
+            inflater, used = _feed_until_damage(inflater, piece, emit)
+            if used < len(piece):
+                report.lost_compressed_bytes = size - pos - used
+                break
+            pos += len(piece) - len(inflater.unused_data)
+        if report.lost_compressed_bytes:
             break
         if not inflater.eof:
             report.stream_truncated = True
@@ -246,6 +315,8 @@ class _Skips:
 
 FrameCheck = Callable[[Any, int, int], "int | None"]
 """``check(buffer, pos, size)``: the end of an acceptable frame starting at ``pos``, or ``None``."""
+Resync = Callable[[Any, int, int], int]
+"""``resync(buffer, pos, size)``: the first position from ``pos`` on where a frame is trusted, else ``size``."""
 
 
 def _scan_frames(
@@ -256,10 +327,10 @@ def _scan_frames(
     header: int,
     trailer: int,
     intact: FrameCheck,
-    anchor: FrameCheck,
+    resync: Resync,
     describe: Callable[[Any, int, int], str],
 ) -> Iterator[bytes]:
-    """Yield intact frames; after damage, skip to the next position where ``anchor`` accepts a frame."""
+    """Yield intact frames; after damage, skip to the next position where ``resync`` trusts a frame."""
     pos = 0
     while pos < size:
         end = intact(buffer, pos, size)
@@ -271,9 +342,7 @@ def _scan_frames(
         # Even when the length looks right, bytes may be missing or added inside the frame: look for
         # the next intact frame from the next byte on rather than trusting the length.
         start = pos
-        pos += 1
-        while pos < size and anchor(buffer, pos, size) is None:
-            pos += 1
+        pos = resync(buffer, pos + 1, size)
         if pos >= size:
             reason = "no intact record up to the end of the file (truncated?)"
         else:
@@ -291,13 +360,86 @@ def _tfrecord_header(buffer: Any, pos: int, size: int) -> int | None:
     return int(pos + 16 + length)
 
 
-def _tfrecord_intact(buffer: Any, pos: int, size: int) -> int | None:
-    """The end of the frame at ``pos`` if both its checksums match, else ``None``."""
-    end = _tfrecord_header(buffer, pos, size)
-    if end is None:
-        return None
-    data_ok = _crc.masked_crc32c(buffer[pos + 12 : end - 4]) == _U32.unpack_from(buffer, end - 4)[0]
-    return end if data_ok else None
+def _crc32c_range(buffer: Any, start: int, stop: int) -> int:
+    """The CRC32C of ``buffer[start:stop]``, read in bounded slices (a memory map is never copied whole)."""
+    crc = 0
+    for at in range(start, stop, READ_CHUNK):
+        crc = _crc.crc32c_extend(crc, buffer[at : min(at + READ_CHUNK, stop)])
+    return crc
+
+
+class _TFRecordFrames:
+    """Finds intact TFRecord frames in a buffer, with work linear in its size whatever the content.
+
+    A crafted file can hold a valid header every 12 bytes, each claiming a payload of half the file; checking
+    each payload on its own would be quadratic. So the resynchronising search tests a block of positions at
+    once with numpy (the length checksum of every position, then the payload checksum of the few that pass),
+    and payloads are checksummed through :class:`recordkit._rangecrc.RangeCRC`, which touches each byte a
+    bounded number of times. Frames met in order are checked directly, as long as the bytes checksummed in
+    vain so far stay under the size of the file.
+    """
+
+    def __init__(self, buffer: Any, size: int) -> None:
+        self.buffer = buffer
+        self.size = size
+        self.wasted = 0
+        self._ranges: Any = None
+
+    def ranges(self) -> Any:
+        """The shared :class:`~recordkit._rangecrc.RangeCRC` of the buffer (numpy is imported here)."""
+        if self._ranges is None:
+            from recordkit import _rangecrc
+
+            self._ranges = _rangecrc.RangeCRC(
+                self.buffer, _crc.crc32c_extend, _rangecrc.CRC32C_POLY
+            )
+        return self._ranges
+
+    def intact(self, buffer: Any, pos: int, size: int) -> int | None:
+        """The end of the frame at ``pos`` if both its checksums match, else ``None``."""
+        end = _tfrecord_header(buffer, pos, size)
+        if end is None:
+            return None
+        start, stop = pos + 12, end - 4
+        expected = _crc.unmask(_U32.unpack_from(buffer, stop)[0])
+        if self.wasted <= size:
+            if _crc32c_range(buffer, start, stop) == expected:
+                return end
+            self.wasted += stop - start
+            return None
+        return end if int(self.ranges().crcs([start], [stop])[0]) == expected else None
+
+    def resync(self, buffer: Any, pos: int, size: int) -> int:
+        """The first position from ``pos`` on that starts an intact frame, else ``size``."""
+        block = 256
+        while pos < size - 15:
+            stop = min(pos + block, size - 15)
+            found = self._first_intact(pos, stop)
+            if found is not None:
+                return found
+            pos = stop
+            block = min(block * 4, _RESYNC_BLOCK)
+        return size
+
+    def _first_intact(self, lo: int, hi: int) -> int | None:
+        """The first position in ``[lo, hi)`` that starts an intact frame (``hi <= size - 15``)."""
+        import numpy as np
+
+        from recordkit._rangecrc import tfrecord_headers
+
+        buffer, size = self.buffer, self.size
+        at = tfrecord_headers(buffer, lo, hi) + lo
+        lengths = np.ndarray((size - 7,), "<u8", buffer, 0, (1,))[at]
+        fits = lengths <= (size - 16 - at).astype(np.uint64)
+        at, lengths = at[fits], lengths[fits].astype(np.int64)
+        if not len(at):
+            return None
+        starts = at + 12
+        stops = starts + lengths
+        stored = np.ndarray((size - 3,), "<u4", buffer, 0, (1,))[stops] - np.uint32(_crc.MASK_DELTA)
+        expected = (stored >> 17) | (stored << 15)
+        hits = np.flatnonzero(self.ranges().crcs(starts, stops) == expected)
+        return int(at[hits[0]]) if len(hits) else None
 
 
 def _tfrecord_damage(buffer: Any, pos: int, size: int) -> str:
@@ -307,16 +449,31 @@ def _tfrecord_damage(buffer: Any, pos: int, size: int) -> str:
 
 
 def _scan_tfrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
+    frames = _TFRecordFrames(buffer, size)
     return _scan_frames(
         buffer,
         size,
         skips,
         header=12,
         trailer=4,
-        intact=_tfrecord_intact,
-        anchor=_tfrecord_intact,
+        intact=frames.intact,
+        resync=frames.resync,
         describe=_tfrecord_damage,
     )
+
+
+def _ofrecord_length(buffer: Any, pos: int, size: int) -> int | None:
+    """The payload length of a plausible OFRecord frame header at ``pos``, or ``None``.
+
+    Checked before anything is decoded (or copied): the length is positive and fits the file, and the
+    payload starts with the tag of the ``feature`` map, the only field of an ``OFRecord``.
+    """
+    if size - pos < 9:
+        return None
+    length: int = _I64.unpack_from(buffer, pos)[0]
+    if length <= 0 or length > size - pos - 8 or buffer[pos + 8] != _OF_MAP_TAG:
+        return None
+    return length
 
 
 def _ofrecord_frame(buffer: Any, pos: int, size: int) -> int | None:
@@ -324,10 +481,8 @@ def _ofrecord_frame(buffer: Any, pos: int, size: int) -> int | None:
     from recordkit.errors import DecodeError
     from recordkit.example import decode_ofrecord
 
-    if size - pos < 9:
-        return None
-    length = _I64.unpack_from(buffer, pos)[0]
-    if length <= 0 or length > size - pos - 8:
+    length = _ofrecord_length(buffer, pos, size)
+    if length is None:
         return None
     try:
         features = decode_ofrecord(buffer[pos + 8 : pos + 8 + length])
@@ -338,10 +493,22 @@ def _ofrecord_frame(buffer: Any, pos: int, size: int) -> int | None:
 
 def _ofrecord_anchor(buffer: Any, pos: int, size: int) -> int | None:
     """After damage, a frame is trusted only if the end of the file or another frame follows it."""
-    end = _ofrecord_frame(buffer, pos, size)
-    if end is not None and (end == size or _ofrecord_frame(buffer, end, size) is not None):
-        return end
-    return None
+    length = _ofrecord_length(buffer, pos, size)
+    if length is None:
+        return None
+    end = pos + 8 + length
+    # Both headers are checked before either payload is decoded: decoding costs the payload's length.
+    if end != size and _ofrecord_length(buffer, end, size) is None:
+        return None
+    if _ofrecord_frame(buffer, pos, size) is None:
+        return None
+    return end if end == size or _ofrecord_frame(buffer, end, size) is not None else None
+
+
+def _ofrecord_resync(buffer: Any, pos: int, size: int) -> int:
+    while pos < size and _ofrecord_anchor(buffer, pos, size) is None:
+        pos += 1
+    return pos
 
 
 def _scan_ofrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
@@ -352,7 +519,7 @@ def _scan_ofrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
         header=8,
         trailer=0,
         intact=_ofrecord_frame,
-        anchor=_ofrecord_anchor,
+        resync=_ofrecord_resync,
         describe=lambda buffer, pos, size: "no valid record",
     )
 
@@ -368,21 +535,23 @@ def _scan_ffrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
         skips.add(12, size, "the header declares no samples (an unfinished file?)", 0)
     crcs = struct.unpack_from(f"<{count}I", buffer, 12)
     offsets = struct.unpack_from(f"<{count}q", buffer, 12 + 4 * count)
+    spans = []
     for i, start in enumerate(offsets):
         end = offsets[i + 1] if i + 1 < count else size
-        if not header_end <= start <= end <= size:
-            reason = "the header's offsets for this sample are impossible"
-            if end > size >= start >= header_end:
-                reason = "the file ends inside this sample (truncated?)"
-            elif start > size:
-                reason = "the sample starts past the end of the file (truncated?)"
-            low, high = min(max(start, header_end), size), min(max(end, header_end), size)
-            skips.add(low, max(low, high), reason, i)
+        if header_end <= start <= end <= size:
+            spans.append((i, start, end))
             continue
-        data = buffer[start:end]
-        if zlib.crc32(data) == crcs[i]:
+        reason = "the header's offsets for this sample are impossible"
+        if end > size >= start >= header_end:
+            reason = "the file ends inside this sample (truncated?)"
+        elif start > size:
+            reason = "the sample starts past the end of the file (truncated?)"
+        low, high = min(max(start, header_end), size), min(max(end, header_end), size)
+        skips.add(low, max(low, high), reason, i)
+    for (i, start, end), actual in zip(spans, _sample_crcs(buffer, size, spans), strict=True):
+        if actual == crcs[i]:
             skips.report.records += 1
-            yield data
+            yield buffer[start:end]
             continue
         if i + 1 == count:
             # The last sample runs to the end of the file: bytes appended after it make it fail.
@@ -395,6 +564,30 @@ def _scan_ffrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
         skips.add(start, end, "sample checksum mismatch", i)
     # Damaged offsets may point backwards: list the ranges in file order, as for the other formats.
     skips.report.skipped.sort(key=lambda r: (r.start, r.end))
+
+
+def _sample_crcs(buffer: Any, size: int, spans: list[tuple[int, int, int]]) -> Iterator[int]:
+    """The CRC-32 of every ``(index, start, end)`` sample range, in order.
+
+    Damaged (or crafted) offsets can make the ranges overlap, up to a third of the file's size of them each
+    spanning most of it; then the ranges are checksummed through prefix CRCs, in time linear in the file.
+    """
+    if sum(end - start for _, start, end in spans) <= 2 * size:
+        for _, start, end in spans:
+            with memoryview(
+                buffer
+            ) as view:  # released before each yield: the map may be closed then
+                crc = zlib.crc32(view[start:end])
+            yield crc
+        return
+    from recordkit import _rangecrc
+
+    ranges = _rangecrc.RangeCRC(
+        buffer, lambda crc, data: zlib.crc32(data, crc), _rangecrc.CRC32_POLY
+    )
+    for at in range(0, len(spans), _RESYNC_BLOCK):
+        batch = spans[at : at + _RESYNC_BLOCK]
+        yield from ranges.crcs([s for _, s, _ in batch], [e for _, _, e in batch]).tolist()
 
 
 def _last_sample_end(buffer: Any, start: int, end: int, crc: int) -> int | None:

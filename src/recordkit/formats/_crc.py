@@ -41,6 +41,8 @@ __all__ = [
     "crc32_backends",
     "crc32c",
     "crc32c_backends",
+    "crc32c_extend",
+    "crc32c_extend_backends",
     "mask",
     "masked_crc32c",
     "unmask",
@@ -122,6 +124,36 @@ def _select() -> tuple[str, Callable[[bytes], int]]:
 
 
 CRC32C_BACKEND, crc32c = _select()
+
+
+def crc32c_extend_backends() -> dict[str, Callable[[int, bytes], int]]:
+    """Return the incremental form of every usable CRC32C implementation, by backend name.
+
+    Returns
+    -------
+    dict
+        The keys of :func:`crc32c_backends`. Each function maps ``(crc, data)`` to the CRC32C of the
+        bytes checksummed so far followed by ``data``, where ``crc`` is the CRC32C of those first bytes.
+    """
+    function = _crcmod_function()[0]
+    backends: dict[str, Callable[[int, bytes], int]] = {
+        "crcmod": lambda crc, data: function(data, crc)  # type: ignore[call-arg]
+    }
+    if _google_function() is not None:
+        import google_crc32c
+
+        backends["google-crc32c"] = google_crc32c.extend
+    return backends
+
+
+crc32c_extend = crc32c_extend_backends()[
+    "google-crc32c" if CRC32C_BACKEND == "google-crc32c" else "crcmod"
+]
+"""``crc32c_extend(crc, data)``: the CRC32C of ``first + data`` given ``crc == crc32c(first)``.
+
+The same backend as :func:`crc32c`; it lets a long payload be checked in bounded pieces:
+``crc32c_extend(crc32c(b"1234"), b"56789") == crc32c(b"123456789")``.
+"""
 _warned = False
 
 

@@ -13,13 +13,22 @@ override :meth:`~SequentialFrameReader.iter_buffer` with a faster loop over a me
 
 from __future__ import annotations
 
+import io
 from abc import abstractmethod
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from recordkit.errors import StaleIndexError
-from recordkit.formats.base import IndexedFrameReader, Offsets, Source, SupportsRead, read_full
+from recordkit.formats.base import (
+    READ_CHUNK,
+    IndexedFrameReader,
+    Offsets,
+    Source,
+    SupportsRead,
+    read_full,
+)
 
 if TYPE_CHECKING:
     import mmap
@@ -81,6 +90,17 @@ class SequentialFrameReader(IndexedFrameReader):
     def check_payload(self, data: bytes, trailer: bytes, index: int, offset: int) -> None:
         """Verify ``data`` against its ``trailer``; called only when ``check_crc`` is on and TRAILER > 0."""
 
+    def check_chunks(
+        self, chunks: Iterable[bytes], trailer: bytes, index: int, offset: int
+    ) -> None:
+        """Verify a payload given as consecutive pieces against its ``trailer``, like :meth:`check_payload`.
+
+        Used for payloads read from a stream in pieces, so that a payload failing its check is never also
+        joined into one copy. This default joins the pieces; a format whose checksum can be computed
+        piece by piece overrides it.
+        """
+        self.check_payload(b"".join(chunks), trailer, index, offset)
+
     # -- iteration -------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[bytes]:
@@ -117,7 +137,11 @@ class SequentialFrameReader(IndexedFrameReader):
             index += 1
 
     def iter_stream(self, stream: SupportsRead) -> Iterator[bytes]:
-        """Yield the records of a stream, reading in bounded chunks."""
+        """Yield the records of a stream, reading in bounded chunks.
+
+        Nothing is allocated from a record's length field: a payload is read piece by piece, so it takes
+        only as much memory as the stream actually delivers, and it is verified before it is returned.
+        """
         read = stream.read
         # Bound to locals, as in iter_buffer, because the loop below runs once per record.
         header_size, trailer_size = self.HEADER, self.TRAILER
@@ -132,15 +156,44 @@ class SequentialFrameReader(IndexedFrameReader):
                     return
                 raise self.truncated("the file ends inside a record header", index, pos)
             length = parse(header, index, pos)
-            data = read_full(read, length)
-            trailer = read_full(read, trailer_size) if trailer_size else b""
-            if len(data) < length or len(trailer) < trailer_size:
-                raise self.truncated("the file ends inside a record", index, pos)
-            if verify:
-                check(data, trailer, index, pos)
+            if length > READ_CHUNK:
+                data = self._read_long_payload(read, length, index, pos, verify)
+            else:
+                data = read_full(read, length)
+                trailer = read_full(read, trailer_size) if trailer_size else b""
+                if len(data) < length or len(trailer) < trailer_size:
+                    raise self.truncated("the file ends inside a record", index, pos)
+                if verify:
+                    check(data, trailer, index, pos)
             yield data
             pos += header_size + length + trailer_size
             index += 1
+
+    def _read_long_payload(
+        self, read: Callable[[int], bytes], length: int, index: int, offset: int, verify: bool
+    ) -> bytes:
+        """Read (and verify) a payload of ``length`` bytes, more than one chunk, from a stream.
+
+        The pieces go into one ``BytesIO``, whose buffer grows in place and is handed over by
+        ``getvalue()`` without a copy (CPython), so the payload is held once, not as pieces plus a joined
+        copy. The checksum is computed over the pieces before that hand-over.
+        """
+        buffer = io.BytesIO()
+        got = 0
+        while got < length:
+            chunk = read(min(length - got, READ_CHUNK))
+            if not chunk:
+                break
+            buffer.write(chunk)
+            got += len(chunk)
+        del chunk
+        trailer = read_full(read, self.TRAILER) if self.TRAILER else b""
+        if got < length or len(trailer) < self.TRAILER:
+            raise self.truncated("the file ends inside a record", index, offset)
+        if verify:
+            buffer.seek(0)
+            self.check_chunks(iter(partial(buffer.read, READ_CHUNK), b""), trailer, index, offset)
+        return buffer.getvalue()
 
     # -- random access ---------------------------------------------------------------------------
 

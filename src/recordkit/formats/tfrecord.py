@@ -186,6 +186,18 @@ class TFRecordReader(SequentialFrameReader):
         if actual != stored:
             raise self._data_error(index, offset, stored, actual)
 
+    def check_chunks(
+        self, chunks: Iterable[bytes], trailer: bytes, index: int, offset: int
+    ) -> None:
+        """Verify the payload checksum of a payload given as consecutive pieces, never joining them."""
+        crc = 0
+        for chunk in chunks:
+            crc = _crc.crc32c_extend(crc, chunk)
+        stored = _U32.unpack(trailer)[0]
+        actual = _crc.mask(crc)
+        if actual != stored:
+            raise self._data_error(index, offset, stored, actual)
+
     def _length_error(self, index: int, offset: int, stored: int, actual: int) -> ChecksumError:
         # Only a bad first header suggests the file is not a TFRecord file at all.
         hint = " (is this a TFRecord file?)" if offset == 0 else ""
