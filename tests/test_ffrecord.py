@@ -206,6 +206,68 @@ def test_stream_reading(golden_dir, ffrecord_manifest):
         list(reader)
 
 
+def _damaged_files():
+    """FFRecord files damaged by structure, each with the samples the intact file held."""
+    from recordkit.formats.ffrecord import build_header  # noqa: F401 - used through _header
+
+    samples = [b"alpha", b"", b"gamma" * 5]
+    buffer = io.BytesIO()
+    with rk.open(buffer, "w", format="ffrecord") as writer:
+        writer.write_many(samples)
+    good = buffer.getvalue()
+    zero = _header([], [])
+    return {
+        "zero samples then data": (zero + b"leftover", []),
+        "zero samples then one byte": (zero + b"\0", []),
+        "trailing bytes": (good + b"!", samples),
+        "last sample cut": (good[:-3], samples),
+        "middle sample cut": (good[: len(good) - 26], samples),
+        "header cut": (good[:20], samples),
+        "count too large": (good[:4] + (99).to_bytes(8, "little") + good[12:], samples),
+        "header checksum damaged": (bytes([good[0] ^ 1]) + good[1:], samples),
+        "payload damaged": (good[:-1] + bytes([good[-1] ^ 1]), samples),
+    }
+
+
+def _outcome(source):
+    """The samples a reader yields from ``source`` and the recordkit error it ends with (or None)."""
+    got = []
+    try:
+        with rk.open(source, format="ffrecord") as reader:
+            got.extend(reader)
+    except CorruptRecordError as exc:
+        return got, exc
+    return got, None
+
+
+@pytest.mark.parametrize("case", list(_damaged_files()))
+def test_streams_and_seekable_files_agree_on_damage(tmp_path, case):
+    from recordkit.testing import NoSeekBytesIO
+
+    data, samples = _damaged_files()[case]
+    (tmp_path / "x.ffr").write_bytes(data)
+    outcomes = {
+        "path": _outcome(tmp_path / "x.ffr"),
+        "seekable": _outcome(io.BytesIO(data)),
+        "stream": _outcome(NoSeekBytesIO(data)),
+    }
+    for how, (got, error) in outcomes.items():
+        assert error is not None, f"{how} read the damaged file without an error"
+        assert got == samples[: len(got)], f"{how} returned a sample that was never written"
+    assert outcomes["path"][0] == outcomes["seekable"][0]
+
+
+def test_a_stream_declaring_zero_samples_with_data_after_it_is_a_header_error():
+    from recordkit.testing import NoSeekBytesIO
+
+    data = _header([], []) + b"data the header does not describe"
+    for source in (io.BytesIO(data), NoSeekBytesIO(data)):
+        with pytest.raises(HeaderError, match="declares 0 samples") as caught:
+            list(rk.open(source, format="ffrecord"))
+        assert caught.value.offset == 12
+    assert list(rk.open(NoSeekBytesIO(_header([], [])), format="ffrecord")) == []
+
+
 # -- the drop-in API ------------------------------------------------------------------------------
 
 

@@ -153,14 +153,18 @@ class FFRecordReader(IndexedFrameReader):
             offset = 12 + 4 * len(self.offsets) + 8 * index
         return HeaderError(message, path=self.path, index=index, offset=offset)
 
+    def _unfinished(self, extra: str) -> HeaderError:
+        return self._header_error(
+            f"the header declares 0 samples but the file has {extra} after it "
+            "(an unfinished file, whose writer never wrote the header?)",
+            offset=12,
+        )
+
     def _validate(self, header_end: int) -> None:
         offsets, size = self.offsets, self.size
         if not offsets:
             if size is not None and size != 12:
-                raise self._header_error(
-                    f"the header declares 0 samples but the file has {size - 12} bytes after it "
-                    "(an unfinished file, whose writer never wrote the header?)"
-                )
+                raise self._unfinished(f"{size - 12} bytes")
             return
         if offsets[0] != header_end:
             raise self._header_error(
@@ -262,15 +266,22 @@ class FFRecordReader(IndexedFrameReader):
             yield data
 
     def _iter_ranges(self, batch: int = 1 << 22) -> Iterator[bytes]:
-        """Read a seekable (e.g. remote) file in ranged reads of about ``batch`` bytes."""
+        """Read a seekable (e.g. remote) file in ranged reads of about ``batch`` bytes.
+
+        Samples are checked and yielded one at a time, so those before a damaged one still come out.
+        """
         count = len(self.offsets)
+        span = self.span
         first = 0
         while first < count:
             last = first
             start = self.offsets[first]
-            while last + 1 < count and self.span(last + 1)[1] - start <= batch:
+            while last + 1 < count and span(last + 1)[1] - start <= batch:
                 last += 1
-            yield from self.read_many(range(first, last + 1))
+            blob = self.source.pread(start, span(last)[1] - start)
+            for index in range(first, last + 1):
+                begin, end = span(index)
+                yield self.decode(blob, begin - start, end - start, index, begin)
             first = last + 1
 
     def _iter_stream(self, stream: SupportsRead) -> Iterator[bytes]:
@@ -282,6 +293,9 @@ class FFRecordReader(IndexedFrameReader):
         self._load(read_full(read, 12), read_header)
         offsets = self.offsets
         count = len(offsets)
+        if not count and read(1):
+            # The size check a seekable file gets on open, made when the stream shows its extra bytes.
+            raise self._unfinished("more bytes")
         for index in range(count):
             start = offsets[index]
             if index + 1 < count:
