@@ -325,3 +325,80 @@ def test_dropin_writer(tmp_path, golden_dir):
 def test_dump_single_file(tmp_path, golden_dir):
     ffrecord.dump([b"hello ffrecord"], tmp_path / "one.ffr", nfiles=1)
     assert (tmp_path / "one.ffr").read_bytes() == (golden_dir / "ffrecord" / "one.ffr").read_bytes()
+
+
+def test_dropin_get_offsets_ends_with_the_file_size(golden_dir, ffrecord_manifest):
+    path = golden_dir / "ffrecord" / "varied.ffr"
+    entry = ffrecord_manifest["files"]["varied.ffr"]
+    with ffrecord.FileReader(path) as reader:
+        offsets = reader.get_offsets(0)
+        checksums = reader.get_checksums(0)
+    assert offsets.dtype == np.int64
+    assert checksums.dtype == np.uint32
+    assert len(offsets) == reader.n + 1
+    assert len(checksums) == reader.n
+    assert list(offsets[:-1]) == entry["offsets"]
+    assert offsets[-1] == path.stat().st_size
+    assert list(checksums) == entry["crc32"]
+
+
+def test_dropin_validate_checks_headers_as_the_reference_does(golden_dir):
+    # The reference's validate() verifies each header checksum; samples are checked as they are read.
+    with ffrecord.FileReader(
+        golden_dir / "ffrecord" / "corrupt_payload.ffr", check_data=False
+    ) as r:
+        r.validate()
+    header = golden_dir / "ffrecord" / "corrupt_header.ffr"
+    with ffrecord.FileReader(header, check_data=False) as r, pytest.raises(ChecksumError):
+        r.validate()
+
+
+def test_dropin_samples_are_writable_and_independent(golden_dir, ffrecord_manifest):
+    entry = ffrecord_manifest["files"]["varied.ffr"]
+    with ffrecord.FileReader(golden_dir / "ffrecord" / "varied.ffr") as reader:
+        batch = reader.read([5, 5, 6])
+        batch[0][:] = 0
+        assert _sha([batch[1]]) == [entry["sha256"][5]]
+        assert _sha(reader.read([5])) == [entry["sha256"][5]]
+        one = reader.read_one(7)
+        one[:] = 1
+        assert _sha([reader.read_one(7)]) == [entry["sha256"][7]]
+    with pytest.raises(ValueError, match="closed"):
+        reader.read([0])
+
+
+def test_dropin_reads_across_files_in_any_order(golden_dir, ffrecord_manifest):
+    entry = ffrecord_manifest["files"]["multi/"]
+    with ffrecord.FileReader(golden_dir / "ffrecord" / "multi") as reader:
+        order = [9, 0, 5, 5, 3, 8, 1]
+        assert [a.tobytes().hex() for a in reader.read(order)] == [entry["hex"][i] for i in order]
+        assert reader.read([]) == []
+
+
+@pytest.mark.interop
+def test_dropin_api_matches_the_cpp_reference(golden_dir, tmp_path):
+    reference = pytest.importorskip("ffrecord")  # HFAiLab's C++ ffrecord, when built
+    paths = [golden_dir / "ffrecord" / name for name in ("varied.ffr", "one.ffr", "packed.ffr")]
+    theirs = reference.FileReader([str(p) for p in paths], True)
+    ours = ffrecord.FileReader(paths, True)
+    try:
+        assert ours.n == theirs.n
+        assert list(ours.fnames) == list(theirs.fnames)
+        for i in range(len(paths)):
+            np.testing.assert_array_equal(ours.get_offsets(i), theirs.get_offsets(i))
+            np.testing.assert_array_equal(ours.get_checksums(i), theirs.get_checksums(i))
+            assert ours.get_offsets(i).dtype == theirs.get_offsets(i).dtype
+            assert ours.get_checksums(i).dtype == theirs.get_checksums(i).dtype
+        order = [ours.n - 1, 0, 3, 3, 100, 50]
+        for a, b in zip(ours.read(order), theirs.read(order), strict=True):
+            assert a.dtype == b.dtype
+            assert a.shape == b.shape
+            assert a.flags.writeable == b.flags.writeable
+            assert a.tobytes() == b.tobytes()
+        assert ours.read_one(4).tobytes() == theirs.read_one(4).tobytes()
+        assert ours.validate() is theirs.validate() is None
+        public = {name for name in dir(theirs) if not name.startswith("_")}
+        assert public <= {name for name in dir(ours) if not name.startswith("_")}
+    finally:
+        ours.close()
+        theirs.close()
