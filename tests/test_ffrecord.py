@@ -402,3 +402,44 @@ def test_dropin_api_matches_the_cpp_reference(golden_dir, tmp_path):
     finally:
         ours.close()
         theirs.close()
+
+
+def _write_without_n(path, samples):
+    with rk.open(path, "w", format="ffrecord") as writer:
+        writer.write_many(samples)
+    return path.read_bytes()
+
+
+def test_writing_without_n_needs_no_temporary_directory(tmp_path, monkeypatch):
+    import tempfile
+
+    samples = [b"a" * 70_000, b"", b"bc" * 10, b"d" * 200_000]
+    expected = io.BytesIO()
+    with rk.open(expected, "w", format="ffrecord", n=len(samples)) as writer:
+        writer.write_many(samples)
+    # The samples wait beside the output, not in $TMPDIR (another disk, maybe full or missing).
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no such directory"))
+    assert _write_without_n(tmp_path / "x.ffr", samples) == expected.getvalue()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.ffr"]
+
+
+def test_writing_without_n_copies_in_user_space_when_the_kernel_cannot(tmp_path, monkeypatch):
+    import os
+
+    samples = [bytes([i]) * (i * 1000) for i in range(40)]
+    kernel = _write_without_n(tmp_path / "kernel.ffr", samples)
+    calls = []
+
+    def refuse(*args):
+        calls.append(args)
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refuse, raising=False)
+    assert _write_without_n(tmp_path / "user.ffr", samples) == kernel
+    assert calls
+    buffer = io.BytesIO()
+    with rk.open(buffer, "w", format="ffrecord") as writer:
+        writer.write_many(samples)
+    assert buffer.getvalue() == kernel
+    with rk.open(tmp_path / "user.ffr") as reader:
+        assert list(reader) == samples
