@@ -430,6 +430,8 @@ class DifferentialTFRecordTarget(_DifferentialTarget):
             self.compare_with_tensorflow(got, error, plan)
         if plan.index is not None:
             self.read_with_index(case.data, plan, rng)
+        if rng.random() < 0.3:
+            self.read_detected(case.data, plan)
 
     @staticmethod
     def check_damage_reported(got: list[bytes], error: Any, plan: Plan, case: Case) -> None:
@@ -457,6 +459,23 @@ class DifferentialTFRecordTarget(_DifferentialTarget):
             )
         if failed:
             assert error is not None, "TensorFlow reports damage that recordkit read without error"
+        if not plan.compression:
+            # lenient=True ends where TensorFlow ends cleanly (a file cut inside a header).
+            lenient, lenient_error = _iterate(
+                lambda: rk.open(self.path(), format="tfrecord", compression="", lenient=True)
+            )
+            assert lenient == theirs, "lenient=True read other records than TensorFlow"
+            assert (lenient_error is not None) == failed, (
+                f"lenient=True ended with {lenient_error!r}, TensorFlow with an error: {failed}"
+            )
+
+    def read_detected(self, data: bytes, plan: Plan) -> None:
+        """With the compression detected from the content: an intact file reads exactly."""
+        got, error = _iterate(lambda: rk.open(io.BytesIO(data), format="tfrecord"))
+        _check_prefix(got, plan.expected, "detected compression")
+        if plan.intact:
+            assert error is None, f"an intact file raised {error!r} with detected compression"
+            assert got == plan.expected, "an intact file read differently with detected compression"
 
     def read_with_index(self, data: bytes, plan: Plan, rng: random.Random) -> None:
         """Through a sidecar index of the undamaged file: written records or a recordkit error."""
