@@ -206,6 +206,68 @@ def test_stream_reading(golden_dir, ffrecord_manifest):
         list(reader)
 
 
+def _damaged_files():
+    """FFRecord files damaged by structure, each with the samples the intact file held."""
+    from recordkit.formats.ffrecord import build_header  # noqa: F401 - used through _header
+
+    samples = [b"alpha", b"", b"gamma" * 5]
+    buffer = io.BytesIO()
+    with rk.open(buffer, "w", format="ffrecord") as writer:
+        writer.write_many(samples)
+    good = buffer.getvalue()
+    zero = _header([], [])
+    return {
+        "zero samples then data": (zero + b"leftover", []),
+        "zero samples then one byte": (zero + b"\0", []),
+        "trailing bytes": (good + b"!", samples),
+        "last sample cut": (good[:-3], samples),
+        "middle sample cut": (good[: len(good) - 26], samples),
+        "header cut": (good[:20], samples),
+        "count too large": (good[:4] + (99).to_bytes(8, "little") + good[12:], samples),
+        "header checksum damaged": (bytes([good[0] ^ 1]) + good[1:], samples),
+        "payload damaged": (good[:-1] + bytes([good[-1] ^ 1]), samples),
+    }
+
+
+def _outcome(source):
+    """The samples a reader yields from ``source`` and the recordkit error it ends with (or None)."""
+    got = []
+    try:
+        with rk.open(source, format="ffrecord") as reader:
+            got.extend(reader)
+    except CorruptRecordError as exc:
+        return got, exc
+    return got, None
+
+
+@pytest.mark.parametrize("case", list(_damaged_files()))
+def test_streams_and_seekable_files_agree_on_damage(tmp_path, case):
+    from recordkit.testing import NoSeekBytesIO
+
+    data, samples = _damaged_files()[case]
+    (tmp_path / "x.ffr").write_bytes(data)
+    outcomes = {
+        "path": _outcome(tmp_path / "x.ffr"),
+        "seekable": _outcome(io.BytesIO(data)),
+        "stream": _outcome(NoSeekBytesIO(data)),
+    }
+    for how, (got, error) in outcomes.items():
+        assert error is not None, f"{how} read the damaged file without an error"
+        assert got == samples[: len(got)], f"{how} returned a sample that was never written"
+    assert outcomes["path"][0] == outcomes["seekable"][0]
+
+
+def test_a_stream_declaring_zero_samples_with_data_after_it_is_a_header_error():
+    from recordkit.testing import NoSeekBytesIO
+
+    data = _header([], []) + b"data the header does not describe"
+    for source in (io.BytesIO(data), NoSeekBytesIO(data)):
+        with pytest.raises(HeaderError, match="declares 0 samples") as caught:
+            list(rk.open(source, format="ffrecord"))
+        assert caught.value.offset == 12
+    assert list(rk.open(NoSeekBytesIO(_header([], [])), format="ffrecord")) == []
+
+
 # -- the drop-in API ------------------------------------------------------------------------------
 
 
@@ -263,3 +325,121 @@ def test_dropin_writer(tmp_path, golden_dir):
 def test_dump_single_file(tmp_path, golden_dir):
     ffrecord.dump([b"hello ffrecord"], tmp_path / "one.ffr", nfiles=1)
     assert (tmp_path / "one.ffr").read_bytes() == (golden_dir / "ffrecord" / "one.ffr").read_bytes()
+
+
+def test_dropin_get_offsets_ends_with_the_file_size(golden_dir, ffrecord_manifest):
+    path = golden_dir / "ffrecord" / "varied.ffr"
+    entry = ffrecord_manifest["files"]["varied.ffr"]
+    with ffrecord.FileReader(path) as reader:
+        offsets = reader.get_offsets(0)
+        checksums = reader.get_checksums(0)
+    assert offsets.dtype == np.int64
+    assert checksums.dtype == np.uint32
+    assert len(offsets) == reader.n + 1
+    assert len(checksums) == reader.n
+    assert list(offsets[:-1]) == entry["offsets"]
+    assert offsets[-1] == path.stat().st_size
+    assert list(checksums) == entry["crc32"]
+
+
+def test_dropin_validate_checks_headers_as_the_reference_does(golden_dir):
+    # The reference's validate() verifies each header checksum; samples are checked as they are read.
+    with ffrecord.FileReader(
+        golden_dir / "ffrecord" / "corrupt_payload.ffr", check_data=False
+    ) as r:
+        r.validate()
+    header = golden_dir / "ffrecord" / "corrupt_header.ffr"
+    with ffrecord.FileReader(header, check_data=False) as r, pytest.raises(ChecksumError):
+        r.validate()
+
+
+def test_dropin_samples_are_writable_and_independent(golden_dir, ffrecord_manifest):
+    entry = ffrecord_manifest["files"]["varied.ffr"]
+    with ffrecord.FileReader(golden_dir / "ffrecord" / "varied.ffr") as reader:
+        batch = reader.read([5, 5, 6])
+        batch[0][:] = 0
+        assert _sha([batch[1]]) == [entry["sha256"][5]]
+        assert _sha(reader.read([5])) == [entry["sha256"][5]]
+        one = reader.read_one(7)
+        one[:] = 1
+        assert _sha([reader.read_one(7)]) == [entry["sha256"][7]]
+    with pytest.raises(ValueError, match="closed"):
+        reader.read([0])
+
+
+def test_dropin_reads_across_files_in_any_order(golden_dir, ffrecord_manifest):
+    entry = ffrecord_manifest["files"]["multi/"]
+    with ffrecord.FileReader(golden_dir / "ffrecord" / "multi") as reader:
+        order = [9, 0, 5, 5, 3, 8, 1]
+        assert [a.tobytes().hex() for a in reader.read(order)] == [entry["hex"][i] for i in order]
+        assert reader.read([]) == []
+
+
+@pytest.mark.interop
+def test_dropin_api_matches_the_cpp_reference(golden_dir, tmp_path):
+    reference = pytest.importorskip("ffrecord")  # HFAiLab's C++ ffrecord, when built
+    paths = [golden_dir / "ffrecord" / name for name in ("varied.ffr", "one.ffr", "packed.ffr")]
+    theirs = reference.FileReader([str(p) for p in paths], True)
+    ours = ffrecord.FileReader(paths, True)
+    try:
+        assert ours.n == theirs.n
+        assert list(ours.fnames) == list(theirs.fnames)
+        for i in range(len(paths)):
+            np.testing.assert_array_equal(ours.get_offsets(i), theirs.get_offsets(i))
+            np.testing.assert_array_equal(ours.get_checksums(i), theirs.get_checksums(i))
+            assert ours.get_offsets(i).dtype == theirs.get_offsets(i).dtype
+            assert ours.get_checksums(i).dtype == theirs.get_checksums(i).dtype
+        order = [ours.n - 1, 0, 3, 3, 100, 50]
+        for a, b in zip(ours.read(order), theirs.read(order), strict=True):
+            assert a.dtype == b.dtype
+            assert a.shape == b.shape
+            assert a.flags.writeable == b.flags.writeable
+            assert a.tobytes() == b.tobytes()
+        assert ours.read_one(4).tobytes() == theirs.read_one(4).tobytes()
+        assert ours.validate() is theirs.validate() is None
+        public = {name for name in dir(theirs) if not name.startswith("_")}
+        assert public <= {name for name in dir(ours) if not name.startswith("_")}
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def _write_without_n(path, samples):
+    with rk.open(path, "w", format="ffrecord") as writer:
+        writer.write_many(samples)
+    return path.read_bytes()
+
+
+def test_writing_without_n_needs_no_temporary_directory(tmp_path, monkeypatch):
+    import tempfile
+
+    samples = [b"a" * 70_000, b"", b"bc" * 10, b"d" * 200_000]
+    expected = io.BytesIO()
+    with rk.open(expected, "w", format="ffrecord", n=len(samples)) as writer:
+        writer.write_many(samples)
+    # The samples wait beside the output, not in $TMPDIR (another disk, maybe full or missing).
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no such directory"))
+    assert _write_without_n(tmp_path / "x.ffr", samples) == expected.getvalue()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.ffr"]
+
+
+def test_writing_without_n_copies_in_user_space_when_the_kernel_cannot(tmp_path, monkeypatch):
+    import os
+
+    samples = [bytes([i]) * (i * 1000) for i in range(40)]
+    kernel = _write_without_n(tmp_path / "kernel.ffr", samples)
+    calls = []
+
+    def refuse(*args):
+        calls.append(args)
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refuse, raising=False)
+    assert _write_without_n(tmp_path / "user.ffr", samples) == kernel
+    assert calls
+    buffer = io.BytesIO()
+    with rk.open(buffer, "w", format="ffrecord") as writer:
+        writer.write_many(samples)
+    assert buffer.getvalue() == kernel
+    with rk.open(tmp_path / "user.ffr") as reader:
+        assert list(reader) == samples

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 import recordkit as rk
 from recordkit.errors import StaleIndexError
 from recordkit.formats.tfrecord import frame
-from recordkit.io import write_index
+from recordkit.io import load_index, write_index
 
 RECORDS = [b"alpha", b"", b"gamma" * 100, b"delta"]
 
@@ -41,20 +42,109 @@ def test_index_file_format(tmp_path, name, overhead):
     )
 
 
-def test_default_sidecar_is_used_and_avoids_the_scan(tmp_path, monkeypatch):
+def test_default_sidecar_is_used_and_checked_against_the_headers(tmp_path, monkeypatch):
     _write(tmp_path / "a.tfrecord")
     write_index(tmp_path / "a.tfrecord")
-    from recordkit.formats._sequential import SequentialFrameReader
+    loaded = []
+    original = load_index
 
-    def no_scan(self):
-        raise AssertionError("the header scan ran although an index exists")
+    def spy(*args, **kwargs):
+        loaded.append(args[0])
+        return original(*args, **kwargs)
 
-    monkeypatch.setattr(SequentialFrameReader, "scan", no_scan)
+    monkeypatch.setattr("recordkit.io.load_index", spy)
     with rk.open(tmp_path / "a.tfrecord") as reader:
         assert len(reader) == 4
         assert reader[2] == RECORDS[2]
-    with rk.open(tmp_path / "a.tfrecord", index=False) as reader, pytest.raises(AssertionError):
-        len(reader)
+    assert loaded == [os.fspath(tmp_path / "a.tfrecord.idx")]
+    with rk.open(tmp_path / "a.tfrecord", index=False) as reader:
+        assert len(reader) == 4
+    assert len(loaded) == 1
+
+
+def _nested_file(tmp_path):
+    """A file whose first record's payload holds a valid frame, and an index that points at that frame.
+
+    The index tiles the file: record 0 is cut short before the inner frame, record 1 is the inner frame,
+    record 2 is the rest of the outer record plus the real second record.
+    """
+    inner = frame(b"inner")
+    outer = b"xxxx" + inner + b"yyyy"
+    data = frame(outer) + frame(b"second")
+    (tmp_path / "a.tfrecord").write_bytes(data)
+    first = 12 + 4
+    lines = [(0, first), (first, len(inner)), (first + len(inner), len(data) - first - len(inner))]
+    (tmp_path / "a.tfrecord.idx").write_text("".join(f"{o} {n}\n" for o, n in lines))
+    return tmp_path / "a.tfrecord"
+
+
+@pytest.mark.parametrize(
+    "how",
+    [lambda r: r[1], lambda r: r.read([1]), len],
+    ids=["index", "read", "len"],
+)
+def test_an_index_entry_pointing_inside_a_payload_never_returns_that_payload(tmp_path, how):
+    path = _nested_file(tmp_path)
+    with rk.open(path) as reader, pytest.raises(StaleIndexError) as caught:
+        how(reader)
+    assert caught.value.path == os.fspath(path)
+    assert caught.value.index == 0
+    assert caught.value.offset == 0
+    with rk.open(path, index=False) as reader:
+        assert len(reader) == 2
+
+
+@pytest.mark.parametrize("name", ["a.tfrecord", "a.ofrecord"])
+@pytest.mark.parametrize("how", ["index", "read"])
+def test_an_index_entry_shorter_than_a_header_is_a_stale_index(tmp_path, name, how):
+    records = [b"a" * 10, b"b" * 10]
+    _write(tmp_path / name, records)
+    size = (tmp_path / name).stat().st_size
+    half = size // 2
+    (tmp_path / (name + ".idx")).write_text(f"0 {half}\n{half} {half - 5}\n{size - 5} 5\n")
+    with rk.open(tmp_path / name) as reader, pytest.raises(StaleIndexError) as caught:
+        reader[2] if how == "index" else reader.read([2, 0])
+    assert caught.value.path == os.fspath(tmp_path / name)
+    assert caught.value.index is not None
+    assert caught.value.offset is not None
+
+
+def _hostile_indexes(rng, records, overhead):
+    """Indexes that tile the file by construction, and some that do not, built from random cuts."""
+    size = sum(len(r) + overhead for r in records)
+    for _ in range(30):
+        cuts = (
+            sorted(rng.sample(range(1, size), min(size - 1, rng.randrange(1, 8))))
+            if size > 1
+            else []
+        )
+        bounds = [0, *cuts, size]
+        lines = [f"{a} {b - a}\n" for a, b in itertools.pairwise(bounds)]
+        if rng.random() < 0.3 and lines:
+            lines[rng.randrange(len(lines))] = rng.choice(
+                ["", "1 2 3\n", "x y\n", "-4 4\n", "9" * 200]
+            )
+        yield "".join(lines)
+
+
+@pytest.mark.parametrize("name", ["a.tfrecord", "a.ofrecord"])
+def test_hostile_indexes_give_the_true_records_or_a_stale_index_error(tmp_path, rng, name):
+    overhead = 16 if name.endswith("tfrecord") else 8
+    records = [rng.randbytes(rng.choice([1, 3, 20, 40])) for _ in range(rng.randrange(1, 6))]
+    # Payloads that hold valid frames too, the hardest case for an index check.
+    records.append(frame(b"hidden") if overhead == 16 else b"\x06" + bytes(7) + b"hidden")
+    _write(tmp_path / name, records)
+    for text in _hostile_indexes(rng, records, overhead):
+        (tmp_path / (name + ".idx")).write_text(text)
+        with rk.open(tmp_path / name) as reader:
+            try:
+                got = [reader[i] for i in range(len(reader))] + reader.read(range(len(reader)))
+            except StaleIndexError as exc:
+                error: StaleIndexError | None = exc
+            else:
+                error = None
+                assert got == records * 2
+        assert error is None or error.path == os.fspath(tmp_path / name)
 
 
 def test_explicit_index_path(tmp_path):

@@ -116,6 +116,16 @@ def test_disk_full_reports_the_error_and_leaves_nothing(tmp_path, monkeypatch, s
     monkeypatch.setattr(
         _atomic, "open", lambda path, mode: io.BufferedWriter(_FullDisk(path, "x")), raising=False
     )
+    # A kernel-side copy into the file (an FFRecord written without n) fills the disk too.
+    copy = getattr(os, "copy_file_range", None)
+
+    def copy_within_budget(source, target, count, source_offset, target_offset):
+        if target_offset + count > budget:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return copy(source, target, count, source_offset, target_offset)
+
+    if copy is not None:
+        monkeypatch.setattr(os, "copy_file_range", copy_within_budget)
     # 400 KB that does not compress: part is drained by write(), the rest by close().
     rng = random.Random(SEED)
     records = [rng.randbytes(200) for _ in range(2000)]

@@ -5,22 +5,28 @@ The format is the one of DALI's ``tfrecord2idx`` and of the ``tfrecord`` package
 ``offset`` is the byte offset of the record's frame and ``length`` the size of the whole frame (header and
 checksums included). recordkit writes and reads the same format for OFRecord files.
 
-The default sidecar of ``data.tfrecord`` is ``data.tfrecord.idx``. An index is trusted only if it covers
-the file exactly: frames must follow each other from byte 0 to the end of the file, otherwise
-:class:`~recordkit.errors.StaleIndexError` is raised. Every record header is still checked when the record
-is read. No path is ever taken from an index file's content.
+The default sidecar of ``data.tfrecord`` is ``data.tfrecord.idx``. An index is used only if it covers the
+file exactly (frames follow each other from byte 0 to the end of the file) and every entry agrees with the
+record headers, which the reader walks when it loads the index; otherwise
+:class:`~recordkit.errors.StaleIndexError` is raised. No path is ever taken from an index file's content.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO
 
 from recordkit._atomic import AtomicFile
 from recordkit.errors import StaleIndexError
 
 __all__ = ["INDEX_SUFFIX", "default_index_path", "load_index", "save_index"]
+
+# Two 20-digit numbers and a separator fit easily: a longer line is malformed, and is never read whole.
+_LINE_LIMIT = 128
+_BLOCK = 1 << 20
 
 INDEX_SUFFIX = ".idx"
 """Appended to a record file's name to name its default sidecar index."""
@@ -86,25 +92,77 @@ def load_index(
     table = array("q")
     position = 0
     with open(index_path, "rb") as file:
-        for number, line in enumerate(file):
-            fields = line.split()
-            try:
-                offset, length = (int(field) for field in fields)
-            except ValueError:
-                raise stale(f"has a malformed line {number + 1}: {line[:80]!r}", number) from None
-            if offset != position or length <= 0:
-                raise stale(
-                    f"says record {number} is at byte {offset} ({length} bytes), but the previous records "
-                    f"end at byte {position}",
-                    number,
+        for first, lines in _blocks(file):
+            offsets, lengths = _parse_block(lines, first, stale)
+            starts = list(itertools.accumulate(lengths, initial=position))
+            if starts[:-1] != offsets or (lengths and min(lengths) <= 0):
+                bad = next(
+                    i
+                    for i, (a, b) in enumerate(zip(offsets, starts, strict=False))
+                    if a != b or lengths[i] <= 0
                 )
-            table.append(offset)
-            position = offset + length
+                raise stale(
+                    f"says record {first + bad} is at byte {offsets[bad]} ({lengths[bad]} bytes), but the "
+                    f"previous records end at byte {starts[bad]}",
+                    first + bad,
+                )
+            position = starts[-1]
             if position > size:
                 raise stale(
                     f"describes records up to byte {position}, past the end of the {size}-byte file"
                 )
+            table.extend(offsets)
     if position != size:
         raise stale(f"covers {position} bytes but the file has {size}")
     table.append(position)
     return table
+
+
+def _blocks(file: IO[bytes]) -> Iterator[tuple[int, list[bytes]]]:
+    """Yield ``(number of the first line, complete lines)`` from about 1 MiB of the index at a time."""
+    tail = b""
+    number = 0
+    while True:
+        block = file.read(_BLOCK)
+        if not block:
+            break
+        data = tail + block
+        cut = data.rfind(b"\n") + 1
+        lines = data[:cut].split(b"\n")[:-1]
+        tail = data[cut:]
+        if len(tail) >= _LINE_LIMIT:
+            lines.append(tail)  # a line far too long: reported as malformed, never read whole
+            tail = b""
+        if lines:
+            yield number, lines
+            number += len(lines)
+    if tail:
+        yield number, [tail]
+
+
+def _parse_block(
+    lines: list[bytes], first: int, stale: Callable[..., StaleIndexError]
+) -> tuple[list[int], list[int]]:
+    """Return the offsets and lengths of ``lines``, each ``"<offset> <length>"``."""
+    tokens = b" ".join(lines).split()
+    try:
+        if len(tokens) != 2 * len(lines) or max(map(len, lines)) >= _LINE_LIMIT:
+            raise ValueError
+        numbers = list(map(int, tokens))
+    except ValueError:
+        for number, line in enumerate(lines):
+            fields = line.split()
+            if len(fields) != 2 or len(line) >= _LINE_LIMIT or not all(map(_is_int, fields)):
+                raise stale(
+                    f"has a malformed line {first + number + 1}: {line[:80]!r}", first + number
+                ) from None
+        raise AssertionError("unreachable: some line has a malformed field") from None
+    return numbers[0::2], numbers[1::2]
+
+
+def _is_int(field: bytes) -> bool:
+    try:
+        int(field)
+    except ValueError:
+        return False
+    return True

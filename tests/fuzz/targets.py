@@ -648,6 +648,9 @@ def all_targets() -> dict[str, Target]:
         SequenceExampleTarget(),
         OFRecordPayloadTarget(),
     ]
+    from .differential_files import differential_targets
+
+    targets += differential_targets()
     return {target.name: target for target in targets}
 
 

@@ -203,8 +203,47 @@ class SequentialFrameReader(IndexedFrameReader):
         if self._offsets is None:
             if not self.random_access:
                 raise self.unsupported("an offset index")
-            self._offsets = self._load_offsets() if self._load_offsets is not None else self.scan()
+            if self._load_offsets is None:
+                self._offsets = self.scan()
+            else:
+                self._offsets = self.check_index(self._load_offsets())
         return self._offsets
+
+    def check_index(self, loaded: array[int]) -> array[int]:
+        """Return a loaded offset table if the record headers agree with every entry of it.
+
+        An index can only be trusted by walking the headers from byte 0: an entry that points at a valid
+        frame stored inside another record's payload is otherwise indistinguishable from a real record.
+        The walk is :meth:`scan` (one header read per record); the index adds the cross-check.
+
+        Raises
+        ------
+        recordkit.errors.StaleIndexError
+            At the first record whose boundaries differ.
+        """
+        table = self.scan()
+        if table != loaded:
+            raise self._index_mismatch(table, loaded)
+        return table
+
+    def _index_mismatch(self, table: array[int], loaded: array[int]) -> StaleIndexError:
+        pairs = zip(table, loaded, strict=False)
+        first = next((i for i, (a, b) in enumerate(pairs) if a != b), min(len(table), len(loaded)))
+        index = max(first - 1, 0)  # boundary ``first`` differs: record ``first - 1`` ends elsewhere
+
+        def bounds(offsets: array[int]) -> str:
+            if index + 1 >= len(offsets):
+                return "no such record"
+            return f"bytes {offsets[index]}-{offsets[index + 1]}"
+
+        return StaleIndexError(
+            f"the sidecar index does not match the file: it says record {index} spans "
+            f"{bounds(loaded)}, the record headers say {bounds(table)} ({len(loaded) - 1} records "
+            f"against {len(table) - 1}); delete the index or rebuild it with recordkit.io.write_index()",
+            path=self.path,
+            index=index,
+            offset=table[index] if index < len(table) else None,
+        )
 
     def scan(self) -> array[int]:
         """Build the frame-offset table by reading only the headers (payloads are skipped)."""
@@ -244,20 +283,30 @@ class SequentialFrameReader(IndexedFrameReader):
             raise self.truncated(
                 "the file is shorter than its index says (did it change?)", index, offset
             )
+        if end - pos < header_size + trailer_size:
+            raise self._stale_span(index, offset, end - pos, None)
         length = self.parse_header(blob[pos : pos + header_size], index, offset)
         stop = pos + header_size + length
         if stop + trailer_size != end:
-            raise StaleIndexError(
-                f"the index says this record is {end - pos} bytes long, the record header says "
-                f"{header_size + length + trailer_size}: the index does not match the file",
-                path=self.path,
-                index=index,
-                offset=offset,
-            )
+            raise self._stale_span(index, offset, end - pos, header_size + length + trailer_size)
         data: bytes = blob[pos + header_size : stop]
         if self.check_crc and trailer_size:
             self.check_payload(data, blob[stop:end], index, offset)
         return data
+
+    def _stale_span(
+        self, index: int, offset: int, size: int, framed: int | None
+    ) -> StaleIndexError:
+        says = (
+            "shorter than a record header" if framed is None else f"the record header says {framed}"
+        )
+        return StaleIndexError(
+            f"the offset table says this record is {size} bytes long, {says}: the index does not "
+            "match the file",
+            path=self.path,
+            index=index,
+            offset=offset,
+        )
 
     def span(self, index: int) -> tuple[int, int]:
         """Return the byte range ``[start, end)`` of frame ``index``."""

@@ -27,8 +27,10 @@ Specification: https://github.com/HFAiLab/ffrecord (``ffrecord/src/writer.cpp`` 
 
 from __future__ import annotations
 
+import errno
 import itertools
 import operator
+import os
 import shutil
 import struct
 import sys
@@ -56,6 +58,17 @@ __all__ = ["FFRecordFormat", "FFRecordReader", "FFRecordWriter", "build_header"]
 _PREFIX = struct.Struct("<Iq")
 _COUNT = struct.Struct("<q")
 _BIG_ENDIAN = sys.byteorder == "big"
+_DIRECT_WRITE = 1 << 16
+"""Samples at least this large are written straight to the file instead of being buffered."""
+_NO_KERNEL_COPY = {
+    errno.EXDEV,
+    errno.EINVAL,
+    errno.ENOSYS,
+    errno.EOPNOTSUPP,
+    errno.EBADF,
+    errno.EPERM,
+}
+"""``copy_file_range`` errors that mean "copy some other way", not a failed write."""
 
 
 def _little_endian(table: array[int]) -> bytes:
@@ -153,14 +166,18 @@ class FFRecordReader(IndexedFrameReader):
             offset = 12 + 4 * len(self.offsets) + 8 * index
         return HeaderError(message, path=self.path, index=index, offset=offset)
 
+    def _unfinished(self, extra: str) -> HeaderError:
+        return self._header_error(
+            f"the header declares 0 samples but the file has {extra} after it "
+            "(an unfinished file, whose writer never wrote the header?)",
+            offset=12,
+        )
+
     def _validate(self, header_end: int) -> None:
         offsets, size = self.offsets, self.size
         if not offsets:
             if size is not None and size != 12:
-                raise self._header_error(
-                    f"the header declares 0 samples but the file has {size - 12} bytes after it "
-                    "(an unfinished file, whose writer never wrote the header?)"
-                )
+                raise self._unfinished(f"{size - 12} bytes")
             return
         if offsets[0] != header_end:
             raise self._header_error(
@@ -262,15 +279,22 @@ class FFRecordReader(IndexedFrameReader):
             yield data
 
     def _iter_ranges(self, batch: int = 1 << 22) -> Iterator[bytes]:
-        """Read a seekable (e.g. remote) file in ranged reads of about ``batch`` bytes."""
+        """Read a seekable (e.g. remote) file in ranged reads of about ``batch`` bytes.
+
+        Samples are checked and yielded one at a time, so those before a damaged one still come out.
+        """
         count = len(self.offsets)
+        span = self.span
         first = 0
         while first < count:
             last = first
             start = self.offsets[first]
-            while last + 1 < count and self.span(last + 1)[1] - start <= batch:
+            while last + 1 < count and span(last + 1)[1] - start <= batch:
                 last += 1
-            yield from self.read_many(range(first, last + 1))
+            blob = self.source.pread(start, span(last)[1] - start)
+            for index in range(first, last + 1):
+                begin, end = span(index)
+                yield self.decode(blob, begin - start, end - start, index, begin)
             first = last + 1
 
     def _iter_stream(self, stream: SupportsRead) -> Iterator[bytes]:
@@ -282,6 +306,9 @@ class FFRecordReader(IndexedFrameReader):
         self._load(read_full(read, 12), read_header)
         offsets = self.offsets
         count = len(offsets)
+        if not count and read(1):
+            # The size check a seekable file gets on open, made when the stream shows its extra bytes.
+            raise self._unfinished("more bytes")
         for index in range(count):
             start = offsets[index]
             if index + 1 < count:
@@ -296,12 +323,57 @@ class FFRecordReader(IndexedFrameReader):
             yield data
 
 
+def _spill_beside(fileobj: IO[bytes]) -> IO[bytes]:
+    """Return an anonymous temporary file for samples, in ``fileobj``'s directory when it has one.
+
+    Beside the output, the samples use the file system (and free space) the file goes to, and
+    :func:`_append_file` can copy them inside the kernel. The file has no name (``O_TMPFILE`` where the
+    system has it, else it is unlinked at once): nothing is left behind, whatever happens.
+    """
+    name = getattr(fileobj, "name", None)
+    if isinstance(name, str) and os.path.isabs(name):
+        try:
+            return tempfile.TemporaryFile(prefix=".recordkit-ffrecord-", dir=os.path.dirname(name))
+        except OSError:
+            pass
+    return tempfile.TemporaryFile(prefix="recordkit-ffrecord-")
+
+
+def _append_file(source: IO[bytes], target: IO[bytes]) -> None:
+    """Copy all of ``source`` to ``target``'s position, inside the kernel where the system allows it."""
+    source.flush()
+    size = source.seek(0, os.SEEK_END)
+    copied = 0
+    copy = getattr(os, "copy_file_range", None)
+    try:
+        target.flush()
+        start = target.tell()
+        fds = (source.fileno(), target.fileno())
+    except (OSError, AttributeError, ValueError):
+        fds = None  # not a real file: copied in user space below
+    if copy is not None and fds is not None:
+        try:
+            while copied < size:
+                done = copy(*fds, size - copied, copied, start + copied)
+                if not done:
+                    break
+                copied += done
+        except OSError as exc:
+            # Two file systems on an old kernel, or one that cannot: the rest in user space.
+            if exc.errno not in _NO_KERNEL_COPY:
+                raise
+        target.seek(start + copied)
+    source.seek(copied)
+    shutil.copyfileobj(source, target, 1 << 20)
+
+
 class FFRecordWriter(_BufferedFrameWriter):
     """Writes an FFRecord file.
 
     With ``n`` known and a seekable file, samples are written in place after a reserved header, which is
-    filled in by :meth:`close`. Otherwise samples go to an anonymous temporary file and the whole file is
-    assembled by :meth:`close`.
+    filled in by :meth:`close`. Otherwise the header's size is unknown until the end: samples go to an
+    anonymous temporary file in the output's directory, and :meth:`close` writes the header and appends
+    the samples with a kernel-side copy (``os.copy_file_range``) where the system has one.
 
     Parameters
     ----------
@@ -332,7 +404,7 @@ class FFRecordWriter(_BufferedFrameWriter):
             self._out = fileobj
             fileobj.write(bytes(12 + 12 * n))
         else:
-            self._spill = tempfile.TemporaryFile(prefix="recordkit-ffrecord-")  # noqa: SIM115
+            self._spill = _spill_beside(fileobj)
             self._out = self._spill
 
     def write(self, data: bytes) -> None:
@@ -347,8 +419,13 @@ class FFRecordWriter(_BufferedFrameWriter):
             raise ValueError(f"this FFRecord writer was told n={self.n} samples; cannot write more")
         self.crcs.append(_crc.crc32(data))
         self.lengths.append(len(data))
-        self._parts.append(data)
         self.count += 1
+        if len(data) >= _DIRECT_WRITE:
+            # Joining a large sample with its neighbours would copy it once more for nothing.
+            self._drain()
+            self._out.write(data)
+            return
+        self._parts.append(data)
         self._pending += len(data)
         if self._pending >= self.BUFFER_SIZE:
             self._drain()
@@ -386,8 +463,7 @@ class FFRecordWriter(_BufferedFrameWriter):
             self.fileobj.seek(self._base + position)
         else:
             self.fileobj.write(header)
-            self._spill.seek(0)
-            shutil.copyfileobj(self._spill, self.fileobj, 1 << 20)
+            _append_file(self._spill, self.fileobj)
             self._spill.close()
             self._spill = None
 

@@ -54,6 +54,8 @@ _U32 = struct.Struct("<I")
 _MASK_DELTA = _crc.MASK_DELTA
 _WBITS = {"gzip": 31, "zlib": 15}
 _CACHE_LIMIT = 4096
+# TensorFlow's ZlibCompressionOptions use memLevel 9 (zlib's default is 8); the compressed bytes depend on it.
+_MEM_LEVEL = 9
 # Payloads at least this large are written straight to the file object instead of being joined with their
 # neighbours first: the join would copy them once more (and allocate a fresh block each time).
 _DIRECT_WRITE = 1 << 16
@@ -92,6 +94,21 @@ def _looks_zlib(head: bytes) -> bool:
     )
 
 
+def _compression_magic(head: bytes) -> str:
+    """Return the compression whose magic bytes ``head`` starts with (``""`` for none)."""
+    if head[:3] == b"\x1f\x8b\x08":
+        return "gzip"
+    return "zlib" if _looks_zlib(head) else ""
+
+
+def _inflate_head(head: bytes, compression: str) -> bytes | None:
+    """Return the first (up to 64) bytes ``head`` inflates to, or ``None`` if it is not valid data."""
+    try:
+        return zlib.decompressobj(_WBITS[compression]).decompress(head, 64)
+    except zlib.error:
+        return None
+
+
 def _valid_header(head: bytes, size: int | None) -> bool:
     if len(head) < 12:
         return False
@@ -105,7 +122,8 @@ class _Inflater:
     """A ``read(n)`` stream that inflates GZIP (any number of members) or ZLIB data in bounded steps.
 
     Damaged or truncated compressed data raises :class:`~recordkit.errors.CorruptRecordError` /
-    :class:`~recordkit.errors.TruncatedRecordError` located at the uncompressed offset reached.
+    :class:`~recordkit.errors.TruncatedRecordError` located at the uncompressed offset reached. Every byte
+    inflated before the damage is returned first: the error comes from the ``read`` after them.
     """
 
     def __init__(self, raw: SupportsRead, compression: str, path: str | None) -> None:
@@ -125,43 +143,57 @@ class _Inflater:
             return b""
         limit = READ_CHUNK if n < 0 else n
         while not self._done:
-            inflate = self._inflate
-            if inflate.unconsumed_tail:
-                chunk = inflate.unconsumed_tail
-            elif self._input:
-                chunk, self._input = self._input, b""
-            else:
-                chunk = self._raw.read(READ_CHUNK)
-                if not chunk:
-                    if self._in_member:
-                        raise TruncatedRecordError(
-                            f"the {self._name} stream ends before its end marker (the file is truncated)",
-                            path=self._path,
-                            offset=self.position,
-                        )
-                    self._done = True
-                    break
+            chunk = self._next_input()
+            if not chunk:
+                self._done = True
+                break
             self._in_member = True
             try:
-                out = inflate.decompress(chunk, limit)
+                out = self._inflate.decompress(chunk, limit)
             except zlib.error as exc:
+                self._done = True
                 raise CorruptRecordError(
                     f"corrupt {self._name} data: {exc}", path=self._path, offset=self.position
                 ) from exc
-            if inflate.eof:
-                self._in_member = False
-                self._input = inflate.unused_data
-                self._inflate = zlib.decompressobj(self._wbits)
-                if self._input and self._name == "ZLIB":
-                    raise CorruptRecordError(
-                        "unexpected bytes after the end of the ZLIB stream",
-                        path=self._path,
-                        offset=self.position + len(out),
-                    )
+            if self._inflate.eof:
+                self._end_member()
             if out:
                 self.position += len(out)
                 return out
         return b""
+
+    def _next_input(self) -> bytes:
+        """Return the next compressed bytes to inflate, ``b""`` at a clean end of the data."""
+        inflate = self._inflate
+        if inflate.unconsumed_tail and not inflate.eof:
+            return inflate.unconsumed_tail
+        if self._input:
+            chunk, self._input = self._input, b""
+        else:
+            chunk = self._raw.read(READ_CHUNK)
+        if not chunk and self._in_member:
+            self._done = True
+            raise TruncatedRecordError(
+                f"the {self._name} stream ends before its end marker (the file is truncated)",
+                path=self._path,
+                offset=self.position,
+            )
+        if chunk and inflate.eof:
+            # A ZLIB file is one stream; anything after its end is damage (GZIP starts a new member).
+            self._done = True
+            raise CorruptRecordError(
+                f"unexpected bytes after the end of the {self._name} stream",
+                path=self._path,
+                offset=self.position,
+            )
+        return chunk
+
+    def _end_member(self) -> None:
+        """Keep what follows the finished stream: the next GZIP member, or stray bytes to report."""
+        self._in_member = False
+        self._input = self._inflate.unused_data
+        if self._name == "GZIP":
+            self._inflate = zlib.decompressobj(self._wbits)
 
 
 class TFRecordReader(SequentialFrameReader):
@@ -343,7 +375,9 @@ class TFRecordWriter(_BufferedFrameWriter):
             level = -1 if level is None else level
             if not -1 <= level <= 9:
                 raise ValueError(f"compression level must be between -1 and 9, not {level}")
-            self._compressor = zlib.compressobj(level, zlib.DEFLATED, _WBITS[compression])
+            self._compressor = zlib.compressobj(
+                level, zlib.DEFLATED, _WBITS[compression], _MEM_LEVEL
+            )
         elif level is not None:
             raise ValueError("a compression level needs compression='gzip' or 'zlib'")
 
@@ -411,10 +445,10 @@ class TFRecordWriter(_BufferedFrameWriter):
             self.fileobj.write(blob)
 
     def flush(self) -> None:
-        """Write every buffered record to the file object (a compressor is sync-flushed)."""
+        """Write every buffered record to the file object (a compressor is flushed as TensorFlow does)."""
         self._drain()
         if self._compressor is not None:
-            self.fileobj.write(self._compressor.flush(zlib.Z_SYNC_FLUSH))
+            self.fileobj.write(self._compressor.flush(zlib.Z_PARTIAL_FLUSH))
 
     def close(self) -> None:
         """Write what is buffered and end the compressed stream."""
@@ -442,24 +476,29 @@ class TFRecordFormat(RecordFormat):
         """Recognise a plain TFRecord by its first length checksum, a compressed one by what it inflates to."""
         if _valid_header(head, size):
             return True
-        compression = self.detect_compression(head)
+        compression = _compression_magic(head)
         if not compression:
             return False
-        try:
-            inflated = zlib.decompressobj(_WBITS[compression]).decompress(head, 64)
-        except zlib.error:
-            return False
-        return _valid_header(inflated, None)
+        inflated = _inflate_head(head, compression)
+        return inflated is not None and _valid_header(inflated, None)
 
     def detect_compression(self, head: bytes) -> str:
-        """Return ``"gzip"`` or ``"zlib"`` if ``head`` starts a compressed stream and is no plain TFRecord."""
+        """Return ``"gzip"`` or ``"zlib"`` if ``head`` is the start of a compressed TFRecord file, else ``""``.
+
+        A file is taken as compressed only if it starts with GZIP's magic bytes or a ZLIB header, does not
+        start with a valid plain TFRecord header, and its first bytes inflate without error to the start
+        of a TFRecord (a valid first header, or too few bytes yet to tell). Anything else is read as a
+        plain TFRecord file, whose reader then reports what is wrong with it.
+        """
         if _valid_header(head, None):
             return ""
-        if head[:3] == b"\x1f\x8b\x08":
-            return "gzip"
-        if _looks_zlib(head):
-            return "zlib"
-        return ""
+        compression = _compression_magic(head)
+        if not compression:
+            return ""
+        inflated = _inflate_head(head, compression)
+        if inflated is None or (len(inflated) >= 12 and not _valid_header(inflated, None)):
+            return ""
+        return compression
 
     def reader(
         self,
