@@ -41,27 +41,40 @@ __all__ = [
     "OFRECORD_KINDS",
     "TF_KINDS",
     "VARINT",
+    "VARINT32",
+    "VARINTS",
     "Chunk",
     "NotTemplatable",
     "Slot",
+    "as_buffer",
     "decode_varints",
     "scan_example",
     "scan_features",
     "scan_sequence_example",
 ]
 
-# How the values of a list are encoded on the wire.
+# How the values of a list are encoded on the wire. The fixed-width encodings come last (``>= FIXED32``).
 BYTES: Final = 0
 VARINT: Final = 1
-FIXED32: Final = 2
-FIXED64: Final = 3
+#: A varint of an ``int32`` field: protobuf keeps its low 32 bits, sign-extended.
+VARINT32: Final = 2
+FIXED32: Final = 3
+FIXED64: Final = 4
+#: The encodings whose values are varints.
+VARINTS: Final = frozenset({VARINT, VARINT32})
 
 #: Field number of each ``Feature`` oneof member -> value encoding, for tf.train.Example.
 TF_KINDS: Final[dict[int, int]] = {1: BYTES, 2: FIXED32, 3: VARINT}
 #: The same for oneflow.OFRecord (bytes, float, double, int32, int64).
-OFRECORD_KINDS: Final[dict[int, int]] = {1: BYTES, 2: FIXED32, 3: FIXED64, 4: VARINT, 5: VARINT}
+OFRECORD_KINDS: Final[dict[int, int]] = {
+    1: BYTES,
+    2: FIXED32,
+    3: FIXED64,
+    4: VARINT32,
+    5: VARINT,
+}
 
-_UNPACKED_WIRE_TYPE: Final = {VARINT: 0, FIXED32: 5, FIXED64: 1}
+_UNPACKED_WIRE_TYPE: Final = {VARINT: 0, VARINT32: 0, FIXED32: 5, FIXED64: 1}
 _WIDTH: Final = {FIXED32: 4, FIXED64: 8}
 _MAX_GROUP_DEPTH: Final = 100
 
@@ -160,10 +173,20 @@ def _wrong_wire_type(what: str, tag: int) -> DecodeError:
     return DecodeError(f"malformed protobuf: {what} has wire type {tag & 7}")
 
 
-def _scan_feature(buf: bytes, pos: int, end: int, kinds: dict[int, int], positions: bool) -> Slot:
-    """Read one ``Feature`` message in ``buf[pos:end]`` (the list messages inside it are read inline)."""
-    kind = 0
-    chunks: list[Chunk] = []
+def _scan_feature(
+    buf: bytes,
+    pos: int,
+    end: int,
+    kinds: dict[int, int],
+    positions: bool,
+    state: Slot | None = None,
+) -> Slot:
+    """Read one ``Feature`` message in ``buf[pos:end]`` (the list messages inside it are read inline).
+
+    ``state`` is what earlier occurrences of the same ``Feature`` left (protobuf reads them as if their
+    bytes were concatenated); its chunk list is extended in place.
+    """
+    kind, chunks = state if state is not None else (0, [])
     while pos < end:
         tag = buf[pos]
         pos += 1
@@ -223,7 +246,7 @@ def _unpacked_value(
     if positions:
         raise NotTemplatable
     start = pos
-    if encoding == VARINT:
+    if encoding in VARINTS:
         while buf[pos] >= 0x80:
             pos += 1
             if pos - start >= 10:
@@ -240,15 +263,15 @@ def _unpacked_value(
 def _merge_feature(
     buf: bytes, regions: list[tuple[int, int]], kinds: dict[int, int], positions: bool
 ) -> Slot:
-    """Read a map value written as one or more ``Feature`` messages (protobuf merges them)."""
-    kind, chunks = _scan_feature(buf, regions[0][0], regions[0][1], kinds, positions)
+    """Read a map value written as one or more ``Feature`` messages.
+
+    Protobuf merges the occurrences as if their bytes were concatenated, so a oneof member set in a later
+    occurrence clears a different one set before, even one set earlier in that same occurrence.
+    """
+    state = _scan_feature(buf, regions[0][0], regions[0][1], kinds, positions)
     for start, stop in regions[1:]:
-        more_kind, more = _scan_feature(buf, start, stop, kinds, positions)
-        if more_kind == kind:
-            chunks.extend(more)
-        elif more_kind:
-            kind, chunks = more_kind, more
-    return kind, chunks
+        state = _scan_feature(buf, start, stop, kinds, positions, state)
+    return state
 
 
 def _map_entry(buf: bytes, pos: int, end: int) -> tuple[bytes, list[tuple[int, int]]]:
@@ -440,6 +463,30 @@ def scan_sequence_example(
             stop = _skip(buf, pos, end, tag)
         pos = stop
     return ctx, lists
+
+
+def as_buffer(data: object, what: str) -> bytes:
+    """Return ``data`` as ``bytes``: any object exporting a 1-D, C-contiguous buffer of single bytes.
+
+    Accepted are ``bytes`` (returned as is), ``bytearray``, ``memoryview``, ``mmap`` objects, numpy arrays
+    of ``uint8``/``int8`` and the like; anything else raises a ``TypeError`` naming its type.
+    """
+    if type(data) is bytes:
+        return data
+    if isinstance(data, str):
+        raise TypeError(f"{what} must be bytes-like, not str (encode it first)")
+    try:
+        view = memoryview(data)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{what} must be bytes-like, not {type(data).__name__}") from None
+    with view:
+        if view.itemsize != 1 or view.ndim > 1 or not view.c_contiguous:
+            layout = "" if view.c_contiguous else ", not contiguous"
+            raise TypeError(
+                f"{what} must be a 1-D C-contiguous buffer of bytes; this {type(data).__name__} has "
+                f"{view.ndim} dimension(s) and {view.itemsize}-byte items{layout}"
+            )
+        return view.tobytes()
 
 
 def decode_varints(
