@@ -203,7 +203,7 @@ def test_int32_varints_are_cut_to_32_bits_on_every_path(dtype):
         list(record_pb2.OFRecord.FromString(r).feature["x"].int32_list.value) for r in records
     ]
     assert expected == [[-7], [-7], [-7], [2**31 - 1]]
-    for r, want in zip(records, expected):
+    for r, want in zip(records, expected, strict=True):
         assert rk.decode_ofrecord(r)["x"].tolist() == want
     for batch in (records, records * 8, [records[0]] * 9):  # scanner path, template path
         want = [record_pb2.OFRecord.FromString(r).feature["x"].int32_list.value[0] for r in batch]

@@ -37,8 +37,8 @@ from google.protobuf.message import DecodeError as _ProtobufDecodeError
 from google.protobuf.message import Message
 
 from recordkit._proto.oneflow import record_pb2
-from recordkit._wire import as_buffer
 from recordkit._proto.tensorflow import example_pb2, feature_pb2
+from recordkit._wire import as_buffer
 from recordkit.errors import DecodeError
 
 __all__ = [
