@@ -199,7 +199,7 @@ def _scan_ofrecord(
     dont_care: list[tuple[int, int]] | None = None,
 ) -> dict[bytes, _wire.Slot]:
     out: dict[bytes, _wire.Slot] = {}
-    _wire.scan_features(buf, 0, len(buf), wanted, kinds, out, dont_care)
+    _wire.scan_features(buf, 0, len(buf), wanted, kinds, out, dont_care, depth=0)
     return out
 
 

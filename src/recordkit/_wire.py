@@ -76,7 +76,8 @@ OFRECORD_KINDS: Final[dict[int, int]] = {
 
 _UNPACKED_WIRE_TYPE: Final = {VARINT: 0, VARINT32: 0, FIXED32: 5, FIXED64: 1}
 _WIDTH: Final = {FIXED32: 4, FIXED64: 8}
-_MAX_GROUP_DEPTH: Final = 100
+#: How deeply protobuf lets messages and groups nest (upb's default limit).
+_MAX_DEPTH: Final = 100
 
 #: A value chunk: the bytes themselves, or their ``(start, stop)`` position in the message when the
 #: scanner records positions (the batch template path).
@@ -95,7 +96,10 @@ class NotTemplatable(Exception):
 
 
 def _varint_tail(buf: bytes, pos: int, first: int) -> tuple[int, int]:
-    """Finish reading a varint whose first byte ``first`` (>= 0x80) was at ``pos - 1``."""
+    """Finish reading a tag or a length whose first byte ``first`` (>= 0x80) was at ``pos - 1``.
+
+    As protobuf, at most 5 bytes and a value below 2**32 (a longer or larger one is corrupt).
+    """
     result = first & 0x7F
     shift = 7
     while True:
@@ -103,10 +107,12 @@ def _varint_tail(buf: bytes, pos: int, first: int) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
+            if result >> 32:
+                raise DecodeError("malformed protobuf: tag or length above 2**32 - 1")
             return result, pos
         shift += 7
-        if shift >= 70:
-            raise DecodeError("malformed protobuf: varint longer than 10 bytes")
+        if shift >= 35:
+            raise DecodeError("malformed protobuf: tag or length varint longer than 5 bytes")
 
 
 def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -121,17 +127,24 @@ def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     return stop, pos
 
 
-def _skip(buf: bytes, pos: int, end: int, tag: int) -> int:
-    """Skip the value of an unknown field with ``tag`` starting at ``pos``; return the position after it."""
+def _skip(buf: bytes, pos: int, end: int, tag: int, depth: int = 0) -> int:
+    """Skip the value of an unknown field with ``tag`` starting at ``pos``; return the position after it.
+
+    ``depth`` is how deep the enclosing message is nested (0 for the record itself): protobuf's limit of
+    :data:`_MAX_DEPTH` nested messages and groups counts the messages around a group too.
+    """
     wire_type = tag & 7
     if tag >> 3 == 0:
         raise DecodeError("malformed protobuf: field number 0")
     if wire_type == 0:
+        start = pos
         while buf[pos] >= 0x80:
             pos += 1
             if pos > end:
                 break
         pos += 1
+        if pos - start > 10:
+            raise DecodeError("malformed protobuf: varint longer than 10 bytes")
     elif wire_type == 1:
         pos += 8
     elif wire_type == 2:
@@ -139,7 +152,7 @@ def _skip(buf: bytes, pos: int, end: int, tag: int) -> int:
     elif wire_type == 5:
         pos += 4
     elif wire_type == 3:
-        pos = _skip_group(buf, pos, end, tag >> 3)
+        pos = _skip_group(buf, pos, end, tag >> 3, _MAX_DEPTH - depth)
     else:
         raise DecodeError(f"malformed protobuf: invalid wire type {wire_type}")
     if pos > end:
@@ -147,8 +160,10 @@ def _skip(buf: bytes, pos: int, end: int, tag: int) -> int:
     return pos
 
 
-def _skip_group(buf: bytes, pos: int, end: int, field: int) -> int:
-    """Skip a (deprecated) group up to its matching end-group tag, iteratively."""
+def _skip_group(buf: bytes, pos: int, end: int, field: int, limit: int) -> int:
+    """Skip a (deprecated) group up to its matching end-group tag, iteratively, nesting at most ``limit``."""
+    if limit < 1:
+        raise DecodeError("malformed protobuf: groups nested too deeply")
     open_groups = [field]
     while open_groups:
         if pos >= end:
@@ -161,7 +176,7 @@ def _skip_group(buf: bytes, pos: int, end: int, field: int) -> int:
             if tag >> 3 != open_groups.pop():
                 raise DecodeError("malformed protobuf: mismatched end-group tag")
         elif tag & 7 == 3:
-            if len(open_groups) >= _MAX_GROUP_DEPTH:
+            if len(open_groups) >= limit:
                 raise DecodeError("malformed protobuf: groups nested too deeply")
             open_groups.append(tag >> 3)
         else:
@@ -179,12 +194,14 @@ def _scan_feature(
     end: int,
     kinds: dict[int, int],
     positions: bool,
+    depth: int,
     state: Slot | None = None,
 ) -> Slot:
     """Read one ``Feature`` message in ``buf[pos:end]`` (the list messages inside it are read inline).
 
-    ``state`` is what earlier occurrences of the same ``Feature`` left (protobuf reads them as if their
-    bytes were concatenated); its chunk list is extended in place.
+    ``depth`` is the nesting depth of the ``Feature`` (see :func:`_skip`). ``state`` is what earlier
+    occurrences of the same ``Feature`` left (protobuf reads them as if their bytes were concatenated);
+    its chunk list is extended in place.
     """
     kind, chunks = state if state is not None else (0, [])
     while pos < end:
@@ -195,7 +212,7 @@ def _scan_feature(
         field = tag >> 3
         encoding = kinds.get(field)
         if encoding is None:
-            pos = _skip(buf, pos, end, tag)
+            pos = _skip(buf, pos, end, tag, depth)
             continue
         if tag & 7 != 2:
             raise _wrong_wire_type("a Feature list", tag)
@@ -232,7 +249,7 @@ def _scan_feature(
             elif tag >> 3 == 1:
                 pos = _unpacked_value(buf, pos, stop, tag, encoding, chunks, positions)
             else:
-                pos = _skip(buf, pos, stop, tag)
+                pos = _skip(buf, pos, stop, tag, depth + 1)
         pos = stop
     return kind, chunks
 
@@ -261,17 +278,25 @@ def _unpacked_value(
 
 
 def _merge_feature(
-    buf: bytes, regions: list[tuple[int, int]], kinds: dict[int, int], positions: bool
+    buf: bytes, regions: list[tuple[int, int]], kinds: dict[int, int], positions: bool, depth: int
 ) -> Slot:
     """Read a map value written as one or more ``Feature`` messages.
 
     Protobuf merges the occurrences as if their bytes were concatenated, so a oneof member set in a later
     occurrence clears a different one set before, even one set earlier in that same occurrence.
     """
-    state = _scan_feature(buf, regions[0][0], regions[0][1], kinds, positions)
+    state = _scan_feature(buf, regions[0][0], regions[0][1], kinds, positions, depth)
     for start, stop in regions[1:]:
-        state = _scan_feature(buf, start, stop, kinds, positions, state)
+        state = _scan_feature(buf, start, stop, kinds, positions, depth, state)
     return state
+
+
+def _check_name(key: bytes) -> None:
+    """Refuse a feature name that is not UTF-8, as protobuf does for a ``string`` map key."""
+    try:
+        key.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DecodeError(f"malformed protobuf: feature name {key!r} is not valid UTF-8") from None
 
 
 def _map_entry(buf: bytes, pos: int, end: int) -> tuple[bytes, list[tuple[int, int]]]:
@@ -286,6 +311,8 @@ def _map_entry(buf: bytes, pos: int, end: int) -> tuple[bytes, list[tuple[int, i
         if tag == 0x0A:
             stop, pos = _length(buf, pos, end)
             key = buf[pos:stop]
+            if not key.isascii():
+                _check_name(key)
         elif tag == 0x12:
             stop, pos = _length(buf, pos, end)
             values.append((pos, stop))
@@ -309,6 +336,8 @@ def scan_features(
     kinds: dict[int, int],
     out: dict[bytes, Slot],
     dont_care: list[tuple[int, int]] | None = None,
+    *,
+    depth: int = 1,
 ) -> None:
     """Read a ``Features`` (or ``OFRecord``) message in ``buf[pos:end]`` into ``out``.
 
@@ -325,8 +354,12 @@ def scan_features(
     dont_care
         When given, chunks are ``(start, stop)`` positions instead of bytes, the value regions of features
         that are not wanted are appended here, and :class:`NotTemplatable` is raised for unpacked values.
+    depth
+        How deeply the message is nested in the record (0 for an OFRecord, 1 for the ``Features`` of an
+        Example); see :func:`_skip`.
     """
     positions = dont_care is not None
+    feature_depth = depth + 2
     while pos < end:
         tag = buf[pos]
         pos += 1
@@ -335,7 +368,7 @@ def scan_features(
         if tag != 0x0A:
             if tag >> 3 == 1:
                 raise _wrong_wire_type("a feature map entry", tag)
-            pos = _skip(buf, pos, end, tag)
+            pos = _skip(buf, pos, end, tag, depth)
             continue
         n = buf[pos]
         pos += 1
@@ -355,14 +388,21 @@ def scan_features(
                 if value_start + n == stop:
                     key = buf[pos + 2 : key_stop]
                     if key in wanted:
-                        out[key] = _scan_feature(buf, value_start, stop, kinds, positions)
-                    elif dont_care is not None:
-                        dont_care.append((value_start, stop))
+                        out[key] = _scan_feature(
+                            buf, value_start, stop, kinds, positions, feature_depth
+                        )
+                    else:
+                        if not key.isascii():
+                            _check_name(key)
+                        if dont_care is not None:
+                            dont_care.append((value_start, stop))
                     pos = stop
                     continue
         key, values = _map_entry(buf, pos, stop)
         if key in wanted:
-            out[key] = _merge_feature(buf, values, kinds, positions) if values else (0, [])
+            out[key] = (
+                _merge_feature(buf, values, kinds, positions, feature_depth) if values else (0, [])
+            )
         elif dont_care is not None:
             dont_care.extend(values)
         pos = stop
@@ -388,7 +428,7 @@ def scan_example(
             tag, pos = _varint_tail(buf, pos, tag)
         if tag == 0x0A:
             stop, pos = _length(buf, pos, end)
-            scan_features(buf, pos, stop, wanted, kinds, out, dont_care)
+            scan_features(buf, pos, stop, wanted, kinds, out, dont_care, depth=1)
             pos = stop
         elif tag >> 3 == 1:
             raise _wrong_wire_type("Example.features", tag)
@@ -398,7 +438,10 @@ def scan_example(
 
 
 def _scan_feature_list(buf: bytes, regions: list[tuple[int, int]], steps: list[Slot]) -> None:
-    """Append the steps of one or more ``FeatureList`` messages (concatenated, as protobuf merges them)."""
+    """Append the steps of one or more ``FeatureList`` messages (concatenated, as protobuf merges them).
+
+    A ``FeatureList`` is nested 3 deep in its SequenceExample, its steps 4 deep.
+    """
     for pos, end in regions:
         while pos < end:
             tag = buf[pos]
@@ -407,12 +450,12 @@ def _scan_feature_list(buf: bytes, regions: list[tuple[int, int]], steps: list[S
                 tag, pos = _varint_tail(buf, pos, tag)
             if tag == 0x0A:
                 stop, pos = _length(buf, pos, end)
-                steps.append(_scan_feature(buf, pos, stop, TF_KINDS, False))
+                steps.append(_scan_feature(buf, pos, stop, TF_KINDS, False, 4))
                 pos = stop
             elif tag >> 3 == 1:
                 raise _wrong_wire_type("a FeatureList feature", tag)
             else:
-                pos = _skip(buf, pos, end, tag)
+                pos = _skip(buf, pos, end, tag, 3)
 
 
 def scan_sequence_example(
@@ -437,7 +480,7 @@ def scan_sequence_example(
             tag, pos = _varint_tail(buf, pos, tag)
         if tag == 0x0A:
             stop, pos = _length(buf, pos, end)
-            scan_features(buf, pos, stop, context, TF_KINDS, ctx)
+            scan_features(buf, pos, stop, context, TF_KINDS, ctx, depth=1)
         elif tag == 0x12:
             stop, pos = _length(buf, pos, end)
             while pos < stop:
@@ -448,7 +491,7 @@ def scan_sequence_example(
                 if entry_tag != 0x0A:
                     if entry_tag >> 3 == 1:
                         raise _wrong_wire_type("a feature list map entry", entry_tag)
-                    pos = _skip(buf, pos, stop, entry_tag)
+                    pos = _skip(buf, pos, stop, entry_tag, 1)
                     continue
                 entry_stop, pos = _length(buf, pos, stop)
                 key, values = _map_entry(buf, pos, entry_stop)
