@@ -224,6 +224,8 @@ def _scan_feature(
         if stop > end:
             raise DecodeError("malformed protobuf: length runs past the end of its message")
         if field != kind:  # a oneof: setting another member clears the previous one
+            if chunks:
+                _drop(buf, kinds[kind], chunks)
             kind = field
             chunks = []
         while pos < stop:  # the BytesList / FloatList / ... message
@@ -275,6 +277,23 @@ def _unpacked_value(
         raise DecodeError("malformed protobuf: value runs past the end of its list")
     chunks.append(buf[start:pos])
     return pos
+
+
+def _drop(buf: bytes, encoding: int, chunks: list[Chunk]) -> None:
+    """Check the values about to be discarded (protobuf refuses a record with a broken one anywhere)."""
+    if encoding not in VARINTS:
+        return  # fixed-width runs are checked as they are found, bytes need no check
+    for chunk in chunks:
+        data = buf[chunk[0] : chunk[1]] if isinstance(chunk, tuple) else chunk
+        decode_varints(np.frombuffer(data, np.uint8), np.array([0, len(data)], np.int64))
+
+
+def _replace(out: dict[bytes, Slot], key: bytes, slot: Slot, buf: bytes, kinds: dict[int, int]) -> None:
+    """Store ``slot`` under ``key``, checking the values of a slot it replaces (a repeated name)."""
+    old = out.get(key)
+    if old is not None and old[1]:
+        _drop(buf, kinds[old[0]], old[1])
+    out[key] = slot
 
 
 def _merge_feature(
@@ -388,9 +407,8 @@ def scan_features(
                 if value_start + n == stop:
                     key = buf[pos + 2 : key_stop]
                     if key in wanted:
-                        out[key] = _scan_feature(
-                            buf, value_start, stop, kinds, positions, feature_depth
-                        )
+                        slot = _scan_feature(buf, value_start, stop, kinds, positions, feature_depth)
+                        _replace(out, key, slot, buf, kinds)
                     else:
                         if not key.isascii():
                             _check_name(key)
@@ -400,9 +418,8 @@ def scan_features(
                     continue
         key, values = _map_entry(buf, pos, stop)
         if key in wanted:
-            out[key] = (
-                _merge_feature(buf, values, kinds, positions, feature_depth) if values else (0, [])
-            )
+            slot = _merge_feature(buf, values, kinds, positions, feature_depth) if values else (0, [])
+            _replace(out, key, slot, buf, kinds)
         elif dont_care is not None:
             dont_care.extend(values)
         pos = stop
@@ -498,6 +515,9 @@ def scan_sequence_example(
                 if key in sequence:
                     steps: list[Slot] = []
                     _scan_feature_list(buf, values, steps)
+                    for old in lists.get(key, ()):
+                        if old[1]:
+                            _drop(buf, TF_KINDS[old[0]], old[1])
                     lists[key] = steps
                 pos = entry_stop
         elif tag >> 3 in (1, 2):
