@@ -473,3 +473,20 @@ def test_decoders_refuse_other_objects_with_a_type_error_naming_them(kind):
 def test_a_single_record_instead_of_a_batch_is_a_type_error():
     with pytest.raises(TypeError, match="iterable of serialized records"):
         rk.parse_examples(rk.encode_example({"a": 1}), {"a": rk.VarLen(np.int64)})
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.int64])
+def test_an_integer_default_fits_any_integer_dtype(dtype):
+    spec = rk.FixedLen((2,), dtype, default=7)
+    assert spec.default.dtype == np.dtype(dtype)
+    assert spec.default.tolist() == [7, 7]
+    with pytest.raises(ValueError, match="does not fit"):
+        rk.FixedLen((), dtype, default=int(np.iinfo(dtype).max) + 1)
+
+
+def test_feature_list_items_of_no_values_with_a_default():
+    steps = sequence_example({}, {"s": [[], []]})
+    spec = rk.FixedLenSequence((0,), np.int64, default=5, allow_missing=True)
+    _, sequence, lengths = rk.parse_sequence_examples([steps, sequence_example({}, {})], {}, {"s": spec})
+    assert sequence["s"].shape == (2, 2, 0)
+    assert lengths["s"].tolist() == [2, 0]
