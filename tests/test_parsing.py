@@ -487,6 +487,8 @@ def test_an_integer_default_fits_any_integer_dtype(dtype):
 def test_feature_list_items_of_no_values_with_a_default():
     steps = sequence_example({}, {"s": [[], []]})
     spec = rk.FixedLenSequence((0,), np.int64, default=5, allow_missing=True)
-    _, sequence, lengths = rk.parse_sequence_examples([steps, sequence_example({}, {})], {}, {"s": spec})
+    _, sequence, lengths = rk.parse_sequence_examples(
+        [steps, sequence_example({}, {})], {}, {"s": spec}
+    )
     assert sequence["s"].shape == (2, 2, 0)
     assert lengths["s"].tolist() == [2, 0]

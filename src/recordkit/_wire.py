@@ -288,7 +288,9 @@ def _drop(buf: bytes, encoding: int, chunks: list[Chunk]) -> None:
         decode_varints(np.frombuffer(data, np.uint8), np.array([0, len(data)], np.int64))
 
 
-def _replace(out: dict[bytes, Slot], key: bytes, slot: Slot, buf: bytes, kinds: dict[int, int]) -> None:
+def _replace(
+    out: dict[bytes, Slot], key: bytes, slot: Slot, buf: bytes, kinds: dict[int, int]
+) -> None:
     """Store ``slot`` under ``key``, checking the values of a slot it replaces (a repeated name)."""
     old = out.get(key)
     if old is not None and old[1]:
@@ -318,8 +320,14 @@ def _check_name(key: bytes) -> None:
         raise DecodeError(f"malformed protobuf: feature name {key!r} is not valid UTF-8") from None
 
 
-def _map_entry(buf: bytes, pos: int, end: int) -> tuple[bytes, list[tuple[int, int]]]:
-    """Read a map entry: its key and the ``(start, stop)`` of each occurrence of its value field."""
+def _map_entry(
+    buf: bytes, pos: int, end: int, check_names: bool = True
+) -> tuple[bytes, list[tuple[int, int]]]:
+    """Read a map entry: its key and the ``(start, stop)`` of each occurrence of its value field.
+
+    ``check_names``: refuse a key that is not UTF-8 (a proto3 ``string``; OFRecord's proto2 keys are not
+    checked by protobuf).
+    """
     key = b""
     values: list[tuple[int, int]] = []
     while pos < end:
@@ -330,7 +338,7 @@ def _map_entry(buf: bytes, pos: int, end: int) -> tuple[bytes, list[tuple[int, i
         if tag == 0x0A:
             stop, pos = _length(buf, pos, end)
             key = buf[pos:stop]
-            if not key.isascii():
+            if check_names and not key.isascii():
                 _check_name(key)
         elif tag == 0x12:
             stop, pos = _length(buf, pos, end)
@@ -379,6 +387,7 @@ def scan_features(
     """
     positions = dont_care is not None
     feature_depth = depth + 2
+    check_names = kinds is TF_KINDS
     while pos < end:
         tag = buf[pos]
         pos += 1
@@ -407,18 +416,22 @@ def scan_features(
                 if value_start + n == stop:
                     key = buf[pos + 2 : key_stop]
                     if key in wanted:
-                        slot = _scan_feature(buf, value_start, stop, kinds, positions, feature_depth)
+                        slot = _scan_feature(
+                            buf, value_start, stop, kinds, positions, feature_depth
+                        )
                         _replace(out, key, slot, buf, kinds)
                     else:
-                        if not key.isascii():
+                        if check_names and not key.isascii():
                             _check_name(key)
                         if dont_care is not None:
                             dont_care.append((value_start, stop))
                     pos = stop
                     continue
-        key, values = _map_entry(buf, pos, stop)
+        key, values = _map_entry(buf, pos, stop, check_names)
         if key in wanted:
-            slot = _merge_feature(buf, values, kinds, positions, feature_depth) if values else (0, [])
+            slot = (
+                _merge_feature(buf, values, kinds, positions, feature_depth) if values else (0, [])
+            )
             _replace(out, key, slot, buf, kinds)
         elif dont_care is not None:
             dont_care.extend(values)

@@ -145,7 +145,9 @@ def _default_array(
         raise ValueError(f"a default of shape {values.shape} does not fit shape {shape}") from None
 
 
-def _numeric_default(values: np.ndarray[Any, Any], value_type: np.dtype[Any]) -> np.ndarray[Any, Any]:
+def _numeric_default(
+    values: np.ndarray[Any, Any], value_type: np.dtype[Any]
+) -> np.ndarray[Any, Any]:
     """The default converted to ``value_type``: integers must fit it, floats go to floats only."""
     if values.dtype.kind in "biu" and value_type.kind in "iu":
         info = np.iinfo(value_type)

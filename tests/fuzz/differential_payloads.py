@@ -231,7 +231,9 @@ class Writer:
         choice = self.s.randrange(3)
         if choice == 0:
             allowed = (2, UNPACKED_WIRE_TYPE[encoding])
-            return self.field_of_type(1, self.s.choice([t for t in (0, 1, 3, 5) if t not in allowed]))
+            return self.field_of_type(
+                1, self.s.choice([t for t in (0, 1, 3, 5) if t not in allowed])
+            )
         if choice == 1 and encoding != "bytes":
             if encoding == "varint":
                 run = self.s.choice((b"\x80", b"\x01\xff", b"\xff" * 10 + b"\x01"))
@@ -252,7 +254,9 @@ class Writer:
             for _ in range(self.s.randint(1, 2)):
                 other = self.s.choice(lists)
                 size = self.s.randint(0, 3)
-                fields.append(self.delimited(other, self.list_message(self.lists[other], size, depth + 1)))
+                fields.append(
+                    self.delimited(other, self.list_message(self.lists[other], size, depth + 1))
+                )
         if kind:
             encoding = self.lists[kind]
             if self.chance(0.1):  # the same list written twice: protobuf concatenates them
@@ -344,7 +348,11 @@ class Writer:
                 parts = [key_field]  # no value: an empty Feature
                 kept = False
             else:
-                parts = [self.delimited(1, s.choice(NAMES)), *values, key_field]  # the last key wins
+                parts = [
+                    self.delimited(1, s.choice(NAMES)),
+                    *values,
+                    key_field,
+                ]  # the last key wins
         if self.poisoned(True, 0.15):  # protobuf drops such an entry or refuses the record
             wrong = self.field_of_type(s.choice((1, 2)), s.choice((0, 1, 3, 5)))
             parts.insert(s.randint(0, len(parts)), wrong if s.random() < 0.5 else self.unknown(2))
@@ -377,8 +385,11 @@ class Writer:
         clean: list[bytes] = []
         for key in self.names(schema):
             kind, count = self.kind_and_count(schema, key)
-            if self.poisoned(True, 0.05):
-                key = NOT_UTF8
+            if self.lists is OF_LISTS:
+                if self.chance(0.02):
+                    key = NOT_UTF8  # proto2: protobuf reads it (decode_ofrecord refuses it)
+            elif self.poisoned(True, 0.05):
+                key = NOT_UTF8  # proto3: protobuf refuses the record
             self.marked = False
             fields = self.feature(kind, count, depth + 2)
             self.add_entry(data, clean, section, key, fields)
@@ -397,7 +408,9 @@ class Writer:
             self.marked = False
             steps = []
             kind, count = self.kind_and_count(schema, name)
-            for _ in range(self.s.choice((0, 1, 2, 3)) if self.s.random() < 0.9 else self.s.randint(0, 12)):
+            for _ in range(
+                self.s.choice((0, 1, 2, 3)) if self.s.random() < 0.9 else self.s.randint(0, 12)
+            ):
                 step_kind, step_count = kind, count
                 if self.chance(0.1):
                     step_kind, step_count = self.kind_and_count(schema, name)
@@ -449,10 +462,12 @@ class Writer:
                 data.append(extra)
                 clean.append(extra)
         if self.poisoned(True, 0.1):
-            data.append(self.field_of_type(self.s.choice([n for n, _, _ in fields]), self.s.choice((0, 1, 3, 5))))
+            data.append(
+                self.field_of_type(
+                    self.s.choice([n for n, _, _ in fields]), self.s.choice((0, 1, 3, 5))
+                )
+            )
         return b"".join(data), b"".join(clean)
-
-
 
 
 def empty_entry(key: bytes) -> bytes:
@@ -472,7 +487,9 @@ def make_schema(s: random.Random, lists: dict[int, str]) -> Schema:
 
 
 def make_batch(
-    rng: random.Random, build: Callable[[Writer, Schema], tuple[bytes, bytes]], lists: dict[int, str]
+    rng: random.Random,
+    build: Callable[[Writer, Schema], tuple[bytes, bytes]],
+    lists: dict[int, str],
 ) -> tuple[Schema, list[Payload]]:
     """1-20 records of one schema; often a group of 8+ sharing one layout (the template path)."""
     schema = make_schema(rng, lists)
@@ -537,7 +554,9 @@ def feature_values(feature: Any, lists: dict[int, str]) -> tuple[int, Any]:
     if encoding == "bytes":
         return number, list(typed.value)
     if encoding == "varint":
-        return number, np.array(list(typed.value), np.int32 if number == 4 and lists is OF_LISTS else np.int64)
+        return number, np.array(
+            list(typed.value), np.int32 if number == 4 and lists is OF_LISTS else np.int64
+        )
     dtype = np.dtype("<f4" if encoding == "f4" else "<f8")
     packed = typed.SerializeToString()
     if not packed:
@@ -560,6 +579,8 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
 def decoded(entries: Any, lists: dict[int, str]) -> dict[str, Any]:
     """What ``decode_example``/``decode_ofrecord`` return for a protobuf feature map."""
     out = {}
+    if any(isinstance(name, bytes) for name in entries):
+        raise Refused("a feature name is not UTF-8")
     for name in sorted(entries):
         kind, values = feature_values(entries[name], lists)
         out[name] = np.zeros(0, np.float32) if kind == 0 else values
@@ -681,7 +702,11 @@ def pad_items(spec: Any, rows: list[Any], items: list[int], target: Any, fill: A
 
 
 def expected_batch(
-    specs: dict[str, Any], features: list[Any], row: Callable[..., Any], lists: dict[int, str], of: bool
+    specs: dict[str, Any],
+    features: list[Any],
+    row: Callable[..., Any],
+    lists: dict[int, str],
+    of: bool,
 ) -> dict[str, Any]:
     """The result of parsing a batch whose records hold ``features`` (protobuf feature maps)."""
     out = {}
@@ -706,7 +731,9 @@ def same(got: Any, want: Any, where: str) -> None:
         assert isinstance(got, list) and got == want, f"{where}: {got!r} instead of {want!r}"
         return
     if not isinstance(want, (np.ndarray, rk.Ragged)):  # one value of a FixedLen of shape ()
-        assert type(got) is type(want), f"{where}: {type(got).__name__} instead of {type(want).__name__}"
+        assert type(got) is type(want), (
+            f"{where}: {type(got).__name__} instead of {type(want).__name__}"
+        )
         got, want = np.asarray([got]), np.asarray([want])
         mask = None if mask is None else np.asarray([mask])
     if isinstance(want, rk.Ragged):
@@ -719,7 +746,9 @@ def same(got: Any, want: Any, where: str) -> None:
     assert got.shape == want.shape, f"{where}: shape {got.shape} instead of {want.shape}"
     assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} instead of {want.dtype}"
     if want.dtype == object:
-        assert got.tolist() == want.tolist(), f"{where}: {got.tolist()!r} instead of {want.tolist()!r}"
+        assert got.tolist() == want.tolist(), (
+            f"{where}: {got.tolist()!r} instead of {want.tolist()!r}"
+        )
         return
     if mask is not None:
         got, want = got[mask], want[mask]
@@ -766,7 +795,13 @@ def messages(cls: Any, batch: list[Payload]) -> list[Any] | None:
     return [parse(cls, p.clean) for p in batch]
 
 
-def check_decode(cls: Any, payload: Payload, decode: Callable[[bytes], Any], expect: Callable[[Any], Any], where: str) -> None:
+def check_decode(
+    cls: Any,
+    payload: Payload,
+    decode: Callable[[bytes], Any],
+    expect: Callable[[Any], Any],
+    where: str,
+) -> None:
     """A single-record decoder agrees with protobuf on ``payload.data``, or both refuse it."""
     try:
         message = parse(cls, payload.data)
@@ -814,7 +849,9 @@ def pick_default(rng: random.Random, dtype: Any) -> Any:
     return rng.choice((0, 7)) if np.dtype(dtype).kind in "iu" else rng.choice((0.0, -2.5))
 
 
-def pick_spec(rng: random.Random, kind: int, count: int | None, *, of: bool, sequence: str = "") -> Any:
+def pick_spec(
+    rng: random.Random, kind: int, count: int | None, *, of: bool, sequence: str = ""
+) -> Any:
     """A spec for a feature whose records usually hold ``count`` values of ``kind``.
 
     ``sequence`` is ``"context"`` or ``"lists"`` for the two halves of a SequenceExample.
@@ -834,12 +871,16 @@ def pick_spec(rng: random.Random, kind: int, count: int | None, *, of: bool, seq
     if sequence == "lists":
         shape = () if n == 1 and rng.random() < 0.5 else (n,)
         allow = rng.random() < 0.5
-        return rk.FixedLenSequence(shape, dtype, default=pick_default(rng, dtype), allow_missing=allow)
+        return rk.FixedLenSequence(
+            shape, dtype, default=pick_default(rng, dtype), allow_missing=allow
+        )
     item = 2 if n and n % 2 == 0 and rng.random() < 0.3 else 1
     return rk.FixedLenSequence((item,) if item > 1 else (), dtype, default=pick_default(rng, dtype))
 
 
-def pick_specs(rng: random.Random, schema: Schema, *, of: bool = False, sequence: str = "") -> dict[str, Any]:
+def pick_specs(
+    rng: random.Random, schema: Schema, *, of: bool = False, sequence: str = ""
+) -> dict[str, Any]:
     """Specs for most of the schema's features, and now and then for one no record holds."""
     specs = {
         name.decode(): pick_spec(rng, kind, count, of=of, sequence=sequence)
@@ -857,13 +898,19 @@ def pick_specs(rng: random.Random, schema: Schema, *, of: bool = False, sequence
 # -- checks ----------------------------------------------------------------------------------------
 
 
-def check_example_batch(batch: list[Payload], specs: dict[str, Any], rng: random.Random, tf: Any = None) -> None:
+def check_example_batch(
+    batch: list[Payload], specs: dict[str, Any], rng: random.Random, tf: Any = None
+) -> None:
     """parse_examples, parse_example and decode_example agree with protobuf (and TensorFlow, if given)."""
     records = [p.data for p in batch]
-    want = expect_features(example_pb2.Example, batch, specs, lambda m: m.features.feature, tf_row, TF_LISTS)
+    want = expect_features(
+        example_pb2.Example, batch, specs, lambda m: m.features.feature, tf_row, TF_LISTS
+    )
     compare(outcome(lambda: rk.parse_examples(records, specs)), want, "parse_examples")
     i = rng.randrange(len(batch))
-    one = expect_features(example_pb2.Example, batch[i : i + 1], specs, lambda m: m.features.feature, tf_row, TF_LISTS)
+    one = expect_features(
+        example_pb2.Example, batch[i : i + 1], specs, lambda m: m.features.feature, tf_row, TF_LISTS
+    )
     if not isinstance(one, Refused):
         one = {name: first_row(value) for name, value in one.items()}
     compare(outcome(lambda: rk.parse_example(records[i], specs)), one, "parse_example")
@@ -903,12 +950,23 @@ def check_ofrecord_batch(batch: list[Payload], specs: dict[str, Any], rng: rando
     compare(outcome(lambda: rk.parse_ofrecords(records, specs)), want, "parse_ofrecords")
     for payload in batch:
         check_decode(
-            record_pb2.OFRecord, payload, rk.decode_ofrecord, lambda m: decoded(m.feature, OF_LISTS), "decode_ofrecord"
+            record_pb2.OFRecord,
+            payload,
+            rk.decode_ofrecord,
+            lambda m: decoded(m.feature, OF_LISTS),
+            "decode_ofrecord",
         )
     name = rng.choice(NAMES).decode()
     refused = must_refuse(batch, {"f": [name]})
     parsed = None if refused else messages(record_pb2.OFRecord, batch)
-    found = [] if parsed is None else [feature_values(m.feature[name], OF_LISTS) if name in m.feature else (0, None) for m in parsed]
+    found = (
+        []
+        if parsed is None
+        else [
+            feature_values(m.feature[name], OF_LISTS) if name in m.feature else (0, None)
+            for m in parsed
+        ]
+    )
     if rng.random() < 0.3:
         want = Refused("poisoned") if refused else oracle(lambda: {"v": expected_bytes(found)})
         got = outcome(lambda: {"v": _array(rk_ofrecord.bytes_decoder(records, name), "bytes")})
@@ -918,7 +976,11 @@ def check_ofrecord_batch(batch: list[Payload], specs: dict[str, Any], rng: rando
     dtype = np.dtype(rng.choice(OF_NUMERIC))
     mode = rng.randrange(3)
     options = {"dim1_varying_length": mode == 1, "truncate": mode == 2}
-    want = Refused("poisoned") if refused else oracle(lambda: {"v": expected_raw(found, shape, dtype, **options)})
+    want = (
+        Refused("poisoned")
+        if refused
+        else oracle(lambda: {"v": expected_raw(found, shape, dtype, **options)})
+    )
     got = outcome(lambda: {"v": rk_ofrecord.raw_decoder(records, name, shape, dtype, **options)})
     compare(got, want, f"raw_decoder({name!r}, {shape}, {dtype}, {options})")
 
@@ -932,7 +994,12 @@ def expected_bytes(found: list[tuple[int, Any]]) -> np.ndarray[Any, Any]:
 
 
 def expected_raw(
-    found: list[tuple[int, Any]], shape: tuple[int, ...], dtype: Any, *, dim1_varying_length: bool, truncate: bool
+    found: list[tuple[int, Any]],
+    shape: tuple[int, ...],
+    dtype: Any,
+    *,
+    dim1_varying_length: bool,
+    truncate: bool,
 ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """What raw_decoder returns (see its docstring), with which values are defined."""
     size = math.prod(shape)
@@ -943,7 +1010,11 @@ def expected_raw(
             raise Refused("missing")
         row = of_row(dtype, kind, values)
         count = len(row)
-        if not truncate and kind != 1 and (count > size or (count < size and not dim1_varying_length)):
+        if (
+            not truncate
+            and kind != 1
+            and (count > size or (count < size and not dim1_varying_length))
+        ):
             raise Refused("count")
         kept = min(count, size)
         out[i, :kept] = row[:kept]
@@ -951,7 +1022,9 @@ def expected_raw(
     return out.reshape((len(found), *shape)), mask.reshape((len(found), *shape))
 
 
-def check_sequence_batch(batch: list[Payload], context: dict[str, Any], lists: dict[str, Any], rng: random.Random) -> None:
+def check_sequence_batch(
+    batch: list[Payload], context: dict[str, Any], lists: dict[str, Any], rng: random.Random
+) -> None:
     """parse_sequence_examples, parse_sequence_example and decode_sequence_example agree with protobuf."""
     records = [p.data for p in batch]
     want = expect_sequences(batch, context, lists)
@@ -960,14 +1033,24 @@ def check_sequence_batch(batch: list[Payload], context: dict[str, Any], lists: d
     i = rng.randrange(len(batch))
     one = expect_sequences(batch[i : i + 1], context, lists)
     if not isinstance(one, Refused):
-        one = {key: first_row(value) for key, value in one.items() if not key.startswith("lengths:")}
+        one = {
+            key: first_row(value) for key, value in one.items() if not key.startswith("lengths:")
+        }
     got = outcome(lambda: flatten(*rk.parse_sequence_example(records[i], context, lists), {}))
     compare(got, one, "parse_sequence_example")
     for payload in batch:
-        check_decode(example_pb2.SequenceExample, payload, decode_sequence, expected_decoded_sequence, "decode_sequence_example")
+        check_decode(
+            example_pb2.SequenceExample,
+            payload,
+            decode_sequence,
+            expected_decoded_sequence,
+            "decode_sequence_example",
+        )
 
 
-def flatten(context: dict[str, Any], sequence: dict[str, Any], lengths: dict[str, Any]) -> dict[str, Any]:
+def flatten(
+    context: dict[str, Any], sequence: dict[str, Any], lengths: dict[str, Any]
+) -> dict[str, Any]:
     """One dict of the three results of parse_sequence_examples."""
     out = {f"context:{k}": v for k, v in context.items()}
     out.update({f"sequence:{k}": v for k, v in sequence.items()})
@@ -992,7 +1075,9 @@ def expect_sequences(batch: list[Payload], context: dict[str, Any], lists: dict[
     return oracle(build)
 
 
-def flatten_order(out: dict[str, Any], context: dict[str, Any], lists: dict[str, Any]) -> dict[str, Any]:
+def flatten_order(
+    out: dict[str, Any], context: dict[str, Any], lists: dict[str, Any]
+) -> dict[str, Any]:
     """``out`` in the key order of :func:`flatten`."""
     keys = [f"context:{k}" for k in context] + [f"sequence:{k}" for k in lists]
     keys += [f"lengths:{k}" for k, spec in lists.items() if isinstance(spec, rk.FixedLenSequence)]
@@ -1025,7 +1110,9 @@ def expected_list(name: str, spec: Any, feature_lists: list[Any]) -> dict[str, A
         outer = np.concatenate(([0], np.cumsum(steps_per_record, dtype=np.int64)))
         return {f"sequence:{name}": rk.Ragged(inner, outer)}
     flat = np.concatenate(rows) if rows else _empty(target)
-    per_record = np.split(flat, np.cumsum([n * math.prod(spec.shape) for n in steps_per_record])[:-1])
+    per_record = np.split(
+        flat, np.cumsum([n * math.prod(spec.shape) for n in steps_per_record])[:-1]
+    )
     padded = pad_items(spec, per_record, steps_per_record, target, spec.default)
     return {f"sequence:{name}": padded, f"lengths:{name}": np.array(steps_per_record, np.int64)}
 
@@ -1052,7 +1139,10 @@ def expected_decoded_sequence(message: Any) -> dict[str, Any]:
 def steps_value(steps: list[Any]) -> np.ndarray[Any, Any]:
     """Steps compared as an object array of ``(dtype, bytes)`` or bytes lists."""
     out = np.empty(len(steps), object)
-    out[:] = [tuple(step) if isinstance(step, list) else (step.dtype.str, step.tobytes()) for step in steps]
+    out[:] = [
+        tuple(step) if isinstance(step, list) else (step.dtype.str, step.tobytes())
+        for step in steps
+    ]
     return out
 
 
@@ -1076,7 +1166,9 @@ def tf_spec(tf: Any, spec: Any) -> Any:
     """The TensorFlow feature of a spec (``None`` for ``str``: TensorFlow does not decode UTF-8)."""
     if value_type(spec) == "str":
         return None
-    dtype = {"bytes": tf.string, np.dtype(np.int64): tf.int64, np.dtype(np.float32): tf.float32}[value_type(spec)]
+    dtype = {"bytes": tf.string, np.dtype(np.int64): tf.int64, np.dtype(np.float32): tf.float32}[
+        value_type(spec)
+    ]
     if isinstance(spec, rk.VarLen):
         return tf.io.VarLenFeature(dtype)
     default = None if spec.default is None else spec.default
@@ -1084,7 +1176,9 @@ def tf_spec(tf: Any, spec: Any) -> Any:
         return tf.io.FixedLenFeature(spec.shape, dtype, default_value=default)
     if default is not None:
         default = default.reshape(-1)[0] if default.size else None
-    return tf.io.FixedLenSequenceFeature(spec.shape, dtype, allow_missing=True, default_value=default)
+    return tf.io.FixedLenSequenceFeature(
+        spec.shape, dtype, allow_missing=True, default_value=default
+    )
 
 
 def check_tensorflow(tf: Any, records: list[bytes], specs: dict[str, Any], want: Any) -> None:
