@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 
 import _protowire as pw
+import google.protobuf.message
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -530,3 +531,19 @@ def test_a_oneof_switch_inside_a_later_value_in_ofrecords():
     for batch in ([payload], [payload] * 9):
         got = rk.parse_ofrecords(batch, {"k": rk.VarLen(np.int64)})["k"].to_list()
         assert got == [[5, -6]] * len(batch)
+
+
+@pytest.mark.parametrize("layout", ["packed-then-packed", "packed-then-unpacked"])
+def test_a_packed_run_ending_inside_a_varint_is_refused_even_before_another_run(layout):
+    rest = (
+        pw.delimited(1, pw.varint(5))
+        if layout == "packed-then-packed"
+        else pw.tag(1, 0) + pw.varint(5)
+    )
+    payload = pw.example(
+        [pw.entry("i", pw.delimited(pw.TF_INT64, pw.delimited(1, b"\x01\xff") + rest))]
+    )
+    with pytest.raises(google.protobuf.message.DecodeError):
+        example_pb2.Example.FromString(payload)
+    with pytest.raises(DecodeError, match="inside a varint"):
+        rk.parse_examples([payload], {"i": rk.VarLen(np.int64)})

@@ -246,6 +246,9 @@ def _scan_feature(
                         f"malformed protobuf: packed payload of {n} bytes is not a whole number "
                         f"of {_WIDTH[encoding]}-byte values"
                     )
+                if BYTES < encoding < FIXED32 and n and buf[value_stop - 1] >= 0x80:
+                    # Checked run by run: joined with the next run, the varint would run on into it.
+                    raise DecodeError("malformed protobuf: packed varints end inside a varint")
                 chunks.append((pos, value_stop) if positions else buf[pos:value_stop])
                 pos = value_stop
             elif tag >> 3 == 1:
