@@ -511,7 +511,7 @@ def make_batch(
     """1-20 records of one schema; often a group of 8+ sharing one layout (the template path)."""
     schema = make_schema(rng, lists)
     dirty = 0.0 if rng.random() < 0.6 else rng.choice((0.02, 0.1, 0.3))
-    size = rng.randint(1, 20)
+    size = 1 + int(19.99 * rng.random() ** 2)  # 1-20, mostly small (a batch costs by its records)
     group = rng.randint(8, max(8, size)) if rng.random() < 0.5 else 0
     layout_seed = rng.getrandbits(64)
     batch = []
