@@ -144,7 +144,13 @@ class Writer:
     """
 
     def __init__(
-        self, s: random.Random, v: random.Random, lists: dict[int, str], dirty: float
+        self,
+        s: random.Random,
+        v: random.Random,
+        lists: dict[int, str],
+        dirty: float,
+        *,
+        plain: bool = False,
     ) -> None:
         self.s = s
         self.v = v
@@ -153,13 +159,18 @@ class Writer:
         self.poison: set[Any] = set()
         self.marked = False  # a poison inside the feature being written
         self.plain = True
-        self.odd = s.random() < 0.2  # whether tags and lengths may be over-long in this record
+        self.rare = 0.0 if plain else 1.0  # 0: only layouts TensorFlow reads as protobuf does
+        self.odd = self.weird(0.2)  # whether tags and lengths may be over-long in this record
 
     # primitives ------------------------------------------------------------------------------------
 
     def chance(self, p: float) -> bool:
         """Draw a layout decision."""
         return self.s.random() < p
+
+    def weird(self, p: float) -> bool:
+        """Draw a decision for a layout TensorFlow reads otherwise than protobuf (never in plain mode)."""
+        return self.s.random() < p * self.rare
 
     def pad(self) -> int:
         """The size of a tag or length: usually canonical, now and then over-long (protobuf allows 5)."""
@@ -227,18 +238,27 @@ class Writer:
         wire_type = UNPACKED_WIRE_TYPE[encoding]
         parts = []
         remaining = count
+        packed = unpacked = 0
         while remaining or (not parts and self.chance(0.2)):
             run = min(remaining, pick(self.s, (1, 2, remaining or 1, remaining or 1)))
+            if not self.rare:
+                run = remaining  # one run: packed, or every value unpacked
             values = [self.value(encoding) for _ in range(run)]
             if encoding == "bytes":
                 parts += [self.delimited(1, value) for value in values]
-            elif self.chance(0.75):
-                parts.append(self.delimited(1, b"".join(values)))  # packed (maybe an empty run)
+            elif self.chance(0.75) or (encoding == "f4" and not self.rare):
+                # Packed (maybe an empty run). Plain batches pack their floats: TensorFlow 2.21 writes
+                # past its buffer for more unpacked floats than a FixedLenFeature holds.
+                parts.append(self.delimited(1, b"".join(values)))
+                packed += 1
             else:
                 parts += [self.tag(1, wire_type) + value for value in values]
+                unpacked += 1
             remaining -= run
-            if self.chance(0.04):
-                parts.append(self.unknown(depth, plain_ok=True))
+            if self.weird(0.04):
+                parts.append(self.unknown(depth))  # TensorFlow refuses it after unpacked values
+        if packed > 1 or (packed and unpacked):
+            self.plain = False  # TensorFlow reads the first packed run only
         if self.poisoned(False, 0.3):
             parts.append(self.bad_list_field(encoding, depth))
         return b"".join(parts)
@@ -266,7 +286,7 @@ class Writer:
         """
         fields: list[bytes] = []
         lists = list(self.lists)
-        if self.chance(0.1):  # a oneof switch: other lists first, cleared by the last one
+        if self.weird(0.1):  # a oneof switch: other lists first, cleared by the last one
             self.plain = False
             for _ in range(self.s.randint(1, 2)):
                 other = self.s.choice(lists)
@@ -276,14 +296,15 @@ class Writer:
                 )
         if kind:
             encoding = self.lists[kind]
-            if self.chance(0.1):  # the same list written twice: protobuf concatenates them
+            if self.weird(0.1):  # the same list written twice: protobuf concatenates them
                 self.plain = False
                 first = self.s.randint(0, count)
                 fields.append(self.delimited(kind, self.list_message(encoding, first, depth + 1)))
                 count -= first
             fields.append(self.delimited(kind, self.list_message(encoding, count, depth + 1)))
-        if self.chance(0.04):
-            fields.insert(self.s.randint(0, len(fields)), self.unknown(depth, plain_ok=True))
+        if self.weird(0.04):
+            # TensorFlow takes the first field of a Feature for its list ("Unsupported datatype").
+            fields.insert(self.s.randint(0, len(fields)), self.unknown(depth))
         if self.poisoned(False, 0.3):
             number = kind or self.s.choice(lists)
             if self.chance(0.5):
@@ -341,7 +362,7 @@ class Writer:
         s = self.s
         number = 2
         key_field = self.delimited(1, key)
-        if len(value_fields) > 1 and s.random() < 0.3:  # the value written as several occurrences
+        if len(value_fields) > 1 and self.weird(0.3):  # the value written as several occurrences
             self.plain = False
             cut = s.randint(1, len(value_fields) - 1)
             values = [
@@ -350,7 +371,7 @@ class Writer:
             ]
         else:
             values = [self.delimited(number, b"".join(value_fields))]
-        layout = 0.0 if key == NOT_UTF8 else s.random()
+        layout = 0.0 if key == NOT_UTF8 or not self.rare else s.random()
         name, kept = key, True
         if layout < 0.8:
             parts = [key_field, *values]
@@ -400,8 +421,10 @@ class Writer:
         """The map entries of a ``Features`` message (or of an OFRecord), as ``(data, clean)`` lists."""
         data: list[bytes] = []
         clean: list[bytes] = []
+        last_kind: dict[bytes, list[int]] = {}
         for key in self.names(schema):
             kind, count = self.kind_and_count(schema, key)
+            last_kind.setdefault(key, []).append(kind)
             if self.lists is OF_LISTS:
                 if self.chance(0.02):
                     key = NOT_UTF8  # proto2: protobuf reads it (decode_ofrecord refuses it)
@@ -410,10 +433,12 @@ class Writer:
             self.marked = False
             fields = self.feature(kind, count, depth + 2)
             self.add_entry(data, clean, section, key, fields)
-            if self.chance(0.04):
+            if self.weird(0.04):
                 extra = self.unknown(depth, plain_ok=depth == 0)
                 data.append(extra)
                 clean.append(extra)
+        if any(len(kinds) > 1 and not kinds[-1] for kinds in last_kind.values()):
+            self.plain = False  # TensorFlow keeps an earlier entry over a last one with no list
         self.tail_poison(data, depth)
         return data, clean
 
@@ -468,7 +493,7 @@ class Writer:
         clean: list[bytes] = []
         for number, entries, clean_entries in fields:
             cuts = [0, len(entries)]
-            if len(entries) > 1 and self.chance(0.1):
+            if len(entries) > 1 and self.weird(0.1):
                 self.plain = False
                 cuts.insert(1, self.s.randint(1, len(entries) - 1))
             for a, b in zip(cuts, cuts[1:]):
@@ -510,14 +535,15 @@ def make_batch(
 ) -> tuple[Schema, list[Payload]]:
     """1-20 records of one schema; often a group of 8+ sharing one layout (the template path)."""
     schema = make_schema(rng, lists)
-    dirty = 0.0 if rng.random() < 0.6 else rng.choice((0.02, 0.1, 0.3))
+    plain = rng.random() < 0.15  # a batch TensorFlow's parser reads as protobuf does
+    dirty = 0.0 if plain or rng.random() < 0.55 else rng.choice((0.02, 0.1, 0.3))
     size = 1 + int(19.99 * rng.random() ** 2)  # 1-20, mostly small (a batch costs by its records)
     group = rng.randint(8, max(8, size)) if rng.random() < 0.5 else 0
     layout_seed = rng.getrandbits(64)
     batch = []
     for i in range(max(size, group)):
         s = random.Random(layout_seed) if i < group else random.Random(rng.getrandbits(64))
-        writer = Writer(s, random.Random(rng.getrandbits(64)), lists, dirty)
+        writer = Writer(s, random.Random(rng.getrandbits(64)), lists, dirty, plain=plain)
         data, clean = build(writer, schema)
         batch.append(Payload(data, clean, writer.poison, writer.plain))
     rng.shuffle(batch)
@@ -948,7 +974,19 @@ def check_example_batch(
             "decode_example",
         )
     if tf is not None and all(p.plain for p in batch):
+        as_tf = {name: tf_equivalent(spec) for name, spec in specs.items()}
+        if any(as_tf[name] is not spec for name, spec in specs.items()):
+            want = expect_features(
+                example_pb2.Example, batch, as_tf, lambda m: m.features.feature, tf_row, TF_LISTS
+            )
         check_tensorflow(tf, records, specs, want)
+
+
+def tf_equivalent(spec: Any) -> Any:
+    """The spec recordkit reads as TensorFlow reads ``spec``: a FixedLen default of no values is none."""
+    if isinstance(spec, rk.FixedLen) and spec.default is not None and spec.default.size == 0:
+        return rk.FixedLen(spec.shape, spec.dtype)
+    return spec
 
 
 def expect_features(
@@ -1214,8 +1252,10 @@ def check_tensorflow(tf: Any, records: list[bytes], specs: dict[str, Any], want:
     try:
         out = tf.io.parse_example(tf.constant(records, tf.string), features)
     except tf.errors.InvalidArgumentError as exc:
+        OUTCOMES["TensorFlow refused"] += 1
         got: Any = Refused(str(exc)[:200])
     else:
+        OUTCOMES["TensorFlow read"] += 1
         got = {name: from_tensorflow(tf, out[name], len(records)) for name in specs}
     compare(got, want, "tf.io.parse_example")
 
@@ -1262,7 +1302,7 @@ class DifferentialExampleTarget(DifferentialTarget):
 
     name = "diff-example"
 
-    def __init__(self, *, tensorflow: bool | None = None, tf_fraction: float = 0.1) -> None:
+    def __init__(self, *, tensorflow: bool | None = None, tf_fraction: float = 0.5) -> None:
         super().__init__()
         self.use_tf = tensorflow
         self.tf_fraction = tf_fraction
