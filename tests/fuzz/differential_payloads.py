@@ -371,15 +371,20 @@ class Writer:
             ]
         else:
             values = [self.delimited(number, b"".join(value_fields))]
-        layout = 0.0 if key == NOT_UTF8 or not self.rare else s.random()
+        if key == NOT_UTF8:
+            layout = 0.0
+        elif not self.rare:
+            layout = 0.85 if s.random() < 0.1 else 0.0
+        else:
+            layout = s.random()
         name, kept = key, True
         if layout < 0.8:
             parts = [key_field, *values]
+        elif layout < 0.88:
+            parts = [*values, key_field]  # value before key
         else:
             self.plain = False
-            if layout < 0.88:
-                parts = [*values, key_field]  # value before key
-            elif layout < 0.93:
+            if layout < 0.93:
                 parts = values  # no key: the name is ""
                 name = b""
             elif layout < 0.97:
