@@ -547,3 +547,86 @@ def test_a_packed_run_ending_inside_a_varint_is_refused_even_before_another_run(
         example_pb2.Example.FromString(payload)
     with pytest.raises(DecodeError, match="inside a varint"):
         rk.parse_examples([payload], {"i": rk.VarLen(np.int64)})
+
+
+_FEATURE = pw.feature(pw.TF_INT64, [5])
+
+
+def _groups(depth: int) -> bytes:
+    return pw.tag(7, 3) * depth + pw.tag(7, 4) * depth
+
+
+def _entry_with_key_field(key_field: bytes) -> bytes:
+    return pw.delimited(1, pw.delimited(1, key_field + pw.delimited(2, _FEATURE)))
+
+
+# Records at protobuf's limits (read) and one step past them (refused), and values a later field discards.
+AT_THE_LIMIT = {
+    "5-byte tag": _entry_with_key_field(b"\x8a\x80\x80\x80\x00\x01i"),
+    "5-byte length": _entry_with_key_field(b"\x0a\x81\x80\x80\x80\x00i"),
+    "largest field number": pw.example([pw.entry("i", _FEATURE)]) + pw.tag(2**29 - 1, 0) + b"\x01",
+    "10-byte unknown varint": pw.example([pw.entry("i", _FEATURE)])
+    + pw.tag(9, 0)
+    + b"\xff" * 9
+    + b"\x01",
+    "groups 100 deep in the Example": pw.example([pw.entry("i", _FEATURE)]) + _groups(100),
+    "groups 97 deep in a Feature": pw.example([pw.entry("i", _FEATURE + _groups(97))]),
+}
+PAST_THE_LIMIT = {
+    "6-byte tag": _entry_with_key_field(b"\x8a\x80\x80\x80\x80\x00\x01i"),
+    "6-byte length": _entry_with_key_field(b"\x0a\x81\x80\x80\x80\x80\x00i"),
+    "tag above 2**32 - 1": pw.example([pw.entry("i", _FEATURE)]) + pw.varint(2**32 | 8) + b"\x01",
+    "11-byte unknown varint": pw.example([pw.entry("i", _FEATURE)])
+    + pw.tag(9, 0)
+    + b"\xff" * 10
+    + b"\x01",
+    "groups 101 deep in the Example": pw.example([pw.entry("i", _FEATURE)]) + _groups(101),
+    "groups 98 deep in a Feature": pw.example([pw.entry("i", _FEATURE + _groups(98))]),
+    "groups 97 deep in a list": pw.example(
+        [pw.entry("i", pw.delimited(pw.TF_INT64, pw.delimited(1, b"\x05") + _groups(97)))]
+    ),
+    "a name that is not UTF-8": pw.example([pw.entry("i", _FEATURE)])
+    + pw.delimited(1, pw.delimited(1, pw.delimited(1, b"\xff") + pw.delimited(2, _FEATURE))),
+    "a broken list a repeated name discards": pw.example(
+        [
+            pw.entry("i", pw.delimited(pw.TF_INT64, pw.delimited(1, b"\xff" * 10 + b"\x01"))),
+            pw.entry("i", _FEATURE),
+        ]
+    ),
+}
+
+
+@pytest.mark.parametrize("name", AT_THE_LIMIT)
+def test_records_at_protobufs_limits_are_read(name):
+    payload = AT_THE_LIMIT[name]
+    assert oracle(payload, "i") == ("int64_list", [5])
+    assert parsed(payload, "i", np.int64) == [5]
+
+
+@pytest.mark.parametrize("name", PAST_THE_LIMIT)
+def test_records_past_protobufs_limits_are_refused(name):
+    payload = PAST_THE_LIMIT[name]
+    with pytest.raises(google.protobuf.message.DecodeError):
+        example_pb2.Example.FromString(payload)
+    for batch in ([payload], [payload] * 9):
+        with pytest.raises(DecodeError, match="record 0"):
+            rk.parse_examples(batch, {"i": rk.VarLen(np.int64)})
+
+
+def test_ofrecord_names_that_are_not_utf8_are_read_as_protobuf_reads_them():
+    payload = pw.entry("i", pw.feature(pw.OF_INT64, [5], ofrecord=True))
+    payload += pw.delimited(1, pw.delimited(1, b"\xff") + pw.delimited(2, b""))
+    assert list(record_pb2.OFRecord.FromString(payload).feature["i"].int64_list.value) == [5]
+    assert rk.parse_ofrecords([payload], {"i": rk.VarLen(np.int64)})["i"].to_list() == [[5]]
+    with pytest.raises(DecodeError, match="UTF-8"):
+        rk.decode_ofrecord(payload)
+
+
+def test_a_broken_list_a_oneof_switch_discards_is_refused():
+    broken = pw.delimited(pw.TF_INT64, pw.delimited(1, b"\xff" * 10 + b"\x01"))
+    payload = pw.example([pw.entry("i", broken + pw.feature(pw.TF_BYTES, [b"x"]))])
+    with pytest.raises(google.protobuf.message.DecodeError):
+        example_pb2.Example.FromString(payload)
+    for batch in ([payload], [payload] * 9):
+        with pytest.raises(DecodeError, match="record 0"):
+            rk.parse_examples(batch, {"i": rk.VarLen(bytes)})

@@ -11,14 +11,17 @@ objects:
 * a bytes list becomes its values.
 
 Protobuf's merge rules are followed: map entries may come in any order and the last entry with a given
-key wins; a field of a sub-message written twice is merged; of the ``Feature`` oneof the last kind set
-wins and the values of repeated occurrences of the same kind are concatenated. Unknown fields are
-skipped by wire type, except inside a map entry (protobuf drops such an entry, TensorFlow rejects the
-record; recordkit raises). Features that are not wanted are skipped by their length without looking
-inside.
+key wins; the occurrences of a sub-message are read as one message, as if their bytes were concatenated, so
+of the ``Feature`` oneof the last kind set wins (even when set in a later occurrence) and the values of
+repeated occurrences of the same kind are concatenated. Values a oneof switch or a repeated key discards are
+still checked, as protobuf checks them. Unknown fields are skipped by wire type, except inside a map entry
+(protobuf drops such an entry, TensorFlow rejects the record; recordkit raises). Features that are not
+wanted are skipped by their length without looking inside.
 
-Anything malformed (a varint over 10 bytes, a length past the end of its message, a known field with the
-wrong wire type, a truncated message) raises :class:`~recordkit.errors.DecodeError`.
+Anything malformed (a tag or length over 5 bytes or above 2**32 - 1, another varint over 10 bytes, a
+length past the end of its message, a known field with the wrong wire type, groups nested deeper than
+protobuf allows, a truncated message, a feature name that is not UTF-8 in an Example) raises
+:class:`~recordkit.errors.DecodeError`.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ runs ``tf.io.parse_example`` on some batches of payloads in the layout TensorFlo
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import random
@@ -501,7 +502,7 @@ class Writer:
             if len(entries) > 1 and self.weird(0.1):
                 self.plain = False
                 cuts.insert(1, self.s.randint(1, len(entries) - 1))
-            for a, b in zip(cuts, cuts[1:]):
+            for a, b in itertools.pairwise(cuts):
                 data.append(self.delimited(number, b"".join(entries[a:b])))
                 clean.append(self.delimited(number, b"".join(clean_entries[a:b])))
             if self.chance(0.05):
@@ -776,7 +777,8 @@ def same(got: Any, want: Any, where: str) -> None:
     if isinstance(want, tuple):
         want, mask = want
     if isinstance(want, list):  # a decoded bytes list
-        assert isinstance(got, list) and got == want, f"{where}: {got!r} instead of {want!r}"
+        assert isinstance(got, list), f"{where}: {type(got).__name__} instead of a list"
+        assert got == want, f"{where}: {got!r} instead of {want!r}"
         return
     if not isinstance(want, (np.ndarray, rk.Ragged)):  # one value of a FixedLen of shape ()
         assert type(got) is type(want), (
