@@ -6,6 +6,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import _protowire as pw
 import numpy as np
 import pytest
 
@@ -172,3 +173,40 @@ def test_bytes_decoder():
         bytes_decoder([ofrecord("jpg", "int32_list", [1])], "jpg")
     with pytest.raises(DecodeError, match="not found"):
         bytes_decoder([ofrecord("png", "bytes_list", [b"a"])], "jpg")
+
+
+# int32_list [-7] with its varint cut to 5 bytes (0xfffffff9): protobuf reads an int32 field's varint
+# as its low 32 bits, sign-extended.
+INT32_FIVE_BYTE_VARINT = bytes.fromhex("0a0e0a0178120922070a05f9ffffff0f")
+
+
+def _int32_records() -> list[bytes]:
+    """int32 varints of several lengths, packed and unpacked; each record holds one value."""
+    ten = record_pb2.OFRecord()
+    ten.feature["x"].int32_list.value.append(
+        -7
+    )  # protobuf writes 10 bytes, sign-extended to 64 bits
+    unpacked = pw.tag(1, 0) + bytes.fromhex("f9ffffff0f")
+    high_bits = pw.delimited(1, bytes.fromhex("ffffffff8710"))  # bits above the low 32 are dropped
+    return [
+        INT32_FIVE_BYTE_VARINT,
+        ten.SerializeToString(),
+        pw.entry("x", pw.delimited(pw.OF_INT32, unpacked)),
+        pw.entry("x", pw.delimited(pw.OF_INT32, high_bits)),
+    ]
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float64])
+def test_int32_varints_are_cut_to_32_bits_on_every_path(dtype):
+    records = _int32_records()
+    expected = [
+        list(record_pb2.OFRecord.FromString(r).feature["x"].int32_list.value) for r in records
+    ]
+    assert expected == [[-7], [-7], [-7], [2**31 - 1]]
+    for r, want in zip(records, expected, strict=True):
+        assert rk.decode_ofrecord(r)["x"].tolist() == want
+    for batch in (records, records * 8, [records[0]] * 9):  # scanner path, template path
+        want = [record_pb2.OFRecord.FromString(r).feature["x"].int32_list.value[0] for r in batch]
+        got = rk.parse_ofrecords(batch, {"x": rk.VarLen(dtype)})["x"].to_list()
+        assert got == [[w] for w in want]
+        assert raw_decoder(batch, "x", (1,), dtype)[:, 0].tolist() == want

@@ -9,6 +9,7 @@ import recordkit as rk
 from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2
 from recordkit.errors import DecodeError
+from recordkit.ofrecord import bytes_decoder, raw_decoder
 
 
 def example(**features: object) -> bytes:
@@ -24,8 +25,11 @@ def example(**features: object) -> bytes:
             feature.bytes_list.value.extend(values)
         elif values and isinstance(values[0], float):
             feature.float_list.value.extend(values)
-        elif values == ["empty-float"]:
-            feature.float_list.SetInParent()
+        elif values in (["empty-float"], ["empty-int"], ["empty-bytes"]):
+            kind = {"empty-float": "float_list", "empty-int": "int64_list"}.get(
+                values[0], "bytes_list"
+            )
+            getattr(feature, kind).SetInParent()
         else:
             feature.int64_list.value.extend(values)
     return ex.SerializeToString()
@@ -353,3 +357,138 @@ def test_ofrecord_bytes_read_as_signed_bytes():
         )
     with pytest.raises(DecodeError, match="data type"):
         rk.parse_ofrecords([ofrecord(x=("int32_list", [1]))], {"x": rk.VarLen(bytes)})
+
+
+EMPTY_LIST_SPECS = {
+    "varlen": lambda dtype: rk.VarLen(dtype),
+    "fixed-0": lambda dtype: rk.FixedLen((0,), dtype),
+    "sequence": lambda dtype: rk.FixedLenSequence((), dtype),
+    "sequence-2": lambda dtype: rk.FixedLenSequence((2,), dtype),
+}
+
+
+@pytest.mark.parametrize("spec", EMPTY_LIST_SPECS)
+@pytest.mark.parametrize("dtype", [np.int64, np.float32, bytes])
+@pytest.mark.parametrize("count", [1, 7, 8, 9, 30])
+def test_empty_lists_in_batches_of_any_size(spec, dtype, count):
+    empty = {np.int64: ["empty-int"], np.float32: ["empty-float"], bytes: ["empty-bytes"]}[dtype]
+    record = example(ids=empty)
+    kind = example_pb2.Example.FromString(record).features.feature["ids"].WhichOneof("kind")
+    assert kind == {np.int64: "int64_list", np.float32: "float_list", bytes: "bytes_list"}[dtype]
+    parsed = rk.parse_examples([record] * count, {"ids": EMPTY_LIST_SPECS[spec](dtype)})["ids"]
+    if spec == "varlen":
+        assert parsed.to_list() == [[]] * count
+    elif spec == "fixed-0":
+        assert parsed.shape == (count, 0)
+    else:
+        assert parsed.shape == (count, 0, *((2,) if spec == "sequence-2" else ()))
+
+
+@pytest.mark.parametrize(
+    "kind", ["float_list", "double_list", "int32_list", "int64_list", "bytes_list"]
+)
+@pytest.mark.parametrize("count", [7, 8, 20])
+def test_empty_ofrecord_lists_in_batches_of_any_size(kind, count):
+    record = record_pb2.OFRecord()
+    getattr(record.feature["ids"], kind).SetInParent()
+    dtype = bytes if kind == "bytes_list" else np.float64
+    batch = [record.SerializeToString()] * count
+    parsed = rk.parse_ofrecords(batch, {"ids": rk.VarLen(dtype)})
+    assert parsed["ids"].to_list() == [[]] * count
+    fixed = rk.parse_ofrecords(batch, {"ids": rk.FixedLen((0,), dtype)})["ids"]
+    assert fixed.shape == (count, 0)
+
+
+BUFFER_KINDS = {
+    "bytes": bytes,
+    "bytearray": bytearray,
+    "memoryview": memoryview,
+    "uint8-array": lambda data: np.frombuffer(data, np.uint8),
+    "int8-array": lambda data: np.frombuffer(data, np.int8).copy(),
+    "mmap": lambda data: _mmap_of(data),
+}
+
+
+def _mmap_of(data: bytes) -> object:
+    import mmap
+
+    view = mmap.mmap(-1, len(data))
+    view.write(data)
+    return view
+
+
+@pytest.mark.parametrize("kind", BUFFER_KINDS)
+def test_every_decoder_takes_any_byte_buffer(kind):
+    make = BUFFER_KINDS[kind]
+    example_bytes = rk.encode_example({"a": [1, 2], "s": b"xy"})
+    sequence_bytes = rk.encode_sequence_example({"a": [1]}, {"s": [[1.0], [2.0]]})
+    of_bytes = rk.encode_ofrecord({"a": np.arange(2, dtype=np.int32), "s": b"xy"})
+    spec = {"a": rk.VarLen(np.int64)}
+    assert rk.decode_example(make(example_bytes))["a"].tolist() == [1, 2]
+    assert rk.parse_example(make(example_bytes), spec)["a"].tolist() == [1, 2]
+    batch = [make(example_bytes) for _ in range(9)]
+    assert rk.parse_examples(batch, spec)["a"].to_list() == [[1, 2]] * 9
+    assert rk.decode_sequence_example(make(sequence_bytes)).feature_lists["s"][1].tolist() == [2.0]
+    _, seq = rk.parse_sequence_example(make(sequence_bytes), {}, {"s": rk.VarLen(np.float32)})
+    assert seq["s"].to_list() == [[1.0], [2.0]]
+    ctx, _, _ = rk.parse_sequence_examples([make(sequence_bytes)], spec)
+    assert ctx["a"].to_list() == [[1]]
+    assert rk.decode_ofrecord(make(of_bytes))["a"].tolist() == [0, 1]
+    assert rk.parse_ofrecords([make(of_bytes)], spec)["a"].to_list() == [[0, 1]]
+    assert raw_decoder([make(of_bytes)], "a", (2,), np.int64).tolist() == [[0, 1]]
+    assert bytes_decoder([make(of_bytes)], "s") == [b"xy"]
+
+
+NOT_BUFFERS = {
+    "str": "\n\x00",
+    "int": 5,
+    "list": [10, 0],
+    "int32-array": np.zeros(3, np.int32),
+    "2-d-array": np.zeros((2, 2), np.uint8),
+    "strided-array": np.zeros(8, np.uint8)[::2],
+}
+
+
+@pytest.mark.parametrize("kind", NOT_BUFFERS)
+def test_decoders_refuse_other_objects_with_a_type_error_naming_them(kind):
+    bad = NOT_BUFFERS[kind]
+    name = type(bad).__name__
+    calls = [
+        lambda: rk.decode_example(bad),
+        lambda: rk.decode_sequence_example(bad),
+        lambda: rk.decode_ofrecord(bad),
+        lambda: rk.parse_example(bad, {}),
+        lambda: rk.parse_examples([bad], {}),
+        lambda: rk.parse_sequence_example(bad),
+        lambda: rk.parse_sequence_examples([bad]),
+        lambda: rk.parse_ofrecords([bad], {}),
+        lambda: raw_decoder([bad], "a", (1,), np.int64),
+        lambda: bytes_decoder([bad], "a"),
+    ]
+    for call in calls:
+        with pytest.raises(TypeError, match=name):
+            call()
+
+
+def test_a_single_record_instead_of_a_batch_is_a_type_error():
+    with pytest.raises(TypeError, match="iterable of serialized records"):
+        rk.parse_examples(rk.encode_example({"a": 1}), {"a": rk.VarLen(np.int64)})
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.int64])
+def test_an_integer_default_fits_any_integer_dtype(dtype):
+    spec = rk.FixedLen((2,), dtype, default=7)
+    assert spec.default.dtype == np.dtype(dtype)
+    assert spec.default.tolist() == [7, 7]
+    with pytest.raises(ValueError, match="does not fit"):
+        rk.FixedLen((), dtype, default=int(np.iinfo(dtype).max) + 1)
+
+
+def test_feature_list_items_of_no_values_with_a_default():
+    steps = sequence_example({}, {"s": [[], []]})
+    spec = rk.FixedLenSequence((0,), np.int64, default=5, allow_missing=True)
+    _, sequence, lengths = rk.parse_sequence_examples(
+        [steps, sequence_example({}, {})], {}, {"s": spec}
+    )
+    assert sequence["s"].shape == (2, 2, 0)
+    assert lengths["s"].tolist() == [2, 0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 
 import _protowire as pw
+import google.protobuf.message
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -439,3 +440,193 @@ def test_fixed_width_values_are_little_endian():
     assert out.tolist() == [[1.0, -2.0]]
     assert out.dtype == np.float32
     assert out.dtype.isnative
+
+
+# An unpacked list of one record beside a record whose list of the same kind is present but empty: the
+# batch joins their chunks, and the record boundaries must stay where they are.
+NEIGHBOUR_BATCHES = {
+    "int64": (
+        ["0a090a070a016112021a00", "0a0d0a0b0a016112061a0408050807"],
+        np.int64,
+    ),
+    "float": (
+        ["0a090a070a016112021200", "0a130a110a0161120c120a0d0000c03f0d00002040"],
+        np.float32,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", NEIGHBOUR_BATCHES)
+def test_an_unpacked_list_is_not_merged_with_a_neighbours_empty_list(name):
+    hexes, dtype = NEIGHBOUR_BATCHES[name]
+    batch = [bytes.fromhex(h) for h in hexes]
+    expected = [oracle(payload, "a")[1] for payload in batch]
+    assert expected[0] == []
+    got = rk.parse_examples(batch, {"a": rk.VarLen(dtype)})["a"].to_list()
+    assert got == expected
+    with pytest.raises(DecodeError, match="record 0"):
+        rk.parse_examples(batch, {"a": rk.FixedLen((), dtype)})
+    # Many such pairs, in every order, through the same scanner path.
+    rows = [batch[i % 2] for i in range(7)] + [batch[0]]
+    got = rk.parse_examples(rows, {"a": rk.VarLen(dtype)})["a"].to_list()
+    assert got == [oracle(payload, "a")[1] for payload in rows]
+
+
+# A map entry whose Feature value is written twice; the second occurrence sets float_list and then
+# bytes_list again: read as one message, the float_list clears the first occurrence's bytes.
+ONEOF_SWITCH_IN_SECOND_VALUE = "0a1b0a190a016b12050a030a0161120d12060a040000803f0a030a0162"
+
+
+def test_a_oneof_switch_inside_a_later_value_clears_the_earlier_one():
+    payload = bytes.fromhex(ONEOF_SWITCH_IN_SECOND_VALUE)
+    assert oracle(payload, "k") == ("bytes_list", [b"b"])
+    assert rk.decode_example(payload) == {"k": [b"b"]}
+    assert rk.parse_examples([payload], {"k": rk.VarLen(bytes)})["k"].to_list() == [[b"b"]]
+    assert rk.parse_examples([payload] * 9, {"k": rk.VarLen(bytes)})["k"].to_list() == [[b"b"]] * 9
+
+
+def _switching_value(first: bytes, second: bytes) -> bytes:
+    """A Feature value written twice: ``first``, then a float_list and ``second`` in one occurrence."""
+    return pw.delimited(2, first) + pw.delimited(2, pw.feature(pw.TF_FLOAT, [1.0]) + second)
+
+
+def test_a_oneof_switch_inside_a_later_value_in_sequence_examples():
+    value = _switching_value(
+        pw.feature(pw.TF_INT64, [1, 2]), pw.delimited(pw.TF_INT64, pw.tag(1, 0) + pw.varint(3))
+    )
+    context = pw.delimited(1, pw.delimited(1, b"c") + value)
+    step_a = (
+        pw.feature(pw.TF_BYTES, [b"a"])
+        + pw.feature(pw.TF_FLOAT, [2.0])
+        + pw.feature(pw.TF_BYTES, [b"c"])
+    )
+    step_b = pw.feature(pw.TF_INT64, [4]) + pw.feature(pw.TF_BYTES, [b"b"])
+    # The FeatureList value written twice: its steps are concatenated.
+    lists_entry = pw.delimited(1, b"s") + pw.delimited(2, pw.delimited(1, step_a))
+    lists_entry += pw.delimited(2, pw.delimited(1, step_b))
+    payload = pw.delimited(1, context) + pw.delimited(2, pw.delimited(1, lists_entry))
+    message = example_pb2.SequenceExample.FromString(payload)
+    assert list(message.context.feature["c"].int64_list.value) == [3]
+    steps = message.feature_lists.feature_list["s"].feature
+    assert [list(step.bytes_list.value) for step in steps] == [[b"c"], [b"b"]]
+    ctx, seq, _ = rk.parse_sequence_examples(
+        [payload], {"c": rk.VarLen(np.int64)}, {"s": rk.VarLen(bytes)}
+    )
+    assert ctx["c"].to_list() == [[3]]
+    assert seq["s"].to_list() == [[[b"c"], [b"b"]]]
+    decoded_context, decoded_lists = rk.decode_sequence_example(payload)
+    assert decoded_context["c"].tolist() == [3]
+    assert decoded_lists == {"s": [[b"c"], [b"b"]]}
+
+
+def test_a_oneof_switch_inside_a_later_value_in_ofrecords():
+    value = _switching_value(
+        pw.feature(pw.OF_INT32, [1, 2], ofrecord=True),
+        pw.feature(pw.OF_INT32, [5, -6], packed=False, ofrecord=True),
+    )
+    payload = pw.delimited(1, pw.delimited(1, b"k") + value)
+    message = record_pb2.OFRecord.FromString(payload)
+    assert list(message.feature["k"].int32_list.value) == [5, -6]
+    assert rk.decode_ofrecord(payload)["k"].tolist() == [5, -6]
+    for batch in ([payload], [payload] * 9):
+        got = rk.parse_ofrecords(batch, {"k": rk.VarLen(np.int64)})["k"].to_list()
+        assert got == [[5, -6]] * len(batch)
+
+
+@pytest.mark.parametrize("layout", ["packed-then-packed", "packed-then-unpacked"])
+def test_a_packed_run_ending_inside_a_varint_is_refused_even_before_another_run(layout):
+    rest = (
+        pw.delimited(1, pw.varint(5))
+        if layout == "packed-then-packed"
+        else pw.tag(1, 0) + pw.varint(5)
+    )
+    payload = pw.example(
+        [pw.entry("i", pw.delimited(pw.TF_INT64, pw.delimited(1, b"\x01\xff") + rest))]
+    )
+    with pytest.raises(google.protobuf.message.DecodeError):
+        example_pb2.Example.FromString(payload)
+    with pytest.raises(DecodeError, match="inside a varint"):
+        rk.parse_examples([payload], {"i": rk.VarLen(np.int64)})
+
+
+_FEATURE = pw.feature(pw.TF_INT64, [5])
+
+
+def _groups(depth: int) -> bytes:
+    return pw.tag(7, 3) * depth + pw.tag(7, 4) * depth
+
+
+def _entry_with_key_field(key_field: bytes) -> bytes:
+    return pw.delimited(1, pw.delimited(1, key_field + pw.delimited(2, _FEATURE)))
+
+
+# Records at protobuf's limits (read) and one step past them (refused), and values a later field discards.
+AT_THE_LIMIT = {
+    "5-byte tag": _entry_with_key_field(b"\x8a\x80\x80\x80\x00\x01i"),
+    "5-byte length": _entry_with_key_field(b"\x0a\x81\x80\x80\x80\x00i"),
+    "largest field number": pw.example([pw.entry("i", _FEATURE)]) + pw.tag(2**29 - 1, 0) + b"\x01",
+    "10-byte unknown varint": pw.example([pw.entry("i", _FEATURE)])
+    + pw.tag(9, 0)
+    + b"\xff" * 9
+    + b"\x01",
+    "groups 100 deep in the Example": pw.example([pw.entry("i", _FEATURE)]) + _groups(100),
+    "groups 97 deep in a Feature": pw.example([pw.entry("i", _FEATURE + _groups(97))]),
+}
+PAST_THE_LIMIT = {
+    "6-byte tag": _entry_with_key_field(b"\x8a\x80\x80\x80\x80\x00\x01i"),
+    "6-byte length": _entry_with_key_field(b"\x0a\x81\x80\x80\x80\x80\x00i"),
+    "tag above 2**32 - 1": pw.example([pw.entry("i", _FEATURE)]) + pw.varint(2**32 | 8) + b"\x01",
+    "11-byte unknown varint": pw.example([pw.entry("i", _FEATURE)])
+    + pw.tag(9, 0)
+    + b"\xff" * 10
+    + b"\x01",
+    "groups 101 deep in the Example": pw.example([pw.entry("i", _FEATURE)]) + _groups(101),
+    "groups 98 deep in a Feature": pw.example([pw.entry("i", _FEATURE + _groups(98))]),
+    "groups 97 deep in a list": pw.example(
+        [pw.entry("i", pw.delimited(pw.TF_INT64, pw.delimited(1, b"\x05") + _groups(97)))]
+    ),
+    "a name that is not UTF-8": pw.example([pw.entry("i", _FEATURE)])
+    + pw.delimited(1, pw.delimited(1, pw.delimited(1, b"\xff") + pw.delimited(2, _FEATURE))),
+    "a broken list a repeated name discards": pw.example(
+        [
+            pw.entry("i", pw.delimited(pw.TF_INT64, pw.delimited(1, b"\xff" * 10 + b"\x01"))),
+            pw.entry("i", _FEATURE),
+        ]
+    ),
+}
+
+
+@pytest.mark.parametrize("name", AT_THE_LIMIT)
+def test_records_at_protobufs_limits_are_read(name):
+    payload = AT_THE_LIMIT[name]
+    assert oracle(payload, "i") == ("int64_list", [5])
+    assert parsed(payload, "i", np.int64) == [5]
+
+
+@pytest.mark.parametrize("name", PAST_THE_LIMIT)
+def test_records_past_protobufs_limits_are_refused(name):
+    payload = PAST_THE_LIMIT[name]
+    with pytest.raises(google.protobuf.message.DecodeError):
+        example_pb2.Example.FromString(payload)
+    for batch in ([payload], [payload] * 9):
+        with pytest.raises(DecodeError, match="record 0"):
+            rk.parse_examples(batch, {"i": rk.VarLen(np.int64)})
+
+
+def test_ofrecord_names_that_are_not_utf8_are_read_as_protobuf_reads_them():
+    payload = pw.entry("i", pw.feature(pw.OF_INT64, [5], ofrecord=True))
+    payload += pw.delimited(1, pw.delimited(1, b"\xff") + pw.delimited(2, b""))
+    assert list(record_pb2.OFRecord.FromString(payload).feature["i"].int64_list.value) == [5]
+    assert rk.parse_ofrecords([payload], {"i": rk.VarLen(np.int64)})["i"].to_list() == [[5]]
+    with pytest.raises(DecodeError, match="UTF-8"):
+        rk.decode_ofrecord(payload)
+
+
+def test_a_broken_list_a_oneof_switch_discards_is_refused():
+    broken = pw.delimited(pw.TF_INT64, pw.delimited(1, b"\xff" * 10 + b"\x01"))
+    payload = pw.example([pw.entry("i", broken + pw.feature(pw.TF_BYTES, [b"x"]))])
+    with pytest.raises(google.protobuf.message.DecodeError):
+        example_pb2.Example.FromString(payload)
+    for batch in ([payload], [payload] * 9):
+        with pytest.raises(DecodeError, match="record 0"):
+            rk.parse_examples(batch, {"i": rk.VarLen(bytes)})

@@ -87,13 +87,15 @@ class SequenceColumn:
 
 
 def as_records(records: Iterable[Any]) -> list[bytes]:
-    """Return the batch as a list of ``bytes`` (copying bytearray/memoryview items once)."""
+    """Return the batch as a list of ``bytes``, copying other buffers (see :func:`_wire.as_buffer`) once."""
+    if isinstance(records, (bytes, bytearray, memoryview, str)):
+        raise TypeError(
+            f"records must be an iterable of serialized records, not one {type(records).__name__}"
+        )
     out = []
     for record in records:
         if type(record) is not bytes:
-            if isinstance(record, str) or not isinstance(record, (bytearray, memoryview, bytes)):
-                raise TypeError(f"records must be bytes-like, not {type(record).__name__}")
-            record = bytes(record)
+            record = _wire.as_buffer(record, "a record")
         out.append(record)
     return out
 
@@ -138,23 +140,30 @@ def _decode_chunks(rows: Int64Array, chunk_lists: list[list[Any]], encoding: int
         values = np.empty(len(flat), object)
         values[:] = flat
         return rows, counts, values
-    if len(flat) == len(chunk_lists):  # one chunk per record, the usual case
-        sizes = np.fromiter(map(len, flat), np.int64, len(flat))
+    if len(flat) == len(chunk_lists) and min(map(len, chunk_lists)) == 1:
+        sizes = np.fromiter(
+            map(len, flat), np.int64, len(flat)
+        )  # one chunk per record, the usual case
     else:
         sizes = np.fromiter(
             (sum(map(len, chunks)) for chunks in chunk_lists), np.int64, len(chunk_lists)
         )
     data = bytearray().join(flat)  # a bytearray, so that the arrays viewing it are writable
-    if encoding == _wire.VARINT:
+    if encoding in _wire.VARINTS:
         bounds = np.zeros(len(sizes) + 1, np.int64)
         np.cumsum(sizes, out=bounds[1:])
         try:
             values, counts = _wire.decode_varints(np.frombuffer(data, np.uint8), bounds)
         except DecodeError as exc:
             raise _record_error(exc, int(rows[exc.index or 0])) from None
-        return rows, counts, values
+        return rows, counts, _narrow(values, encoding)
     dtype = _FIXED_DTYPE[encoding]
     return rows, sizes // dtype.itemsize, np.frombuffer(data, dtype)
+
+
+def _narrow(values: Int64Array, encoding: int) -> np.ndarray[Any, Any]:
+    """The varints of an ``int32`` field cut to their low 32 bits, as protobuf reads them."""
+    return values.astype(np.int32) if encoding == _wire.VARINT32 else values
 
 
 def merge_pieces(pieces: list[_Piece]) -> _Piece:
@@ -190,7 +199,7 @@ def _scan_ofrecord(
     dont_care: list[tuple[int, int]] | None = None,
 ) -> dict[bytes, _wire.Slot]:
     out: dict[bytes, _wire.Slot] = {}
-    _wire.scan_features(buf, 0, len(buf), wanted, kinds, out, dont_care)
+    _wire.scan_features(buf, 0, len(buf), wanted, kinds, out, dont_care, depth=0)
     return out
 
 
@@ -224,7 +233,7 @@ def _template_pieces(
     checked = np.flatnonzero(compare)
     matches = (table[:, checked] == table[0, checked]).all(axis=1)
     for kind, regions in layout.values():
-        if kind and kinds_table[kind] == _wire.VARINT:
+        if kind and kinds_table[kind] in _wire.VARINTS:
             for start, stop in regions:
                 if stop > start:
                     matches &= table[:, stop - 1] < 0x80
@@ -248,15 +257,17 @@ def _template_pieces(
             continue
         if len(spans) == 1:  # a strided view: the payload bytes are copied once, by the consumer
             data = table[:, spans[0][0] : spans[0][1]]
-        else:
+        elif spans:
             data = np.concatenate([table[:, a:b] for a, b in spans], axis=1)
-        if encoding == _wire.VARINT:
+        else:  # present, with an empty list
+            data = np.zeros((m, 0), np.uint8)
+        if encoding in _wire.VARINTS:
             bounds = np.arange(m + 1, dtype=np.int64) * data.shape[1]
             try:
                 ints, counts = _wire.decode_varints(np.ascontiguousarray(data).reshape(-1), bounds)
             except DecodeError:
                 return None
-            out[name] = (kind, (good_rows, counts, ints))
+            out[name] = (kind, (good_rows, counts, _narrow(ints, encoding)))
         else:
             dtype = _FIXED_DTYPE[encoding]
             width = data.shape[1] // dtype.itemsize

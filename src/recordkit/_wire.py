@@ -11,14 +11,17 @@ objects:
 * a bytes list becomes its values.
 
 Protobuf's merge rules are followed: map entries may come in any order and the last entry with a given
-key wins; a field of a sub-message written twice is merged; of the ``Feature`` oneof the last kind set
-wins and the values of repeated occurrences of the same kind are concatenated. Unknown fields are
-skipped by wire type, except inside a map entry (protobuf drops such an entry, TensorFlow rejects the
-record; recordkit raises). Features that are not wanted are skipped by their length without looking
-inside.
+key wins; the occurrences of a sub-message are read as one message, as if their bytes were concatenated, so
+of the ``Feature`` oneof the last kind set wins (even when set in a later occurrence) and the values of
+repeated occurrences of the same kind are concatenated. Values a oneof switch or a repeated key discards are
+still checked, as protobuf checks them. Unknown fields are skipped by wire type, except inside a map entry
+(protobuf drops such an entry, TensorFlow rejects the record; recordkit raises). Features that are not
+wanted are skipped by their length without looking inside.
 
-Anything malformed (a varint over 10 bytes, a length past the end of its message, a known field with the
-wrong wire type, a truncated message) raises :class:`~recordkit.errors.DecodeError`.
+Anything malformed (a tag or length over 5 bytes or above 2**32 - 1, another varint over 10 bytes, a
+length past the end of its message, a known field with the wrong wire type, groups nested deeper than
+protobuf allows, a truncated message, a feature name that is not UTF-8 in an Example) raises
+:class:`~recordkit.errors.DecodeError`.
 """
 
 from __future__ import annotations
@@ -41,29 +44,43 @@ __all__ = [
     "OFRECORD_KINDS",
     "TF_KINDS",
     "VARINT",
+    "VARINT32",
+    "VARINTS",
     "Chunk",
     "NotTemplatable",
     "Slot",
+    "as_buffer",
     "decode_varints",
     "scan_example",
     "scan_features",
     "scan_sequence_example",
 ]
 
-# How the values of a list are encoded on the wire.
+# How the values of a list are encoded on the wire. The fixed-width encodings come last (``>= FIXED32``).
 BYTES: Final = 0
 VARINT: Final = 1
-FIXED32: Final = 2
-FIXED64: Final = 3
+#: A varint of an ``int32`` field: protobuf keeps its low 32 bits, sign-extended.
+VARINT32: Final = 2
+FIXED32: Final = 3
+FIXED64: Final = 4
+#: The encodings whose values are varints.
+VARINTS: Final = frozenset({VARINT, VARINT32})
 
 #: Field number of each ``Feature`` oneof member -> value encoding, for tf.train.Example.
 TF_KINDS: Final[dict[int, int]] = {1: BYTES, 2: FIXED32, 3: VARINT}
 #: The same for oneflow.OFRecord (bytes, float, double, int32, int64).
-OFRECORD_KINDS: Final[dict[int, int]] = {1: BYTES, 2: FIXED32, 3: FIXED64, 4: VARINT, 5: VARINT}
+OFRECORD_KINDS: Final[dict[int, int]] = {
+    1: BYTES,
+    2: FIXED32,
+    3: FIXED64,
+    4: VARINT32,
+    5: VARINT,
+}
 
-_UNPACKED_WIRE_TYPE: Final = {VARINT: 0, FIXED32: 5, FIXED64: 1}
+_UNPACKED_WIRE_TYPE: Final = {VARINT: 0, VARINT32: 0, FIXED32: 5, FIXED64: 1}
 _WIDTH: Final = {FIXED32: 4, FIXED64: 8}
-_MAX_GROUP_DEPTH: Final = 100
+#: How deeply protobuf lets messages and groups nest (upb's default limit).
+_MAX_DEPTH: Final = 100
 
 #: A value chunk: the bytes themselves, or their ``(start, stop)`` position in the message when the
 #: scanner records positions (the batch template path).
@@ -82,7 +99,10 @@ class NotTemplatable(Exception):
 
 
 def _varint_tail(buf: bytes, pos: int, first: int) -> tuple[int, int]:
-    """Finish reading a varint whose first byte ``first`` (>= 0x80) was at ``pos - 1``."""
+    """Finish reading a tag or a length whose first byte ``first`` (>= 0x80) was at ``pos - 1``.
+
+    As protobuf, at most 5 bytes and a value below 2**32 (a longer or larger one is corrupt).
+    """
     result = first & 0x7F
     shift = 7
     while True:
@@ -90,10 +110,12 @@ def _varint_tail(buf: bytes, pos: int, first: int) -> tuple[int, int]:
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
+            if result >> 32:
+                raise DecodeError("malformed protobuf: tag or length above 2**32 - 1")
             return result, pos
         shift += 7
-        if shift >= 70:
-            raise DecodeError("malformed protobuf: varint longer than 10 bytes")
+        if shift >= 35:
+            raise DecodeError("malformed protobuf: tag or length varint longer than 5 bytes")
 
 
 def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -108,17 +130,24 @@ def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     return stop, pos
 
 
-def _skip(buf: bytes, pos: int, end: int, tag: int) -> int:
-    """Skip the value of an unknown field with ``tag`` starting at ``pos``; return the position after it."""
+def _skip(buf: bytes, pos: int, end: int, tag: int, depth: int = 0) -> int:
+    """Skip the value of an unknown field with ``tag`` starting at ``pos``; return the position after it.
+
+    ``depth`` is how deep the enclosing message is nested (0 for the record itself): protobuf's limit of
+    :data:`_MAX_DEPTH` nested messages and groups counts the messages around a group too.
+    """
     wire_type = tag & 7
     if tag >> 3 == 0:
         raise DecodeError("malformed protobuf: field number 0")
     if wire_type == 0:
+        start = pos
         while buf[pos] >= 0x80:
             pos += 1
             if pos > end:
                 break
         pos += 1
+        if pos - start > 10:
+            raise DecodeError("malformed protobuf: varint longer than 10 bytes")
     elif wire_type == 1:
         pos += 8
     elif wire_type == 2:
@@ -126,7 +155,7 @@ def _skip(buf: bytes, pos: int, end: int, tag: int) -> int:
     elif wire_type == 5:
         pos += 4
     elif wire_type == 3:
-        pos = _skip_group(buf, pos, end, tag >> 3)
+        pos = _skip_group(buf, pos, end, tag >> 3, _MAX_DEPTH - depth)
     else:
         raise DecodeError(f"malformed protobuf: invalid wire type {wire_type}")
     if pos > end:
@@ -134,8 +163,10 @@ def _skip(buf: bytes, pos: int, end: int, tag: int) -> int:
     return pos
 
 
-def _skip_group(buf: bytes, pos: int, end: int, field: int) -> int:
-    """Skip a (deprecated) group up to its matching end-group tag, iteratively."""
+def _skip_group(buf: bytes, pos: int, end: int, field: int, limit: int) -> int:
+    """Skip a (deprecated) group up to its matching end-group tag, iteratively, nesting at most ``limit``."""
+    if limit < 1:
+        raise DecodeError("malformed protobuf: groups nested too deeply")
     open_groups = [field]
     while open_groups:
         if pos >= end:
@@ -148,7 +179,7 @@ def _skip_group(buf: bytes, pos: int, end: int, field: int) -> int:
             if tag >> 3 != open_groups.pop():
                 raise DecodeError("malformed protobuf: mismatched end-group tag")
         elif tag & 7 == 3:
-            if len(open_groups) >= _MAX_GROUP_DEPTH:
+            if len(open_groups) >= limit:
                 raise DecodeError("malformed protobuf: groups nested too deeply")
             open_groups.append(tag >> 3)
         else:
@@ -160,10 +191,22 @@ def _wrong_wire_type(what: str, tag: int) -> DecodeError:
     return DecodeError(f"malformed protobuf: {what} has wire type {tag & 7}")
 
 
-def _scan_feature(buf: bytes, pos: int, end: int, kinds: dict[int, int], positions: bool) -> Slot:
-    """Read one ``Feature`` message in ``buf[pos:end]`` (the list messages inside it are read inline)."""
-    kind = 0
-    chunks: list[Chunk] = []
+def _scan_feature(
+    buf: bytes,
+    pos: int,
+    end: int,
+    kinds: dict[int, int],
+    positions: bool,
+    depth: int,
+    state: Slot | None = None,
+) -> Slot:
+    """Read one ``Feature`` message in ``buf[pos:end]`` (the list messages inside it are read inline).
+
+    ``depth`` is the nesting depth of the ``Feature`` (see :func:`_skip`). ``state`` is what earlier
+    occurrences of the same ``Feature`` left (protobuf reads them as if their bytes were concatenated);
+    its chunk list is extended in place.
+    """
+    kind, chunks = state if state is not None else (0, [])
     while pos < end:
         tag = buf[pos]
         pos += 1
@@ -172,7 +215,7 @@ def _scan_feature(buf: bytes, pos: int, end: int, kinds: dict[int, int], positio
         field = tag >> 3
         encoding = kinds.get(field)
         if encoding is None:
-            pos = _skip(buf, pos, end, tag)
+            pos = _skip(buf, pos, end, tag, depth)
             continue
         if tag & 7 != 2:
             raise _wrong_wire_type("a Feature list", tag)
@@ -184,6 +227,8 @@ def _scan_feature(buf: bytes, pos: int, end: int, kinds: dict[int, int], positio
         if stop > end:
             raise DecodeError("malformed protobuf: length runs past the end of its message")
         if field != kind:  # a oneof: setting another member clears the previous one
+            if chunks:
+                _drop(buf, kinds[kind], chunks)
             kind = field
             chunks = []
         while pos < stop:  # the BytesList / FloatList / ... message
@@ -204,12 +249,15 @@ def _scan_feature(buf: bytes, pos: int, end: int, kinds: dict[int, int], positio
                         f"malformed protobuf: packed payload of {n} bytes is not a whole number "
                         f"of {_WIDTH[encoding]}-byte values"
                     )
+                if BYTES < encoding < FIXED32 and n and buf[value_stop - 1] >= 0x80:
+                    # Checked run by run: joined with the next run, the varint would run on into it.
+                    raise DecodeError("malformed protobuf: packed varints end inside a varint")
                 chunks.append((pos, value_stop) if positions else buf[pos:value_stop])
                 pos = value_stop
             elif tag >> 3 == 1:
                 pos = _unpacked_value(buf, pos, stop, tag, encoding, chunks, positions)
             else:
-                pos = _skip(buf, pos, stop, tag)
+                pos = _skip(buf, pos, stop, tag, depth + 1)
         pos = stop
     return kind, chunks
 
@@ -223,7 +271,7 @@ def _unpacked_value(
     if positions:
         raise NotTemplatable
     start = pos
-    if encoding == VARINT:
+    if encoding in VARINTS:
         while buf[pos] >= 0x80:
             pos += 1
             if pos - start >= 10:
@@ -237,22 +285,55 @@ def _unpacked_value(
     return pos
 
 
+def _drop(buf: bytes, encoding: int, chunks: list[Chunk]) -> None:
+    """Check the values about to be discarded (protobuf refuses a record with a broken one anywhere)."""
+    if encoding not in VARINTS:
+        return  # fixed-width runs are checked as they are found, bytes need no check
+    for chunk in chunks:
+        data = buf[chunk[0] : chunk[1]] if isinstance(chunk, tuple) else chunk
+        decode_varints(np.frombuffer(data, np.uint8), np.array([0, len(data)], np.int64))
+
+
+def _replace(
+    out: dict[bytes, Slot], key: bytes, slot: Slot, buf: bytes, kinds: dict[int, int]
+) -> None:
+    """Store ``slot`` under ``key``, checking the values of a slot it replaces (a repeated name)."""
+    old = out.get(key)
+    if old is not None and old[1]:
+        _drop(buf, kinds[old[0]], old[1])
+    out[key] = slot
+
+
 def _merge_feature(
-    buf: bytes, regions: list[tuple[int, int]], kinds: dict[int, int], positions: bool
+    buf: bytes, regions: list[tuple[int, int]], kinds: dict[int, int], positions: bool, depth: int
 ) -> Slot:
-    """Read a map value written as one or more ``Feature`` messages (protobuf merges them)."""
-    kind, chunks = _scan_feature(buf, regions[0][0], regions[0][1], kinds, positions)
+    """Read a map value written as one or more ``Feature`` messages.
+
+    Protobuf merges the occurrences as if their bytes were concatenated, so a oneof member set in a later
+    occurrence clears a different one set before, even one set earlier in that same occurrence.
+    """
+    state = _scan_feature(buf, regions[0][0], regions[0][1], kinds, positions, depth)
     for start, stop in regions[1:]:
-        more_kind, more = _scan_feature(buf, start, stop, kinds, positions)
-        if more_kind == kind:
-            chunks.extend(more)
-        elif more_kind:
-            kind, chunks = more_kind, more
-    return kind, chunks
+        state = _scan_feature(buf, start, stop, kinds, positions, depth, state)
+    return state
 
 
-def _map_entry(buf: bytes, pos: int, end: int) -> tuple[bytes, list[tuple[int, int]]]:
-    """Read a map entry: its key and the ``(start, stop)`` of each occurrence of its value field."""
+def _check_name(key: bytes) -> None:
+    """Refuse a feature name that is not UTF-8, as protobuf does for a ``string`` map key."""
+    try:
+        key.decode("utf-8")
+    except UnicodeDecodeError:
+        raise DecodeError(f"malformed protobuf: feature name {key!r} is not valid UTF-8") from None
+
+
+def _map_entry(
+    buf: bytes, pos: int, end: int, check_names: bool = True
+) -> tuple[bytes, list[tuple[int, int]]]:
+    """Read a map entry: its key and the ``(start, stop)`` of each occurrence of its value field.
+
+    ``check_names``: refuse a key that is not UTF-8 (a proto3 ``string``; OFRecord's proto2 keys are not
+    checked by protobuf).
+    """
     key = b""
     values: list[tuple[int, int]] = []
     while pos < end:
@@ -263,6 +344,8 @@ def _map_entry(buf: bytes, pos: int, end: int) -> tuple[bytes, list[tuple[int, i
         if tag == 0x0A:
             stop, pos = _length(buf, pos, end)
             key = buf[pos:stop]
+            if check_names and not key.isascii():
+                _check_name(key)
         elif tag == 0x12:
             stop, pos = _length(buf, pos, end)
             values.append((pos, stop))
@@ -286,6 +369,8 @@ def scan_features(
     kinds: dict[int, int],
     out: dict[bytes, Slot],
     dont_care: list[tuple[int, int]] | None = None,
+    *,
+    depth: int = 1,
 ) -> None:
     """Read a ``Features`` (or ``OFRecord``) message in ``buf[pos:end]`` into ``out``.
 
@@ -302,8 +387,13 @@ def scan_features(
     dont_care
         When given, chunks are ``(start, stop)`` positions instead of bytes, the value regions of features
         that are not wanted are appended here, and :class:`NotTemplatable` is raised for unpacked values.
+    depth
+        How deeply the message is nested in the record (0 for an OFRecord, 1 for the ``Features`` of an
+        Example); see :func:`_skip`.
     """
     positions = dont_care is not None
+    feature_depth = depth + 2
+    check_names = kinds is TF_KINDS
     while pos < end:
         tag = buf[pos]
         pos += 1
@@ -312,7 +402,7 @@ def scan_features(
         if tag != 0x0A:
             if tag >> 3 == 1:
                 raise _wrong_wire_type("a feature map entry", tag)
-            pos = _skip(buf, pos, end, tag)
+            pos = _skip(buf, pos, end, tag, depth)
             continue
         n = buf[pos]
         pos += 1
@@ -332,14 +422,23 @@ def scan_features(
                 if value_start + n == stop:
                     key = buf[pos + 2 : key_stop]
                     if key in wanted:
-                        out[key] = _scan_feature(buf, value_start, stop, kinds, positions)
-                    elif dont_care is not None:
-                        dont_care.append((value_start, stop))
+                        slot = _scan_feature(
+                            buf, value_start, stop, kinds, positions, feature_depth
+                        )
+                        _replace(out, key, slot, buf, kinds)
+                    else:
+                        if check_names and not key.isascii():
+                            _check_name(key)
+                        if dont_care is not None:
+                            dont_care.append((value_start, stop))
                     pos = stop
                     continue
-        key, values = _map_entry(buf, pos, stop)
+        key, values = _map_entry(buf, pos, stop, check_names)
         if key in wanted:
-            out[key] = _merge_feature(buf, values, kinds, positions) if values else (0, [])
+            slot = (
+                _merge_feature(buf, values, kinds, positions, feature_depth) if values else (0, [])
+            )
+            _replace(out, key, slot, buf, kinds)
         elif dont_care is not None:
             dont_care.extend(values)
         pos = stop
@@ -365,7 +464,7 @@ def scan_example(
             tag, pos = _varint_tail(buf, pos, tag)
         if tag == 0x0A:
             stop, pos = _length(buf, pos, end)
-            scan_features(buf, pos, stop, wanted, kinds, out, dont_care)
+            scan_features(buf, pos, stop, wanted, kinds, out, dont_care, depth=1)
             pos = stop
         elif tag >> 3 == 1:
             raise _wrong_wire_type("Example.features", tag)
@@ -375,7 +474,10 @@ def scan_example(
 
 
 def _scan_feature_list(buf: bytes, regions: list[tuple[int, int]], steps: list[Slot]) -> None:
-    """Append the steps of one or more ``FeatureList`` messages (concatenated, as protobuf merges them)."""
+    """Append the steps of one or more ``FeatureList`` messages (concatenated, as protobuf merges them).
+
+    A ``FeatureList`` is nested 3 deep in its SequenceExample, its steps 4 deep.
+    """
     for pos, end in regions:
         while pos < end:
             tag = buf[pos]
@@ -384,12 +486,12 @@ def _scan_feature_list(buf: bytes, regions: list[tuple[int, int]], steps: list[S
                 tag, pos = _varint_tail(buf, pos, tag)
             if tag == 0x0A:
                 stop, pos = _length(buf, pos, end)
-                steps.append(_scan_feature(buf, pos, stop, TF_KINDS, False))
+                steps.append(_scan_feature(buf, pos, stop, TF_KINDS, False, 4))
                 pos = stop
             elif tag >> 3 == 1:
                 raise _wrong_wire_type("a FeatureList feature", tag)
             else:
-                pos = _skip(buf, pos, end, tag)
+                pos = _skip(buf, pos, end, tag, 3)
 
 
 def scan_sequence_example(
@@ -414,7 +516,7 @@ def scan_sequence_example(
             tag, pos = _varint_tail(buf, pos, tag)
         if tag == 0x0A:
             stop, pos = _length(buf, pos, end)
-            scan_features(buf, pos, stop, context, TF_KINDS, ctx)
+            scan_features(buf, pos, stop, context, TF_KINDS, ctx, depth=1)
         elif tag == 0x12:
             stop, pos = _length(buf, pos, end)
             while pos < stop:
@@ -425,13 +527,16 @@ def scan_sequence_example(
                 if entry_tag != 0x0A:
                     if entry_tag >> 3 == 1:
                         raise _wrong_wire_type("a feature list map entry", entry_tag)
-                    pos = _skip(buf, pos, stop, entry_tag)
+                    pos = _skip(buf, pos, stop, entry_tag, 1)
                     continue
                 entry_stop, pos = _length(buf, pos, stop)
                 key, values = _map_entry(buf, pos, entry_stop)
                 if key in sequence:
                     steps: list[Slot] = []
                     _scan_feature_list(buf, values, steps)
+                    for old in lists.get(key, ()):
+                        if old[1]:
+                            _drop(buf, TF_KINDS[old[0]], old[1])
                     lists[key] = steps
                 pos = entry_stop
         elif tag >> 3 in (1, 2):
@@ -440,6 +545,30 @@ def scan_sequence_example(
             stop = _skip(buf, pos, end, tag)
         pos = stop
     return ctx, lists
+
+
+def as_buffer(data: object, what: str) -> bytes:
+    """Return ``data`` as ``bytes``: any object exporting a 1-D, C-contiguous buffer of single bytes.
+
+    Accepted are ``bytes`` (returned as is), ``bytearray``, ``memoryview``, ``mmap`` objects, numpy arrays
+    of ``uint8``/``int8`` and the like; anything else raises a ``TypeError`` naming its type.
+    """
+    if type(data) is bytes:
+        return data
+    if isinstance(data, str):
+        raise TypeError(f"{what} must be bytes-like, not str (encode it first)")
+    try:
+        view = memoryview(data)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{what} must be bytes-like, not {type(data).__name__}") from None
+    with view:
+        if view.itemsize != 1 or view.ndim > 1 or not view.c_contiguous:
+            layout = "" if view.c_contiguous else ", not contiguous"
+            raise TypeError(
+                f"{what} must be a 1-D C-contiguous buffer of bytes; this {type(data).__name__} has "
+                f"{view.ndim} dimension(s) and {view.itemsize}-byte items{layout}"
+            )
+        return view.tobytes()
 
 
 def decode_varints(

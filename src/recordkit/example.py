@@ -25,6 +25,7 @@ Examples
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from google.protobuf.message import Message
 
 from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2, feature_pb2
+from recordkit._wire import as_buffer
 from recordkit.errors import DecodeError
 
 __all__ = [
@@ -66,6 +68,8 @@ EMPTY_FEATURE_DTYPE: Final = np.dtype(np.float32)
 """The dtype of the empty array a ``Feature`` with no list set decodes to (TensorFlow's default dtype)."""
 
 _MessageT = TypeVar("_MessageT", bound=Message)
+# What the decoders accept: any object exporting a 1-D C-contiguous buffer of bytes.
+_Buffer = bytes | bytearray | memoryview | mmap.mmap | npt.NDArray[np.uint8]
 
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
@@ -661,13 +665,14 @@ class DecodedSequenceExample(NamedTuple):
     feature_lists: dict[str, list[DecodedValue]]
 
 
-def decode_example(data: bytes | bytearray | memoryview) -> dict[str, DecodedValue]:
+def decode_example(data: _Buffer) -> dict[str, DecodedValue]:
     """Decode a serialized ``tf.train.Example``.
 
     Parameters
     ----------
     data
-        The serialized message (a TFRecord payload).
+        The serialized message (a TFRecord payload): ``bytes``, or any object exporting a 1-D
+        C-contiguous buffer of bytes (``bytearray``, ``memoryview``, ``mmap``, a numpy ``uint8`` array).
 
     Returns
     -------
@@ -681,7 +686,7 @@ def decode_example(data: bytes | bytearray | memoryview) -> dict[str, DecodedVal
     recordkit.errors.DecodeError
         ``data`` is not a valid serialized Example.
     TypeError
-        ``data`` is not bytes-like.
+        ``data`` is not bytes-like (see the ``data`` parameter).
 
     Examples
     --------
@@ -692,13 +697,13 @@ def decode_example(data: bytes | bytearray | memoryview) -> dict[str, DecodedVal
     return _decode_features(message.features.feature)
 
 
-def decode_sequence_example(data: bytes | bytearray | memoryview) -> DecodedSequenceExample:
+def decode_sequence_example(data: _Buffer) -> DecodedSequenceExample:
     """Decode a serialized ``tf.train.SequenceExample``.
 
     Parameters
     ----------
     data
-        The serialized message.
+        The serialized message, as for :func:`decode_example`.
 
     Returns
     -------
@@ -711,7 +716,7 @@ def decode_sequence_example(data: bytes | bytearray | memoryview) -> DecodedSequ
     recordkit.errors.DecodeError
         ``data`` is not a valid serialized SequenceExample.
     TypeError
-        ``data`` is not bytes-like.
+        ``data`` is not bytes-like (see the ``data`` parameter).
     """
     message = _parse(example_pb2.SequenceExample, data, "tf.train.SequenceExample")
     lists = {
@@ -721,13 +726,13 @@ def decode_sequence_example(data: bytes | bytearray | memoryview) -> DecodedSequ
     return DecodedSequenceExample(_decode_features(message.context.feature), lists)
 
 
-def decode_ofrecord(data: bytes | bytearray | memoryview) -> dict[str, DecodedValue]:
+def decode_ofrecord(data: _Buffer) -> dict[str, DecodedValue]:
     """Decode a serialized OneFlow ``OFRecord``.
 
     Parameters
     ----------
     data
-        The serialized message (an OFRecord frame's payload).
+        The serialized message (an OFRecord frame's payload), as for :func:`decode_example`.
 
     Returns
     -------
@@ -740,16 +745,13 @@ def decode_ofrecord(data: bytes | bytearray | memoryview) -> dict[str, DecodedVa
     recordkit.errors.DecodeError
         ``data`` is not a valid serialized OFRecord, or a feature name is not UTF-8.
     TypeError
-        ``data`` is not bytes-like.
+        ``data`` is not bytes-like (see the ``data`` parameter).
     """
     return _decode_features(_parse(record_pb2.OFRecord, data, "OFRecord").feature)
 
 
-def _parse(cls: type[_MessageT], data: bytes | bytearray | memoryview, what: str) -> _MessageT:
-    if not isinstance(data, bytes):
-        if not isinstance(data, (bytearray, memoryview)):
-            raise TypeError(f"expected a serialized {what} as bytes, got {type(data).__name__}")
-        data = bytes(data)
+def _parse(cls: type[_MessageT], data: _Buffer, what: str) -> _MessageT:
+    data = as_buffer(data, f"a serialized {what}")
     try:
         message: _MessageT = cls.FromString(data)
     except _ProtobufDecodeError as exc:

@@ -136,13 +136,25 @@ def _default_array(
                 f"the default of a {value_type} feature must hold {kind.__name__} values"
             )
     else:
-        values = np.asarray(default).astype(value_type, casting="same_kind", copy=False)
+        values = _numeric_default(np.asarray(default), value_type)
     if values.size == math.prod(shape):
         return values.reshape(shape)
     try:
         return np.broadcast_to(values, shape)
     except ValueError:
         raise ValueError(f"a default of shape {values.shape} does not fit shape {shape}") from None
+
+
+def _numeric_default(
+    values: np.ndarray[Any, Any], value_type: np.dtype[Any]
+) -> np.ndarray[Any, Any]:
+    """The default converted to ``value_type``: integers must fit it, floats go to floats only."""
+    if values.dtype.kind in "biu" and value_type.kind in "iu":
+        info = np.iinfo(value_type)
+        if values.size and (int(values.min()) < info.min or int(values.max()) > info.max):
+            raise ValueError(f"a default does not fit {value_type} ({info.min}..{info.max})")
+        return values.astype(value_type)
+    return values.astype(value_type, casting="same_kind", copy=False)
 
 
 @dataclass(frozen=True)
@@ -544,7 +556,7 @@ def _pad_items(
     out = np.empty((n, longest, *spec.shape), _numpy_type(spec.dtype))
     out[...] = spec.default
     is_item = np.arange(longest) < items[:, None]
-    out[is_item] = flat.reshape((-1, *spec.shape))
+    out[is_item] = flat.reshape((int(items.sum()), *spec.shape))
     return out
 
 

@@ -634,6 +634,8 @@ class OFRecordPayloadTarget(PayloadTarget):
 
 def all_targets() -> dict[str, Target]:
     """Every target by name."""
+    from .differential_payloads import differential_targets  # it imports this module
+
     targets: list[Target] = [
         TFRecordTarget(),
         CompressedTFRecordTarget("gzip"),
@@ -647,6 +649,7 @@ def all_targets() -> dict[str, Target]:
         ExampleTarget(),
         SequenceExampleTarget(),
         OFRecordPayloadTarget(),
+        *differential_targets(),
     ]
     from .differential_files import differential_targets
 
