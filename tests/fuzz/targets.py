@@ -634,7 +634,9 @@ class OFRecordPayloadTarget(PayloadTarget):
 
 def all_targets() -> dict[str, Target]:
     """Every target by name."""
-    from .differential_payloads import differential_targets  # it imports this module
+    # Imported here: both modules import this one.
+    from .differential_files import differential_targets as file_targets
+    from .differential_payloads import differential_targets as payload_targets
 
     targets: list[Target] = [
         TFRecordTarget(),
@@ -649,11 +651,9 @@ def all_targets() -> dict[str, Target]:
         ExampleTarget(),
         SequenceExampleTarget(),
         OFRecordPayloadTarget(),
-        *differential_targets(),
+        *payload_targets(),
+        *file_targets(),
     ]
-    from .differential_files import differential_targets
-
-    targets += differential_targets()
     return {target.name: target for target in targets}
 
 
