@@ -17,20 +17,49 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 TESTED_BLOCK = re.compile(r"<!-- tested[^>]*-->\n```console\n(.*?)```", re.DOTALL)
 
 
-def test_sphinx_build_has_no_warnings(tmp_path):
-    pytest.importorskip("sphinx")
-    pytest.importorskip("myst_parser")
-    pytest.importorskip("furo")
-    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html"]
-    proc = subprocess.run(
-        [*command, str(DOCS), str(tmp_path / "html")],
+# Runs Python as in a venv without pytest: the docs extra does not install it.
+WITHOUT_PYTEST = """
+import importlib.abc, sys
+
+class _NoPytest(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "pytest" or name.startswith(("pytest.", "_pytest")):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _NoPytest())
+"""
+
+
+def _python_without_pytest(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_PYTEST + code, *args],
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def test_sphinx_build_has_no_warnings_without_pytest(tmp_path):
+    pytest.importorskip("sphinx")
+    pytest.importorskip("myst_parser")
+    pytest.importorskip("furo")
+    build = "from sphinx.cmd.build import main; sys.exit(main(sys.argv[1:]))"
+    options = ["-W", "--keep-going", "-q", "-b", "html"]
+    proc = _python_without_pytest(build, *options, str(DOCS), str(tmp_path / "html"))
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "html" / "cli.html").is_file()
-    assert (tmp_path / "html" / "api.html").is_file()
+    api = (tmp_path / "html" / "api.html").read_text(encoding="utf-8")
+    assert "FormatConformance" in api
+
+
+def test_testing_module_without_pytest_says_what_it_needs():
+    proc = _python_without_pytest("import recordkit, recordkit.testing")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "ImportError: recordkit.testing is a pytest conformance suite and needs pytest: "
+        "pip install pytest"
+    )
 
 
 def _transcripts() -> list[tuple[str, str]]:
