@@ -2,7 +2,8 @@
 
 Run ``recordkit --help`` (or ``python -m recordkit --help``) for the commands; ``docs/cli.md`` describes
 them in full. Exit status: 0 when all went well, 1 when corrupt data was found (a damaged file, a payload
-that does not decode), 2 for usage errors and other failures (a missing file, an unknown format).
+that does not decode), 2 for usage errors and other failures (a missing file, an unknown format), 130 when
+interrupted (Ctrl-C), 141 when the reader of the output went away (``recordkit cat ... | head``).
 
 Examples
 --------
@@ -49,6 +50,10 @@ from recordkit.io import write_index
 __all__ = ["build_parser", "main"]
 
 _PROG = "recordkit"
+EXIT_INTERRUPTED = 130
+"""Interrupted by Ctrl-C (SIGINT): 128 + the signal number, as shells report it."""
+EXIT_BROKEN_PIPE = 141
+"""The reader of the output went away (SIGPIPE): 128 + the signal number, like ``cat``."""
 
 
 # -- info ------------------------------------------------------------------------------------------
@@ -494,7 +499,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_PROG,
         description="Inspect, check, convert and index TFRecord, OFRecord and FFRecord files.",
-        epilog="Exit status: 0 ok, 1 corrupt data found, 2 usage error or other failure.",
+        epilog="Exit status: 0 ok, 1 corrupt data found, 2 usage error or other failure, "
+        "130 interrupted, 141 output pipe closed.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {rk.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -528,14 +534,35 @@ def _run(args: argparse.Namespace) -> int:
         _error(describe_error(exc))
         return EXIT_CORRUPT
     except BrokenPipeError:
-        # The reader of our output went away (``recordkit cat ... | head``): not an error.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_OK
+        raise  # main's to handle: not an error of the input
     except (rk.RecordKitError, OSError, ValueError, ImportError) as exc:
         _error(describe_error(exc))
         return EXIT_ERROR
     return code
+
+
+def _parse_and_run(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    with warnings.catch_warnings():
+        # Each of recordkit's warnings is news about the data; others keep Python's filters.
+        warnings.simplefilter("always", rk.RecordKitWarning)
+        warnings.showwarning = _show_warning
+        return _run(args)
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's last flush cannot fail again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -549,14 +576,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 when all went well, 1 when corrupt data was found, 2 for usage errors and other failures.
+        0 when all went well, 1 when corrupt data was found, 2 for usage errors and other failures,
+        130 when interrupted (Ctrl-C), 141 when the reader of the output went away (``| head``).
     """
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
-    with warnings.catch_warnings():
-        warnings.simplefilter("always")
-        warnings.showwarning = _show_warning
-        return _run(args)
+        code = _parse_and_run(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not as a message at interpreter exit
+    except KeyboardInterrupt:
+        print(f"{_PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # ``recordkit cat ... | head``: stop quietly, with the status `cat` has when SIGPIPE stops it.
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+    return code
