@@ -289,6 +289,56 @@ def test_info_names_the_sidecar_index(capsys, tmp_path, golden_dir):
     assert _info(capsys, path)["index"] == f"{path}.idx"
 
 
+def _good_damaged_good(folder):
+    """Write a.tfrecord and c.tfrecord intact and b.tfrecord with record 5's payload changed.
+
+    Returns b's path and where the damage is: record 5's data checksum, at its first byte + 12.
+    """
+    payloads = [rk.encode_example({"label": i, "name": b"x" * i}) for i in range(10)]
+    folder.mkdir()
+    for name in ("a", "b", "c"):
+        with rk.open(folder / f"{name}.tfrecord", "w") as writer:
+            writer.write_many(payloads)
+    damaged = folder / "b.tfrecord"
+    data = bytearray(damaged.read_bytes())
+    start = sum(8 + 4 + len(p) + 4 for p in payloads[:5])
+    data[start + 12] ^= 0x01  # first payload byte: the protobuf tag of record 5's Example
+    damaged.write_bytes(bytes(data))
+    return damaged, 5, start + 12
+
+
+def test_info_reports_a_damaged_file_in_its_place_and_goes_on(capsys, tmp_path):
+    _, index, offset = _good_damaged_good(tmp_path / "shards")
+    result = run_cli(capsys, "info", tmp_path / "shards")
+    assert result.code == 1
+    assert result.err == ""
+    blocks = result.out.split(f"{tmp_path / 'shards'}/")[1:]
+    assert [block.splitlines()[0] for block in blocks] == [
+        "a.tfrecord",
+        f"b.tfrecord: CORRUPT: ChecksumError at record {index}, byte {offset}",
+        "c.tfrecord",
+    ]
+    assert "payload checksum mismatch" in blocks[1]
+    assert "  records      10" in blocks[0]
+    assert "  records      10" in blocks[2]
+
+
+def test_info_json_marks_the_damaged_file(capsys, tmp_path):
+    damaged, index, offset = _good_damaged_good(tmp_path / "shards")
+    files = [tmp_path / "shards" / f"{name}.tfrecord" for name in "abc"]
+    result = run_cli(capsys, "info", "--json", *files, tmp_path / "missing.tfrecord")
+    assert result.code == 2  # the missing file outranks the damaged one, as in count and verify
+    assert result.err.splitlines() == [
+        f"recordkit: error: {tmp_path / 'missing.tfrecord'}: No such file or directory"
+    ]
+    good_a, bad, good_c = (json.loads(line) for line in result.out.splitlines())
+    assert (good_a["records"], good_c["records"]) == (10, 10)
+    assert bad["path"] == str(damaged)
+    assert (bad["error"], bad["index"], bad["offset"]) == ("ChecksumError", index, offset)
+    assert "payload checksum mismatch" in bad["reason"]
+    assert run_cli(capsys, "info", "--json", *files).code == 1
+
+
 # -- index -----------------------------------------------------------------------------------------
 
 

@@ -59,6 +59,20 @@ EXIT_BROKEN_PIPE = 141
 # -- info ------------------------------------------------------------------------------------------
 
 
+def _where(exc: rk.CorruptRecordError) -> str:
+    parts = []
+    if exc.index is not None:
+        parts.append(f"record {exc.index}")
+    if exc.offset is not None:
+        parts.append(f"byte {exc.offset}")
+    return " at " + ", ".join(parts) if parts else ""
+
+
+def _damage_text(path: str, exc: rk.CorruptRecordError) -> list[str]:
+    """The lines that report a damaged file (``info`` and ``verify`` say it the same way)."""
+    return [f"{path}: CORRUPT: {type(exc).__name__}{_where(exc)}", f"  {exc.reason}"]
+
+
 def _index_note(reader: rk.RecordReader, path: str) -> str | None:
     """Where the file's record offsets come from, or ``None`` when it has no index."""
     if reader.format == "ffrecord":
@@ -168,15 +182,40 @@ def _info_text(info: dict[str, Any]) -> list[str]:
     return lines
 
 
-def cmd_info(args: argparse.Namespace) -> int:
-    """Describe each file: format, sizes, index, payload kind and feature schema."""
-    for path in expand_inputs(args.files):
+def _damage_json(path: str, exc: rk.CorruptRecordError) -> dict[str, Any]:
+    return {
+        "path": path,
+        "error": type(exc).__name__,
+        "index": exc.index,
+        "offset": exc.offset,
+        "reason": exc.reason,
+    }
+
+
+def _info_and_report(args: argparse.Namespace, path: str) -> int:
+    """Describe one file, or say what is wrong with it; return its exit status."""
+    try:
         info = _file_info(args, path)
+    except rk.CorruptRecordError as exc:
         if args.json:
-            print(json.dumps(info))
+            print(json.dumps(_damage_json(path, exc)))
         else:
-            print("\n".join(_info_text(info)))
+            print("\n".join(_damage_text(path, exc)))
+        return EXIT_CORRUPT
+    except (rk.RecordKitError, OSError, ValueError) as exc:
+        _error(describe_error(exc))
+        return EXIT_ERROR
+    print(json.dumps(info) if args.json else "\n".join(_info_text(info)))
     return EXIT_OK
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """Describe each file: format, sizes, index, payload kind and feature schema.
+
+    A damaged file is reported in its place (the error, the record index, the byte offset) and the
+    others are still described; the status is then 1.
+    """
+    return max(_info_and_report(args, path) for path in expand_inputs(args.files))
 
 
 # -- count -----------------------------------------------------------------------------------------
@@ -245,22 +284,12 @@ def _records_text(n: int) -> str:
     return f"{n} record" if n == 1 else f"{n} records"
 
 
-def _where(exc: rk.CorruptRecordError) -> str:
-    parts = []
-    if exc.index is not None:
-        parts.append(f"record {exc.index}")
-    if exc.offset is not None:
-        parts.append(f"byte {exc.offset}")
-    return " at " + ", ".join(parts) if parts else ""
-
-
 def _verify_and_report(args: argparse.Namespace, path: str) -> int:
     """Verify one file and print its verdict; return its exit status."""
     try:
         count = _verify_file(args, path)
     except rk.CorruptRecordError as exc:
-        print(f"{path}: CORRUPT: {type(exc).__name__}{_where(exc)}")
-        print(f"  {exc.reason}")
+        print("\n".join(_damage_text(path, exc)))
         return EXIT_CORRUPT
     except CliError as exc:
         print(f"{path}: CORRUPT: {exc}")
