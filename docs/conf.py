@@ -40,8 +40,9 @@ suppress_warnings = ["ref.python"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True, "show-inheritance": True}
-# PyTorch is optional and heavy: document recordkit.data.torch without importing it.
-autodoc_mock_imports = ["torch"]
+# PyTorch is optional and heavy: document recordkit.data.torch without importing it. pytest is not part of
+# the docs extra: recordkit.testing (a pytest suite) is documented against a stand-in.
+autodoc_mock_imports = ["torch", "pytest"]
 
 html_theme = "furo"
 html_title = f"recordkit {release}"

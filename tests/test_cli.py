@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import io
 import json
 import math
+import os
+import signal
+import struct
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
+
+try:
+    import fcntl
+    import termios
+except ImportError:  # not POSIX
+    fcntl = termios = None
 from _cli import run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -278,6 +289,56 @@ def test_info_names_the_sidecar_index(capsys, tmp_path, golden_dir):
     assert _info(capsys, path)["index"] == f"{path}.idx"
 
 
+def _good_damaged_good(folder):
+    """Write a.tfrecord and c.tfrecord intact and b.tfrecord with record 5's payload changed.
+
+    Returns b's path and where the damage is: record 5's data checksum, at its first byte + 12.
+    """
+    payloads = [rk.encode_example({"label": i, "name": b"x" * i}) for i in range(10)]
+    folder.mkdir()
+    for name in ("a", "b", "c"):
+        with rk.open(folder / f"{name}.tfrecord", "w") as writer:
+            writer.write_many(payloads)
+    damaged = folder / "b.tfrecord"
+    data = bytearray(damaged.read_bytes())
+    start = sum(8 + 4 + len(p) + 4 for p in payloads[:5])
+    data[start + 12] ^= 0x01  # first payload byte: the protobuf tag of record 5's Example
+    damaged.write_bytes(bytes(data))
+    return damaged, 5, start + 12
+
+
+def test_info_reports_a_damaged_file_in_its_place_and_goes_on(capsys, tmp_path):
+    _, index, offset = _good_damaged_good(tmp_path / "shards")
+    result = run_cli(capsys, "info", tmp_path / "shards")
+    assert result.code == 1
+    assert result.err == ""
+    blocks = result.out.split(f"{tmp_path / 'shards'}/")[1:]
+    assert [block.splitlines()[0] for block in blocks] == [
+        "a.tfrecord",
+        f"b.tfrecord: CORRUPT: ChecksumError at record {index}, byte {offset}",
+        "c.tfrecord",
+    ]
+    assert "payload checksum mismatch" in blocks[1]
+    assert "  records      10" in blocks[0]
+    assert "  records      10" in blocks[2]
+
+
+def test_info_json_marks_the_damaged_file(capsys, tmp_path):
+    damaged, index, offset = _good_damaged_good(tmp_path / "shards")
+    files = [tmp_path / "shards" / f"{name}.tfrecord" for name in "abc"]
+    result = run_cli(capsys, "info", "--json", *files, tmp_path / "missing.tfrecord")
+    assert result.code == 2  # the missing file outranks the damaged one, as in count and verify
+    assert result.err.splitlines() == [
+        f"recordkit: error: {tmp_path / 'missing.tfrecord'}: No such file or directory"
+    ]
+    good_a, bad, good_c = (json.loads(line) for line in result.out.splitlines())
+    assert (good_a["records"], good_c["records"]) == (10, 10)
+    assert bad["path"] == str(damaged)
+    assert (bad["error"], bad["index"], bad["offset"]) == ("ChecksumError", index, offset)
+    assert "payload checksum mismatch" in bad["reason"]
+    assert run_cli(capsys, "info", "--json", *files).code == 1
+
+
 # -- index -----------------------------------------------------------------------------------------
 
 
@@ -529,17 +590,95 @@ def test_progress_bar_only_on_a_terminal_and_not_quiet(monkeypatch):
     assert pipe.getvalue() == ""
 
 
-def test_output_cut_short_by_a_closed_pipe_is_not_an_error(golden_dir):
-    command = [sys.executable, "-m", "recordkit", "cat", "--json"]
-    proc = subprocess.Popen(
-        [*command, golden_dir / "tfrecord" / "examples.tfrecord"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    first = proc.stdout.readline()
-    proc.stdout.close()  # like `| head -1`
-    stderr = proc.stderr.read()
-    proc.stderr.close()
-    assert proc.wait(timeout=60) == 0
-    assert json.loads(first)["label"] == [0]
+# -- interruptions and closed pipes: one line or nothing on stderr, never a traceback ---------------
+
+
+def _recordkit(*args) -> subprocess.Popen:
+    """Start ``python -m recordkit *args``; SIGINT raises KeyboardInterrupt in it, as in a terminal."""
+    command = [sys.executable, "-m", "recordkit", *map(str, args)]
+    # A shell running this suite in the background may ignore SIGINT, and an ignored signal stays
+    # ignored across exec; a handler does not, so the child starts with the default, as in a terminal.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _wait_for(condition, child: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert child.poll() is None, child.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def _open_fifo_for_writing(path, child: subprocess.Popen) -> int:
+    """Open the FIFO once the child has opened it for reading."""
+    fd = None
+
+    def opened() -> bool:
+        nonlocal fd
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise
+        return fd is not None
+
+    _wait_for(opened, child)
+    return fd
+
+
+def _unread_bytes(fd: int) -> int:
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+@pytest.fixture(scope="module")
+def many_records(tmp_path_factory):
+    path = tmp_path_factory.mktemp("many") / "many.tfrecord"
+    with rk.open(path, "w") as writer:
+        writer.write_many(rk.encode_example({"label": i}) for i in range(20_000))
+    return path
+
+
+@pytest.mark.skipif(fcntl is None, reason="needs POSIX FIFOs")
+@pytest.mark.parametrize("command", [["cat", "--json"], ["count"], ["verify"], ["info"]])
+def test_ctrl_c_exits_130_with_one_line(tmp_path, many_records, command):
+    # The input is a FIFO fed the file's start and held open: the command is surely mid-read at SIGINT.
+    # 16 KiB fit in the FIFO's buffer, so the write returns even if the child stops reading.
+    fifo = tmp_path / "input.tfrecord"
+    os.mkfifo(fifo)
+    child = _recordkit(*command, fifo)
+    fd = _open_fifo_for_writing(fifo, child)
+    try:
+        with open(many_records, "rb") as source:
+            assert os.write(fd, source.read(16384)) == 16384
+        # Once it has read some, it is past opening the file: inside the command's reading loop.
+        _wait_for(lambda: _unread_bytes(fd) < 16384, child)
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        os.close(fd)
+    assert child.returncode == 130
+    assert stderr.decode().splitlines() == ["recordkit: interrupted"]
+
+
+def test_output_cut_short_by_a_closed_pipe_exits_141_quietly(many_records):
+    child = _recordkit("cat", "--json", many_records)
+    first = child.stdout.readline()
+    child.stdout.close()  # like `| head -1`
+    stderr = child.stderr.read()
+    child.stderr.close()
+    assert child.wait(timeout=60) == 141
+    assert json.loads(first) == {"label": [0]}
+    assert stderr == b""
+
+
+def test_short_output_to_a_closed_pipe_exits_141_quietly(many_records):
+    # The few lines of `info` wait in the output buffer until exit; the pipe is closed before then.
+    child = _recordkit("info", many_records)
+    child.stdout.close()
+    _, stderr = child.communicate(timeout=60)
+    assert child.returncode == 141
     assert stderr == b""

@@ -2,7 +2,8 @@
 
 Run ``recordkit --help`` (or ``python -m recordkit --help``) for the commands; ``docs/cli.md`` describes
 them in full. Exit status: 0 when all went well, 1 when corrupt data was found (a damaged file, a payload
-that does not decode), 2 for usage errors and other failures (a missing file, an unknown format).
+that does not decode), 2 for usage errors and other failures (a missing file, an unknown format), 130 when
+interrupted (Ctrl-C), 141 when the reader of the output went away (``recordkit cat ... | head``).
 
 Examples
 --------
@@ -49,9 +50,27 @@ from recordkit.io import write_index
 __all__ = ["build_parser", "main"]
 
 _PROG = "recordkit"
+EXIT_INTERRUPTED = 130
+"""Interrupted by Ctrl-C (SIGINT): 128 + the signal number, as shells report it."""
+EXIT_BROKEN_PIPE = 141
+"""The reader of the output went away (SIGPIPE): 128 + the signal number, like ``cat``."""
 
 
 # -- info ------------------------------------------------------------------------------------------
+
+
+def _where(exc: rk.CorruptRecordError) -> str:
+    parts = []
+    if exc.index is not None:
+        parts.append(f"record {exc.index}")
+    if exc.offset is not None:
+        parts.append(f"byte {exc.offset}")
+    return " at " + ", ".join(parts) if parts else ""
+
+
+def _damage_text(path: str, exc: rk.CorruptRecordError) -> list[str]:
+    """The lines that report a damaged file (``info`` and ``verify`` say it the same way)."""
+    return [f"{path}: CORRUPT: {type(exc).__name__}{_where(exc)}", f"  {exc.reason}"]
 
 
 def _index_note(reader: rk.RecordReader, path: str) -> str | None:
@@ -163,15 +182,40 @@ def _info_text(info: dict[str, Any]) -> list[str]:
     return lines
 
 
-def cmd_info(args: argparse.Namespace) -> int:
-    """Describe each file: format, sizes, index, payload kind and feature schema."""
-    for path in expand_inputs(args.files):
+def _damage_json(path: str, exc: rk.CorruptRecordError) -> dict[str, Any]:
+    return {
+        "path": path,
+        "error": type(exc).__name__,
+        "index": exc.index,
+        "offset": exc.offset,
+        "reason": exc.reason,
+    }
+
+
+def _info_and_report(args: argparse.Namespace, path: str) -> int:
+    """Describe one file, or say what is wrong with it; return its exit status."""
+    try:
         info = _file_info(args, path)
+    except rk.CorruptRecordError as exc:
         if args.json:
-            print(json.dumps(info))
+            print(json.dumps(_damage_json(path, exc)))
         else:
-            print("\n".join(_info_text(info)))
+            print("\n".join(_damage_text(path, exc)))
+        return EXIT_CORRUPT
+    except (rk.RecordKitError, OSError, ValueError) as exc:
+        _error(describe_error(exc))
+        return EXIT_ERROR
+    print(json.dumps(info) if args.json else "\n".join(_info_text(info)))
     return EXIT_OK
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """Describe each file: format, sizes, index, payload kind and feature schema.
+
+    A damaged file is reported in its place (the error, the record index, the byte offset) and the
+    others are still described; the status is then 1.
+    """
+    return max(_info_and_report(args, path) for path in expand_inputs(args.files))
 
 
 # -- count -----------------------------------------------------------------------------------------
@@ -240,22 +284,12 @@ def _records_text(n: int) -> str:
     return f"{n} record" if n == 1 else f"{n} records"
 
 
-def _where(exc: rk.CorruptRecordError) -> str:
-    parts = []
-    if exc.index is not None:
-        parts.append(f"record {exc.index}")
-    if exc.offset is not None:
-        parts.append(f"byte {exc.offset}")
-    return " at " + ", ".join(parts) if parts else ""
-
-
 def _verify_and_report(args: argparse.Namespace, path: str) -> int:
     """Verify one file and print its verdict; return its exit status."""
     try:
         count = _verify_file(args, path)
     except rk.CorruptRecordError as exc:
-        print(f"{path}: CORRUPT: {type(exc).__name__}{_where(exc)}")
-        print(f"  {exc.reason}")
+        print("\n".join(_damage_text(path, exc)))
         return EXIT_CORRUPT
     except CliError as exc:
         print(f"{path}: CORRUPT: {exc}")
@@ -499,7 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_PROG,
         description="Inspect, check, convert and index TFRecord, OFRecord and FFRecord files.",
-        epilog="Exit status: 0 ok, 1 corrupt data found, 2 usage error or other failure.",
+        epilog="Exit status: 0 ok, 1 corrupt data found, 2 usage error or other failure, "
+        "130 interrupted, 141 output pipe closed.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {rk.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -533,14 +568,35 @@ def _run(args: argparse.Namespace) -> int:
         _error(describe_error(exc))
         return EXIT_CORRUPT
     except BrokenPipeError:
-        # The reader of our output went away (``recordkit cat ... | head``): not an error.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_OK
+        raise  # main's to handle: not an error of the input
     except (rk.RecordKitError, OSError, ValueError, ImportError) as exc:
         _error(describe_error(exc))
         return EXIT_ERROR
     return code
+
+
+def _parse_and_run(argv: Sequence[str] | None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    with warnings.catch_warnings():
+        # Each of recordkit's warnings is news about the data; others keep Python's filters.
+        warnings.simplefilter("always", rk.RecordKitWarning)
+        warnings.showwarning = _show_warning
+        return _run(args)
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so that the interpreter's last flush cannot fail again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -554,14 +610,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 when all went well, 1 when corrupt data was found, 2 for usage errors and other failures.
+        0 when all went well, 1 when corrupt data was found, 2 for usage errors and other failures,
+        130 when interrupted (Ctrl-C), 141 when the reader of the output went away (``| head``).
     """
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
-    with warnings.catch_warnings():
-        warnings.simplefilter("always")
-        warnings.showwarning = _show_warning
-        return _run(args)
+        code = _parse_and_run(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not as a message at interpreter exit
+    except KeyboardInterrupt:
+        print(f"{_PROG}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # ``recordkit cat ... | head``: stop quietly, with the status `cat` has when SIGPIPE stops it.
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+    return code

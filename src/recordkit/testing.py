@@ -14,7 +14,8 @@ has checksums::
 Tests that need an ability the format lacks (random access, checksums, empty records) are skipped, as
 :attr:`recordkit.formats.base.RecordFormat.capabilities` declares.
 
-This module imports pytest; it is meant for test suites only.
+The suite runs under pytest, so this module needs it: importing it where pytest is not installed raises an
+``ImportError`` that says so (``pip install pytest``, or recordkit's ``test`` extra).
 """
 
 from __future__ import annotations
@@ -25,7 +26,13 @@ import random
 from pathlib import Path
 from typing import Any, ClassVar
 
-import pytest
+try:
+    import pytest
+except ImportError as exc:
+    raise ImportError(
+        "recordkit.testing is a pytest conformance suite and needs pytest: pip install pytest",
+        name="pytest",
+    ) from exc
 
 import recordkit as rk
 from recordkit.errors import CorruptRecordError, RecordKitError, UnsupportedOperationError
