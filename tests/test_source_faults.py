@@ -174,3 +174,18 @@ def test_a_record_file_embedded_in_a_larger_file(tmp_path):
         assert list(frames) == RECORDS
         assert frames.read_many([5, 0]) == [RECORDS[5], RECORDS[0]]
         assert file.tell() == len(prefix)  # pread leaves the caller's position alone
+
+
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_a_closed_file_object_is_never_read_through_a_reused_descriptor(tmp_path, suffix):
+    path = _write(tmp_path / f"data{suffix}")
+    file = open(path, "rb")  # noqa: SIM115 - closed by the test, under the reader
+    reader = rk.open(file, format=FORMATS[suffix])
+    assert reader[1] == RECORDS[1]
+    file.close()
+    with open(
+        _write(tmp_path / f"other{suffix}", [b"x" * SIZE] * COUNT), "rb"
+    ):  # may reuse the number
+        for read in (lambda: reader[2], lambda: reader.read([2, 9]), lambda: list(reader)):
+            with pytest.raises(ValueError, match="closed file"):
+                read()

@@ -342,7 +342,7 @@ class Source:
         """
         if self.buffer is not None:
             return self.buffer[offset : offset + n]
-        fd = self.fd
+        fd = self.descriptor()
         if fd is not None:
             # Never past the size seen at opening (what was appended since is not part of this file),
             # which also bounds what a damaged length can make this allocate.
@@ -356,6 +356,18 @@ class Source:
         with self._lock:
             file.seek(self.base + offset)
             return read_full(file.read, n)
+
+    def descriptor(self) -> int | None:
+        """Return the descriptor read with ``os.pread``, or ``None`` when the source has none.
+
+        Raises
+        ------
+        ValueError
+            If the file object was closed: its descriptor number may already belong to another file.
+        """
+        if self.fd is not None and self.fileobj.closed:  # type: ignore[union-attr]
+            raise ValueError("I/O operation on a closed file (the file object the reader reads)")
+        return self.fd
 
     def stream(self) -> SupportsRead:
         """Return a stream positioned at the first byte of the records (of a buffer: a fresh one)."""
@@ -486,9 +498,10 @@ def group_runs(indices: Sequence[int]) -> list[tuple[int, int]]:
 class IndexedFrameReader(FrameReader):
     """A frame reader that can locate record ``i`` by its byte range (:meth:`span`).
 
-    Subclasses implement ``__len__``, :meth:`span` and :meth:`decode`; this class provides :meth:`read_at`
-    and a :meth:`read_many` that reads each run of neighbouring records with one ranged read when the
-    source is not memory-mapped.
+    Subclasses implement ``__len__``, :meth:`span` and :meth:`decode`, and may override
+    :meth:`decode_many` with a faster loop; this class provides :meth:`read_at` and a :meth:`read_many`
+    that reads each run of neighbouring records with one ranged read (scattered records from a source
+    with a descriptor: one ``pread`` each).
     """
 
     @abstractmethod

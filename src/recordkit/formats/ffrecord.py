@@ -226,7 +226,7 @@ class FFRecordReader(IndexedFrameReader):
         check = self.check_crc
         last = len(offsets) - 1
         size: int = self.size  # type: ignore[assignment]
-        pread, fd, shift = os.pread, self.source.fd, self.source.base
+        pread, fd, shift = os.pread, self.source.descriptor(), self.source.base
         for index in indices:
             start = offsets[index]
             end = offsets[index + 1] if index < last else size

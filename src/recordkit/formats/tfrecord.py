@@ -300,7 +300,7 @@ class TFRecordReader(SequentialFrameReader):
         unpack_length, unpack_u32 = _HEADER.unpack_from, _U32.unpack_from
         crc32c = _crc.crc32c
         known = _LENGTH_CRCS
-        pread, fd, shift = os.pread, self.source.fd, self.source.base
+        pread, fd, shift = os.pread, self.source.descriptor(), self.source.base
         records = []
         for index in indices:
             start, end = offsets[index], offsets[index + 1]
