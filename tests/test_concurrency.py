@@ -6,7 +6,9 @@ import contextlib
 import io
 import os
 import random
+import signal
 import threading
+import time
 
 import pytest
 from conftest import SEED
@@ -141,3 +143,108 @@ def test_reader_opened_in_the_parent_survives_fork(tmp_path, suffix):
         seen = [record for batch in loader for record in batch]
         assert sorted(seen) == sorted(RECORDS)
         assert reader[len(RECORDS) - 1] == RECORDS[-1]  # the parent's reader still works
+
+
+def _wait(pid, timeout):
+    """Wait up to ``timeout`` seconds for child ``pid``; kill it if it is still running. Return its status."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return "hung"
+
+
+def _in_child(work):
+    """Fork; the child runs ``work()`` and exits 0 if it returned true (1 if false, 2 on an error)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child, which never returns to pytest
+        code = 2
+        try:
+            code = 0 if work() else 1
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _read_every_way(reader, order):
+    """Every record by iteration, by index and by batches, each compared with what was written."""
+    return (
+        list(reader) == RECORDS
+        and [reader[i] for i in order] == [RECORDS[i] for i in order]
+        and reader.read(order) == [RECORDS[i] for i in order]
+    )
+
+
+needs_fork = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+
+
+@needs_fork
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_a_reader_over_a_file_object_is_correct_in_parent_and_child_after_fork(tmp_path, suffix):
+    # Parent and child share the file's open description: its position is common to both, and a reader
+    # that positions the file with seek before read gets the other process's bytes.
+    path = _write(tmp_path / f"data{suffix}")
+    order = random.Random(SEED).sample(range(len(RECORDS)), len(RECORDS))
+    with open(path, "rb") as file, rk.open(file, format=FORMATS[suffix]) as reader:
+        assert reader[0] == RECORDS[0]
+        children = [_in_child(lambda: all(_read_every_way(reader, order) for _ in range(3)))]
+        children.append(_in_child(lambda: all(_read_every_way(reader, order) for _ in range(3))))
+        in_parent = [_read_every_way(reader, order) for _ in range(3)]
+        assert [_wait(pid, 120) for pid in children] == [0, 0]
+        assert in_parent == [True, True, True]
+
+
+class _NoDescriptor(io.RawIOBase):
+    """A seekable binary file object without a descriptor (``fileno()`` fails), over bytes in memory."""
+
+    def __init__(self, data):
+        self._data = io.BytesIO(data)
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def readinto(self, buffer):
+        return self._data.readinto(buffer)
+
+    def seek(self, offset, whence=0):
+        return self._data.seek(offset, whence)
+
+    def tell(self):
+        return self._data.tell()
+
+
+@needs_fork
+@pytest.mark.parametrize("suffix", SUFFIXES)
+def test_fork_while_a_thread_reads_a_file_object_does_not_deadlock_the_child(tmp_path, suffix):
+    # Such an object is read with seek + read under a lock; a thread holding it at the fork does not exist
+    # in the child, so the child needs a lock of its own.
+    data = _write(tmp_path / f"data{suffix}").read_bytes()
+    with rk.open(_NoDescriptor(data), format=FORMATS[suffix]) as reader:
+        stop = threading.Event()
+
+        def keep_reading():
+            rng = random.Random(SEED)
+            while not stop.is_set():
+                reader.read([rng.randrange(len(RECORDS)) for _ in range(8)])
+
+        thread = threading.Thread(target=keep_reading)
+        thread.start()
+        try:
+            statuses = []
+            for _ in range(20):
+                time.sleep(0.005)
+                pid = _in_child(
+                    lambda: reader[7] == RECORDS[7] and reader.read([3]) == [RECORDS[3]]
+                )
+                statuses.append(_wait(pid, 20))
+        finally:
+            stop.set()
+            thread.join(timeout=60)
+        assert statuses == [0] * 20

@@ -23,18 +23,15 @@ leaves a file with an empty header). Files are written atomically.
 
 from __future__ import annotations
 
-import mmap
 import operator
 import os
 from array import array
-from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from recordkit._closing import Closing
-from recordkit.formats import _crc
 from recordkit.io import RecordReader, RecordWriter, expand_sources
 from recordkit.io import open as _open
 
@@ -47,58 +44,6 @@ __all__ = ["FileReader", "FileWriter", "dump"]
 def _as_array(data: bytes) -> npt.NDArray[np.uint8]:
     """Return ``data`` as a writable uint8 array (what the C++ bindings return)."""
     return np.frombuffer(bytearray(data), dtype=np.uint8)
-
-
-class _MappedFile:
-    """Copies samples of one memory-mapped FFRecord file straight into numpy arrays.
-
-    Each sample is copied once, from the map into its own array (as the C++ reader reads each sample into
-    its own buffer), and its CRC is computed on that array.
-    """
-
-    def __init__(self, frames: Any, check: bool) -> None:
-        self.frames = frames
-        self.check = check
-
-    def read(self, indices: Iterable[int]) -> list[npt.NDArray[np.uint8]]:
-        """Return the samples at ``indices`` (valid local indexes) as writable arrays."""
-        frames = self.frames
-        # A view of the map only for the duration of the call: the map cannot be closed while one exists.
-        whole = np.frombuffer(frames.source.buffer, dtype=np.uint8)
-        try:
-            return self._copy(whole, indices)
-        finally:
-            del whole
-
-    def read_one(self, i: int) -> npt.NDArray[np.uint8]:
-        """Return sample ``i`` (a valid local index) as a writable array."""
-        frames = self.frames
-        offsets = frames.offsets
-        start = offsets[i]
-        end = offsets[i + 1] if i + 1 < len(offsets) else frames.size
-        # Copied twice (map to bytes to bytearray), still faster for one sample than making a view first.
-        sample = np.frombuffer(bytearray(frames.source.buffer[start:end]), dtype=np.uint8)
-        if self.check and _crc.crc32(sample) != frames.crcs[i]:
-            frames._check(sample, i, start)
-        return sample
-
-    def _copy(
-        self, whole: npt.NDArray[np.uint8], indices: Iterable[int]
-    ) -> list[npt.NDArray[np.uint8]]:
-        frames = self.frames
-        offsets, crcs = frames.offsets, frames.crcs
-        last = len(offsets) - 1
-        size = len(whole)
-        crc32 = _crc.crc32
-        check = self.check
-        out = []
-        for i in indices:
-            start = offsets[i]
-            sample = whole[start : offsets[i + 1] if i < last else size].copy()
-            if check and crc32(sample) != crcs[i]:
-                frames._check(sample, i, start)
-            out.append(sample)
-        return out
 
 
 def _file_names(fname: Any) -> list[str]:
@@ -135,8 +80,6 @@ class FileReader(Closing):
         self.check_data = check_data
         self._reader: RecordReader = _open(self.fnames, format="ffrecord", check_crc=check_data)
         self.n = len(self._reader)
-        self._mapped: list[_MappedFile] | None = None
-        self._starts: list[int] = []
 
     def _index(self, index: Any) -> int:
         i = operator.index(index)
@@ -157,38 +100,11 @@ class FileReader(Closing):
 
     def read(self, indices: Iterable[int]) -> list[npt.NDArray[np.uint8]]:
         """Return the samples at ``indices`` as a list of writable uint8 arrays, in the order asked."""
-        wanted = self._indexes(indices)
-        if self._mapped is None:
-            self._mapped = self._map_files()
-        if not self._mapped:
-            return [_as_array(data) for data in self._reader.read(wanted)]
-        if len(self._mapped) == 1:
-            return self._mapped[0].read(wanted)
-        starts = self._starts
-        samples: list[npt.NDArray[np.uint8]] = []
-        for i in wanted:
-            part = bisect_right(starts, i) - 1
-            samples += self._mapped[part].read((i - starts[part],))
-        return samples
+        return [_as_array(data) for data in self._reader.read(self._indexes(indices))]
 
     def read_one(self, index: int) -> npt.NDArray[np.uint8]:
         """Return sample ``index`` as a writable uint8 array."""
-        i = self._index(index)
-        if self._mapped is None:
-            self._mapped = self._map_files()
-        if len(self._mapped) == 1:
-            return self._mapped[0].read_one(i)
-        return self.read((i,))[0]
-
-    def _map_files(self) -> list[_MappedFile]:
-        """Wrap each memory-mapped file for direct reads (an empty list if one is not mapped)."""
-        frames: list[Any] = self._reader._frames
-        if not all(isinstance(f.source.buffer, mmap.mmap) for f in frames):
-            return []
-        self._starts = [0]
-        for f in frames:
-            self._starts.append(self._starts[-1] + len(f))
-        return [_MappedFile(f, self.check_data) for f in frames]
+        return _as_array(self._reader[self._index(index)])
 
     def validate(self) -> None:
         """Verify the header checksum of every file (as ``ffrecord.FileReader.validate`` does).
@@ -218,7 +134,6 @@ class FileReader(Closing):
 
     def close(self) -> None:
         """Close the files."""
-        self._mapped = []
         self._reader.close()
 
     def __reduce__(self) -> tuple[Any, ...]:

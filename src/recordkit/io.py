@@ -1,7 +1,7 @@
 """Open record files for reading and writing: :func:`open`, :class:`RecordReader`, :class:`RecordWriter`.
 
 This module is format-agnostic: it finds the format (argument, file suffix, then content), opens the
-file (memory-mapped when it is a local file), and delegates the framing to the format's frame reader or
+file (read with `os.pread` when it is a local file), and delegates the framing to the format's frame reader or
 writer from :mod:`recordkit.formats`.
 
 Examples
@@ -23,7 +23,6 @@ import builtins
 import errno
 import glob
 import itertools
-import mmap
 import operator
 import os
 import re
@@ -111,25 +110,19 @@ def _close_all(opened: list[_Opened]) -> None:
 
 
 def _open_local(path: str) -> _Opened:
+    # Regular files are read with os.pread on the descriptor (see Source), never memory-mapped: a map of a
+    # file that another process truncates kills the reading process with SIGBUS.
     file = builtins.open(path, "rb")  # noqa: SIM115 - owned by the returned _Opened
     try:
         info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            return _Opened(Source(path=path, fileobj=file), [file], path)
-        if info.st_size == 0:
-            return _Opened(Source(path=path, buffer=b""), [file], path)
-        try:
-            mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):
-            return _Opened(
-                Source(path=path, fileobj=file, seekable=True, size=info.st_size), [file], path
-            )
+        regular = stat.S_ISREG(info.st_mode)
+        source = Source(
+            path=path, fileobj=file, seekable=regular, size=info.st_size if regular else None
+        )
     except BaseException:
         file.close()
         raise
-    # The map holds its own descriptor; closing the file leaves one per open reader, not two.
-    file.close()
-    return _Opened(Source(path=path, buffer=mapped), [mapped], path)
+    return _Opened(source, [file], path)
 
 
 def _open_url(url: str) -> _Opened:

@@ -8,7 +8,7 @@ a sidecar index file.
 A subclass sets :attr:`SequentialFrameReader.HEADER` and :attr:`~SequentialFrameReader.TRAILER`, decodes a
 header into a payload length (:meth:`~SequentialFrameReader.parse_header`, which also verifies any header
 checksum), verifies a payload against its trailer (:meth:`~SequentialFrameReader.check_payload`), and may
-override :meth:`~SequentialFrameReader.iter_buffer` with a faster loop over a memory-mapped file.
+override :meth:`~SequentialFrameReader.iter_window` with a faster loop over a window of the file.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from __future__ import annotations
 import io
 from abc import abstractmethod
 from array import array
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from recordkit.errors import StaleIndexError
 from recordkit.formats.base import (
     READ_CHUNK,
+    WINDOW,
     IndexedFrameReader,
     Offsets,
     Source,
@@ -109,32 +110,92 @@ class SequentialFrameReader(IndexedFrameReader):
             return self.iter_stream(self.inflate(self.source.stream()))
         buffer = self.source.buffer
         if buffer is not None:
-            return self.iter_buffer(buffer, len(buffer))
+            return self.iter_buffer(buffer)
+        if self.source.random_access:
+            return self.iter_windows()
         return self.iter_stream(self.source.stream())
 
-    def iter_buffer(self, buffer: mmap.mmap | bytes, size: int) -> Iterator[bytes]:
-        """Yield the records of an in-memory (or memory-mapped) file of ``size`` bytes."""
+    def iter_buffer(self, buffer: mmap.mmap | bytes) -> Iterator[bytes]:
+        """Yield the records of a whole file held in ``buffer``."""
+        return self.iter_window(buffer, 0, 0, True)
+
+    def iter_windows(self) -> Iterator[bytes]:
+        """Yield the records of a random-access source, read in windows of about :data:`WINDOW` bytes.
+
+        A record larger than a window is read in one piece. The source's size is the one seen at
+        opening; a file that has shrunk since raises :class:`~recordkit.errors.TruncatedRecordError`.
+        """
+        size = self.source.size
+        assert size is not None  # a random-access source always knows its size
+        pread = self.source.pread
+        iter_window = self.iter_window
+        pos = index = need = 0
+        while pos < size:
+            left = size - pos
+            # A frame that cannot fit in what is left: read a window only, where the loop reports the cut.
+            want = need if WINDOW < need <= left else min(WINDOW, left)
+            window = pread(pos, want)
+            short = len(window) < want
+            final = short or want == left or need > left
+            pos, index, need = yield from iter_window(window, pos, index, final)
+            if short:
+                raise self.truncated(
+                    f"the file is shorter than the {size} bytes it had when it was opened "
+                    "(it was truncated while being read)",
+                    index,
+                    pos,
+                )
+            if final:
+                return
+
+    def iter_window(
+        self, window: mmap.mmap | bytes, base: int, index: int, final: bool
+    ) -> Generator[bytes, None, tuple[int, int, int]]:
+        """Yield the whole records in ``window``, which holds the file's bytes from offset ``base``.
+
+        Parameters
+        ----------
+        window
+            The bytes.
+        base
+            The file offset of ``window[0]``, where record ``index`` starts.
+        index
+            The index of the first record in the window.
+        final
+            Whether the window reaches the end of the file: a record cut by its end is then truncated.
+
+        Returns
+        -------
+        (offset, index, need)
+            Where the first record not yielded starts, its index, and how many bytes from there it needs
+            (``0`` at the end of the file).
+        """
         header_size, trailer_size = self.HEADER, self.TRAILER
         parse, check = self.parse_header, self.check_payload
         verify = self.check_crc and trailer_size > 0
+        size = len(window)
         pos = 0
-        index = 0
         while pos < size:
             if size - pos < header_size:
+                if not final:
+                    return base + pos, index, header_size
                 if self.lenient:
-                    return
-                raise self.truncated("the file ends inside a record header", index, pos)
-            length = parse(buffer[pos : pos + header_size], index, pos)
+                    return base + pos, index, 0
+                raise self.truncated("the file ends inside a record header", index, base + pos)
+            length = parse(window[pos : pos + header_size], index, base + pos)
             start = pos + header_size
             stop = start + length
             if stop + trailer_size > size:
-                raise self.truncated("the file ends inside a record", index, pos)
-            data = buffer[start:stop]
+                if not final:
+                    return base + pos, index, stop + trailer_size - pos
+                raise self.truncated("the file ends inside a record", index, base + pos)
+            data = window[start:stop]
             if verify:
-                check(data, buffer[stop : stop + trailer_size], index, pos)
+                check(data, window[stop : stop + trailer_size], index, base + pos)
             yield data
             pos = stop + trailer_size
             index += 1
+        return base + pos, index, 0
 
     def iter_stream(self, stream: SupportsRead) -> Iterator[bytes]:
         """Yield the records of a stream, reading in bounded chunks.
@@ -143,7 +204,7 @@ class SequentialFrameReader(IndexedFrameReader):
         only as much memory as the stream actually delivers, and it is verified before it is returned.
         """
         read = stream.read
-        # Bound to locals, as in iter_buffer, because the loop below runs once per record.
+        # Bound to locals, as in iter_window, because the loop below runs once per record.
         header_size, trailer_size = self.HEADER, self.TRAILER
         parse, check = self.parse_header, self.check_payload
         verify = self.check_crc and trailer_size > 0

@@ -34,8 +34,11 @@ Frame writers buffer frames and write them in large chunks; :meth:`FrameWriter.c
 
 from __future__ import annotations
 
+import io
 import os
+import stat
 import threading
+import weakref
 from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -49,6 +52,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "READ_CHUNK",
+    "SHRUNK",
+    "WINDOW",
     "Capabilities",
     "Offsets",
     "FrameReader",
@@ -67,6 +72,9 @@ Offsets: TypeAlias = "array[int] | Callable[[], array[int]]"
 """A frame-offset table (``len + 1`` frame boundaries), or a function that loads one on first use."""
 
 _COMPRESSION_NAMES = {"": "", "none": "", "gzip": "gzip", "gz": "gzip", "zlib": "zlib"}
+
+SHRUNK = "the file ends before this record: it is shorter than when it was opened (truncated while being read?)"
+"""The message of the error raised when a file shrinks under a reader."""
 
 READ_CHUNK = 1 << 20
 """The largest single read from a stream: a length field, however large, never allocates more than this
@@ -196,15 +204,70 @@ def as_bytes(data: Any) -> bytes:
         return view.tobytes()
 
 
+WINDOW = 1 << 20
+"""How many bytes iteration over a random-access source reads at a time (a larger record: the record)."""
+
+_LOCKED_SOURCES: weakref.WeakSet[Source] = weakref.WeakSet()
+"""Sources read with seek + read under a lock, whose locks a forked child must replace."""
+
+
+def _replace_locks() -> None:
+    # A thread of the parent may have held a lock at the fork; it does not exist in the child, and the lock
+    # would stay held forever. The file object itself is in a consistent state (its methods run under the GIL).
+    for source in list(_LOCKED_SOURCES):
+        source._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_replace_locks)
+
+
+def _descriptor(file: Any) -> int | None:
+    """Return the descriptor holding exactly the bytes ``file`` reads, or ``None``.
+
+    Only plain files qualify: a ``FileIO``, or a buffered reader over one, open for reading on a regular file.
+    Other objects with a ``fileno()`` (a ``GzipFile``, a socket file) read something else than their
+    descriptor holds.
+    """
+    raw = file.raw if isinstance(file, (io.BufferedReader, io.BufferedRandom)) else file
+    if not isinstance(raw, io.FileIO):
+        return None
+    try:
+        fd = raw.fileno()
+        if not raw.readable() or not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        if isinstance(file, io.BufferedRandom):
+            file.flush()  # bytes still in its write buffer are not in the file yet
+    except (OSError, ValueError):
+        return None
+    return fd
+
+
+def _pread(fd: int, n: int, offset: int) -> bytes:
+    """``os.pread`` until ``n`` bytes or the end of the file (one call reads at most about 2 GiB)."""
+    data = os.pread(fd, n, offset)
+    if len(data) == n or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < n:
+        chunk = os.pread(fd, n - got, offset + got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
 class Source:
-    """The bytes a frame reader reads: a whole-file buffer, a seekable file, or a stream.
+    """The bytes a frame reader reads: a buffer, a seekable file, or a stream.
 
     Parameters
     ----------
     path
         Shown in error messages (a path or URL), or ``None``.
     buffer
-        The whole file as a memory map or ``bytes``. Fastest: iteration and random access slice it.
+        The whole file as ``bytes`` (or another buffer). Iteration and random access slice it.
     fileobj
         A binary file object, used when there is no buffer.
     seekable
@@ -215,7 +278,15 @@ class Source:
     Notes
     -----
     With a seekable ``fileobj`` every offset is relative to the position the file was at when the source
-    was made, so a record file embedded in a larger file can be read too.
+    was made, so a record file embedded in a larger file can be read too, and nothing past the size the
+    file had then is read.
+
+    A plain file (a ``FileIO`` or a buffered reader over one, on a regular file) is read with ``os.pread``
+    on its descriptor: no file position is involved, so threads need no lock and a forked child shares
+    nothing with its parent, and a file that shrinks under the reader gives short reads (reported as
+    :class:`~recordkit.errors.TruncatedRecordError`), where a memory map would kill the process with
+    ``SIGBUS``. Other seekable objects are read with ``seek`` and ``read`` under a lock, which a forked child
+    replaces.
     """
 
     def __init__(
@@ -233,19 +304,27 @@ class Source:
         self.buffer = buffer
         self.fileobj = fileobj
         self.base = 0
-        # seek + read is two steps: one lock per source keeps a reader shared by threads correct.
+        self.fd: int | None = None
         self._lock = threading.Lock()
         if buffer is not None:
             self.seekable = True
             self.size: int | None = len(buffer)
-        else:
-            self.seekable = seekable
-            self.size = size
-            if seekable:
-                file: Any = fileobj
-                self.base = file.tell()
-                if size is None:
-                    self.size = file.seek(0, os.SEEK_END) - self.base
+            return
+        self.seekable = seekable
+        self.size = size
+        if seekable:
+            file: Any = fileobj
+            self.base = file.tell()
+            self.fd = _descriptor(file)
+            if self.fd is None:
+                # seek + read is two steps: one lock per source keeps a reader shared by threads correct.
+                _LOCKED_SOURCES.add(self)
+            if size is None:
+                end = (
+                    os.fstat(self.fd).st_size if self.fd is not None else file.seek(0, os.SEEK_END)
+                )
+                self.size = max(end - self.base, 0)
+                if self.fd is None:
                     file.seek(self.base)
 
     @property
@@ -263,6 +342,12 @@ class Source:
         """
         if self.buffer is not None:
             return self.buffer[offset : offset + n]
+        fd = self.descriptor()
+        if fd is not None:
+            # Never past the size seen at opening (what was appended since is not part of this file),
+            # which also bounds what a damaged length can make this allocate.
+            n = min(n, self.size - offset)  # type: ignore[operator]
+            return _pread(fd, n, self.base + offset) if n > 0 else b""
         if not self.seekable:
             raise UnsupportedOperationError(
                 "this source is a stream and cannot be read at an offset"
@@ -272,33 +357,38 @@ class Source:
             file.seek(self.base + offset)
             return read_full(file.read, n)
 
+    def descriptor(self) -> int | None:
+        """Return the descriptor read with ``os.pread``, or ``None`` when the source has none.
+
+        Raises
+        ------
+        ValueError
+            If the file object was closed: its descriptor number may already belong to another file.
+        """
+        if self.fd is not None and self.fileobj.closed:  # type: ignore[union-attr]
+            raise ValueError("I/O operation on a closed file (the file object the reader reads)")
+        return self.fd
+
     def stream(self) -> SupportsRead:
         """Return a stream positioned at the first byte of the records (of a buffer: a fresh one)."""
         if self.buffer is not None:
             return _BufferStream(self.buffer)
         if self.seekable:
-            return _PositionedStream(self.fileobj, self.base, self._lock)
+            return _PositionedStream(self)
         return self.fileobj  # type: ignore[return-value]
 
 
 class _PositionedStream:
-    """A ``read(n)`` stream over a seekable file that keeps its own position.
+    """A ``read(n)`` stream over a seekable source that keeps its own position (reads are :meth:`Source.pread`)."""
 
-    Random reads (``pread``) may move the file's position between two reads of an iteration; this stream
-    seeks back to where it was before each read.
-    """
-
-    def __init__(self, file: Any, start: int, lock: threading.Lock) -> None:
-        self._file = file
-        self._pos = start
-        self._lock = lock
+    def __init__(self, source: Source) -> None:
+        self._source = source
+        self._pos = 0
 
     def read(self, n: int = -1, /) -> bytes:
-        file = self._file
-        with self._lock:
-            if file.tell() != self._pos:
-                file.seek(self._pos)
-            data: bytes = file.read(n)
+        if n < 0:
+            n = max((self._source.size or 0) - self._pos, 0)
+        data = self._source.pread(self._pos, n)
         self._pos += len(data)
         return data
 
@@ -405,9 +495,10 @@ def group_runs(indices: Sequence[int]) -> list[tuple[int, int]]:
 class IndexedFrameReader(FrameReader):
     """A frame reader that can locate record ``i`` by its byte range (:meth:`span`).
 
-    Subclasses implement ``__len__``, :meth:`span` and :meth:`decode`; this class provides :meth:`read_at`
-    and a :meth:`read_many` that reads each run of neighbouring records with one ranged read when the
-    source is not memory-mapped.
+    Subclasses implement ``__len__``, :meth:`span` and :meth:`decode`, and may override
+    :meth:`decode_many` with a faster loop; this class provides :meth:`read_at` and a :meth:`read_many`
+    that reads each run of neighbouring records with one ranged read (scattered records from a source
+    with a descriptor: one ``pread`` each).
     """
 
     @abstractmethod
@@ -428,17 +519,54 @@ class IndexedFrameReader(FrameReader):
 
     def read_many(self, indices: Sequence[int]) -> list[bytes]:
         """Return the records at ``indices`` in the order asked, reading each run of neighbours at once."""
-        if self.source.buffer is not None:
-            return super().read_many(indices)
-        span = self.span
+        source = self.source
+        if source.buffer is not None:
+            return self.decode_many(source.buffer, 0, indices)
+        runs = group_runs(indices)
+        if source.fd is not None and 2 * len(runs) > len(indices):
+            # Mostly scattered records: one pread each, inside the format's loop.
+            return self.decode_many(None, 0, indices)
+        span, pread, decode_many = self.span, source.pread, self.decode_many
         found: dict[int, bytes] = {}
-        for first, last in group_runs(indices):
+        for first, last in runs:
             base = span(first)[0]
-            blob = self.source.pread(base, span(last)[1] - base)
-            for i in range(first, last + 1):
-                start, end = span(i)
-                found[i] = self.decode(blob, start - base, end - base, i, start)
+            run = range(first, last + 1)
+            found.update(
+                zip(run, decode_many(pread(base, span(last)[1] - base), base, run), strict=True)
+            )
         return [found[i] for i in indices]
+
+    def decode_many(self, blob: Any, base: int, indices: Sequence[int]) -> list[bytes]:
+        """Return the records at ``indices`` from ``blob``, which holds the file's bytes from offset ``base``.
+
+        With ``blob=None`` each record is read on its own (the source has a descriptor). Formats override
+        it with a loop free of method calls. A ``blob`` that ends before a record (the file shrank since
+        it was opened) raises :class:`~recordkit.errors.TruncatedRecordError`.
+        """
+        span, decode, pread = self.span, self.decode, self.source.pread
+        records = []
+        for index in indices:
+            start, end = span(index)
+            if blob is None:
+                records.append(decode(pread(start, end - start), 0, end - start, index, start))
+            else:
+                records.append(decode(blob, start - base, end - base, index, start))
+        return records
+
+    def refetch(self, index: int, start: int, end: int) -> bytes:
+        """Read bytes ``[start, end)`` of record ``index`` again after a short read.
+
+        One ``pread`` returns at most about 2 GiB; any other short read means the file shrank.
+
+        Raises
+        ------
+        TruncatedRecordError
+            If the file now ends before ``end``.
+        """
+        data = self.source.pread(start, end - start)
+        if len(data) != end - start:
+            raise self.truncated(SHRUNK, index, start)
+        return data
 
 
 class FrameWriter(ABC):

@@ -27,6 +27,7 @@ Specification: https://github.com/HFAiLab/ffrecord (``ffrecord/src/writer.cpp`` 
 
 from __future__ import annotations
 
+import bisect
 import errno
 import itertools
 import operator
@@ -37,12 +38,13 @@ import sys
 import tempfile
 import warnings
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any, ClassVar
 
 from recordkit.errors import ChecksumError, HeaderError, LegacyFormatWarning
 from recordkit.formats import _crc
 from recordkit.formats.base import (
+    WINDOW,
     Capabilities,
     IndexedFrameReader,
     Offsets,
@@ -226,24 +228,33 @@ class FFRecordReader(IndexedFrameReader):
             self._check(data, index, offset)
         return data
 
-    def read_many(self, indices: Sequence[int]) -> list[bytes]:
-        """Return the samples at ``indices``, in the order asked."""
-        buffer = self.source.buffer
-        if buffer is None:
-            return super().read_many(indices)
+    def decode_many(self, blob: Any, base: int, indices: Sequence[int]) -> list[bytes]:
+        """Return the samples at ``indices`` from ``blob`` (the file's bytes from offset ``base``)."""
+        return list(self._samples(blob, base, indices))
+
+    def _samples(self, blob: Any, base: int, indices: Iterable[int]) -> Iterator[bytes]:
+        """Yield the samples at ``indices`` (the hot loop), checking each CRC-32.
+
+        ``blob`` holds the file's bytes from offset ``base``; ``None`` reads each sample on its own.
+        """
         offsets, crcs = self.offsets, self.crcs
         crc32 = _crc.crc32
         check = self.check_crc
         last = len(offsets) - 1
-        size = len(buffer)
-        records = []
+        size: int = self.size  # type: ignore[assignment]
+        pread, fd, shift = os.pread, self.source.descriptor(), self.source.base
         for index in indices:
             start = offsets[index]
-            data = buffer[start : offsets[index + 1] if index < last else size]
+            end = offsets[index + 1] if index < last else size
+            if blob is None:
+                data = pread(fd, end - start, shift + start)  # type: ignore[arg-type]
+            else:
+                data = blob[start - base : end - base]
+            if len(data) != end - start:
+                data = self.refetch(index, start, end)
             if check and crc32(data) != crcs[index]:
                 self._check(data, index, start)
-            records.append(data)
-        return records
+            yield data
 
     def _check(self, data: bytes, index: int, offset: int) -> None:
         actual = _crc.crc32(data)
@@ -261,41 +272,28 @@ class FFRecordReader(IndexedFrameReader):
         """Yield every sample in order."""
         buffer = self.source.buffer
         if buffer is not None:
-            return self._iter_buffer(buffer)
+            return self._samples(buffer, 0, range(len(self.offsets)))
         if self.source.random_access:
-            return self._iter_ranges()
+            return self._iter_windows()
         return self._iter_stream(self.source.stream())
 
-    def _iter_buffer(self, buffer: Any) -> Iterator[bytes]:
-        offsets, crcs = self.offsets, self.crcs
-        crc32 = _crc.crc32
-        check = self.check_crc
+    def _iter_windows(self) -> Iterator[bytes]:
+        """Read runs of neighbouring samples of about :data:`WINDOW` bytes at once (a larger sample alone)."""
+        offsets, size = self.offsets, self.size
+        assert size is not None
+        pread, samples = self.source.pread, self._samples
         count = len(offsets)
-        for index in range(count):
-            start = offsets[index]
-            data = buffer[start : offsets[index + 1] if index + 1 < count else len(buffer)]
-            if check and crc32(data) != crcs[index]:
-                self._check(data, index, start)
-            yield data
-
-    def _iter_ranges(self, batch: int = 1 << 22) -> Iterator[bytes]:
-        """Read a seekable (e.g. remote) file in ranged reads of about ``batch`` bytes.
-
-        Samples are checked and yielded one at a time, so those before a damaged one still come out.
-        """
-        count = len(self.offsets)
-        span = self.span
         first = 0
         while first < count:
-            last = first
-            start = self.offsets[first]
-            while last + 1 < count and span(last + 1)[1] - start <= batch:
-                last += 1
-            blob = self.source.pread(start, span(last)[1] - start)
-            for index in range(first, last + 1):
-                begin, end = span(index)
-                yield self.decode(blob, begin - start, end - start, index, begin)
-            first = last + 1
+            base = offsets[first]
+            # The samples first..stop-1 end at or before base + WINDOW (at least one sample).
+            stop = bisect.bisect_right(offsets, base + WINDOW, first + 1) - 1
+            if stop == count - 1 and size <= base + WINDOW:
+                stop = count
+            stop = max(stop, first + 1)
+            end = offsets[stop] if stop < count else size
+            yield from samples(pread(base, end - base), base, range(first, stop))
+            first = stop
 
     def _iter_stream(self, stream: SupportsRead) -> Iterator[bytes]:
         read = stream.read

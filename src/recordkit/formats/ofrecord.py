@@ -23,7 +23,7 @@ Specification: ``oneflow/core/record/record.proto`` and ``oneflow/user/data/ofre
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import IO, TYPE_CHECKING, ClassVar
 
 from recordkit.errors import CorruptRecordError
@@ -80,25 +80,35 @@ class OFRecordReader(SequentialFrameReader):
             offset=offset,
         )
 
-    def iter_buffer(self, buffer: mmap.mmap | bytes, size: int) -> Iterator[bytes]:
-        """Yield the records of a memory-mapped file (the hot loop)."""
+    def iter_window(
+        self, window: mmap.mmap | bytes, base: int, index: int, final: bool
+    ) -> Generator[bytes, None, tuple[int, int, int]]:
+        """Yield the whole records in ``window`` (the hot loop).
+
+        See :meth:`SequentialFrameReader.iter_window` for the parameters and the result.
+        """
         unpack = _LENGTH.unpack_from
+        size = len(window)
         pos = 0
-        index = 0
         while pos < size:
             if size - pos < 8:
+                if not final:
+                    return base + pos, index, 8
                 if self.lenient:
-                    return
-                raise self.truncated("the file ends inside a record header", index, pos)
-            length = unpack(buffer, pos)[0]
+                    return base + pos, index, 0
+                raise self.truncated("the file ends inside a record header", index, base + pos)
+            length = unpack(window, pos)[0]
             if length <= 0:
-                raise self._bad_length(length, index, pos)
+                raise self._bad_length(length, index, base + pos)
             stop = pos + 8 + length
             if stop > size:
-                raise self.truncated("the file ends inside a record", index, pos)
-            yield buffer[pos + 8 : stop]
+                if not final:
+                    return base + pos, index, stop - pos
+                raise self.truncated("the file ends inside a record", index, base + pos)
+            yield window[pos + 8 : stop]
             pos = stop
             index += 1
+        return base + pos, index, 0
 
 
 class OFRecordWriter(_BufferedFrameWriter):

@@ -24,10 +24,11 @@ Specification: ``tensorflow/tsl/lib/io/record_writer.h`` and https://www.tensorf
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
-from typing import IO, TYPE_CHECKING, ClassVar
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from recordkit.errors import ChecksumError, CorruptRecordError, TruncatedRecordError
 from recordkit.formats import _crc
@@ -269,83 +270,104 @@ class TFRecordReader(SequentialFrameReader):
                 raise
             raise type(exc)(exc.reason, path=self.path, index=index, offset=exc.offset) from exc
 
-    def iter_buffer(self, buffer: mmap.mmap | bytes, size: int) -> Iterator[bytes]:
-        """Yield the records of a memory-mapped file: the hot loop, kept free of method calls.
+    def iter_window(
+        self, window: mmap.mmap | bytes, base: int, index: int, final: bool
+    ) -> Generator[bytes, None, tuple[int, int, int]]:
+        """Yield the whole records in ``window``: the hot loop, kept free of method calls.
 
         One ``unpack_from`` per record reads the payload checksum together with the next record's header.
+        See :meth:`SequentialFrameReader.iter_window` for the parameters and the result.
         """
         if not self.check_crc:
-            return super().iter_buffer(buffer, size)
-        return self._iter_checked(buffer, size)
-
-    def _iter_checked(self, buffer: mmap.mmap | bytes, size: int) -> Iterator[bytes]:
+            return (yield from super().iter_window(window, base, index, final))
         unpack_next = _TRAILER_AND_HEADER.unpack_from
         crc32c = _crc.crc32c
-        # The length checksum depends only on the length: remember it for the lengths seen so far.
-        known: dict[int, int] = {}
+        known = _LENGTH_CRCS
+        size = len(window)
         pos = 0
-        index = 0
         if size < 12:
+            if not final:
+                return base, index, 12
             if size and not self.lenient:
-                raise self.truncated("the file ends inside a record header", 0, 0)
-            return
-        length, stored = _HEADER.unpack_from(buffer, 0)
+                raise self.truncated("the file ends inside a record header", index, base)
+            return base, index, 0
+        length, stored = _HEADER.unpack_from(window, 0)
         while True:
             expected = known.get(length)
             if expected is None:
-                crc = crc32c(buffer[pos : pos + 8])
+                crc = crc32c(window[pos : pos + 8])
                 expected = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
-                if len(known) < _CACHE_LIMIT:
+                if expected == stored and len(known) < _CACHE_LIMIT:
                     known[length] = expected
             if expected != stored:
-                raise self._length_error(index, pos, stored, expected)
+                raise self._length_error(index, base + pos, stored, expected)
             stop = pos + 12 + length
-            data = buffer[pos + 12 : stop]
             try:
-                stored, length, next_stored = unpack_next(buffer, stop)
+                trailer, length, next_stored = unpack_next(window, stop)
             except (struct.error, OverflowError):
-                # Fewer than 16 bytes after the payload (or a length past any file): the last record,
-                # or a truncated file.
+                # Fewer than 16 bytes after the payload (or a length past any file): the last record of
+                # the window, or one that does not fit in it.
                 if stop + 4 > size:
-                    raise self.truncated("the file ends inside a record", index, pos) from None
-                stored = _U32.unpack_from(buffer, stop)[0]
+                    if not final:
+                        return base + pos, index, stop + 4 - pos
+                    raise self.truncated(
+                        "the file ends inside a record", index, base + pos
+                    ) from None
+                trailer = _U32.unpack_from(window, stop)[0]
                 length = -1
+            data = window[pos + 12 : stop]
             crc = crc32c(data)
-            if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != stored:
-                raise self._data_error(index, pos, stored, _crc.masked_crc32c(data))
+            if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != trailer:
+                raise self._data_error(index, base + pos, trailer, _crc.masked_crc32c(data))
             yield data
             pos = stop + 4
             index += 1
             if length < 0:
-                if pos == size or self.lenient:
-                    return
-                raise self.truncated("the file ends inside a record header", index, pos)
+                if pos == size:
+                    return base + pos, index, 0
+                if not final:
+                    return base + pos, index, 12
+                if self.lenient:
+                    return base + pos, index, 0
+                raise self.truncated("the file ends inside a record header", index, base + pos)
             stored = next_stored
 
-    def read_many(self, indices: Sequence[int]) -> list[bytes]:
-        """Return the records at ``indices``, in the order asked."""
-        buffer = self.source.buffer
-        if buffer is None or not self.check_crc:
-            return super().read_many(indices)
+    def decode_many(self, blob: Any, base: int, indices: Sequence[int]) -> list[bytes]:
+        """Return the records at ``indices`` from ``blob`` (the file's bytes from offset ``base``).
+
+        ``blob=None`` reads each record on its own (see
+        :meth:`~recordkit.formats.base.IndexedFrameReader.decode_many`).
+        """
+        if not self.check_crc:
+            return super().decode_many(blob, base, indices)
         offsets = self.offsets
         unpack_length, unpack_u32 = _HEADER.unpack_from, _U32.unpack_from
         crc32c = _crc.crc32c
         known = _LENGTH_CRCS
+        pread, fd, shift = os.pread, self.source.descriptor(), self.source.base
         records = []
         for index in indices:
             start, end = offsets[index], offsets[index + 1]
-            length, stored = unpack_length(buffer, start)
-            if start + 16 + length != end:
-                return super().read_many(indices)  # let decode() report the stale index
+            if blob is None:
+                frame, at = pread(fd, end - start, shift + start), 0  # type: ignore[arg-type]
+            else:
+                frame, at = blob, start - base
+            if len(frame) < at + end - start:
+                frame, at = self.refetch(index, start, end), 0
+            length, stored = unpack_length(frame, at)
+            if 16 + length != end - start:
+                return super().decode_many(
+                    blob, base, indices
+                )  # let decode() report the stale index
             if known.get(length) != stored:
                 expected = _length_crc(length)
                 if expected != stored:
                     raise self._length_error(index, start, stored, expected)
                 if len(known) < _CACHE_LIMIT:
                     known[length] = expected
-            data = buffer[start + 12 : end - 4]
+            data = frame[at + 12 : at + 12 + length]
             crc = crc32c(data)
-            stored = unpack_u32(buffer, end - 4)[0]
+            stored = unpack_u32(frame, at + 12 + length)[0]
             if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != stored:
                 raise self._data_error(index, start, stored, _crc.masked_crc32c(data))
             records.append(data)
