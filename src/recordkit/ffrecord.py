@@ -26,12 +26,15 @@ from __future__ import annotations
 import operator
 import os
 from array import array
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from recordkit._closing import Closing
+from recordkit.formats import _crc
+from recordkit.formats.base import SHRUNK
 from recordkit.io import RecordReader, RecordWriter, expand_sources
 from recordkit.io import open as _open
 
@@ -44,6 +47,45 @@ __all__ = ["FileReader", "FileWriter", "dump"]
 def _as_array(data: bytes) -> npt.NDArray[np.uint8]:
     """Return ``data`` as a writable uint8 array (what the C++ bindings return)."""
     return np.frombuffer(bytearray(data), dtype=np.uint8)
+
+
+def _read_into(fd: int, sample: npt.NDArray[np.uint8], offset: int) -> bool:
+    """Fill ``sample`` from the file at ``offset``; return whether the file held that many bytes."""
+    got = os.preadv(fd, (sample.data,), offset)
+    if got == len(sample):
+        return True
+    view = sample.data  # one call reads at most about 2 GiB: read the rest piece by piece
+    while got < len(view):
+        n = os.preadv(fd, (view[got:],), offset + got)
+        if not n:
+            return False
+        got += n
+    return True
+
+
+def _read_samples(frames: Any, indices: Iterable[int], check: bool) -> list[npt.NDArray[np.uint8]]:
+    """Return the samples ``indices`` of one FFRecord file as writable uint8 arrays.
+
+    Each sample is read by the kernel straight into its own array (as the C++ reader reads each sample
+    into its own buffer) and checked there: no intermediate ``bytes``.
+    """
+    source = frames.source
+    fd = source.descriptor() if hasattr(os, "preadv") else None
+    if fd is None:
+        return [_as_array(data) for data in frames.read_many(list(indices))]
+    offsets, crcs, size, base = frames.offsets, frames.crcs, frames.size, source.base
+    last = len(offsets) - 1
+    crc32, empty, read_into = _crc.crc32, np.empty, _read_into
+    samples = []
+    for i in indices:
+        start = offsets[i]
+        sample = empty((offsets[i + 1] if i < last else size) - start, np.uint8)
+        if not read_into(fd, sample, base + start):
+            raise frames.truncated(SHRUNK, i, start)
+        if check and crc32(sample) != crcs[i]:
+            frames._check(sample, i, start)
+        samples.append(sample)
+    return samples
 
 
 def _file_names(fname: Any) -> list[str]:
@@ -100,11 +142,21 @@ class FileReader(Closing):
 
     def read(self, indices: Iterable[int]) -> list[npt.NDArray[np.uint8]]:
         """Return the samples at ``indices`` as a list of writable uint8 arrays, in the order asked."""
-        return [_as_array(data) for data in self._reader.read(self._indexes(indices))]
+        self._reader._check_open()
+        wanted = self._indexes(indices)
+        parts = self._reader._frames
+        if len(parts) == 1:
+            return _read_samples(parts[0], wanted, self.check_data)
+        starts = self._reader._part_starts()
+        samples: list[npt.NDArray[np.uint8]] = []
+        for i in wanted:
+            part = bisect_right(starts, i) - 1
+            samples += _read_samples(parts[part], (i - starts[part],), self.check_data)
+        return samples
 
     def read_one(self, index: int) -> npt.NDArray[np.uint8]:
         """Return sample ``index`` as a writable uint8 array."""
-        return _as_array(self._reader[self._index(index)])
+        return self.read((self._index(index),))[0]
 
     def validate(self) -> None:
         """Verify the header checksum of every file (as ``ffrecord.FileReader.validate`` does).
