@@ -13,7 +13,9 @@ import signal
 import struct
 import subprocess
 import sys
+import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -682,3 +684,33 @@ def test_short_output_to_a_closed_pipe_exits_141_quietly(many_records):
     _, stderr = child.communicate(timeout=60)
     assert child.returncode == 141
     assert stderr == b""
+
+
+def test_ctrl_c_while_the_command_line_loads_exits_130_with_one_line():
+    # SIGINT is sent from inside the import of recordkit.cli: the interrupt lands while it is loading.
+    script = textwrap.dedent(
+        """
+        import builtins, os, signal, sys
+        real_import = builtins.__import__
+
+        def interrupting_import(name, *args, **kwargs):
+            if name == "recordkit.cli":
+                os.kill(os.getpid(), signal.SIGINT)
+            return real_import(name, *args, **kwargs)
+
+        builtins.__import__ = interrupting_import
+        from recordkit.__main__ import run
+        sys.exit(run())
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=False, capture_output=True, timeout=120
+    )
+    assert done.returncode == 130
+    assert done.stderr.decode().splitlines() == ["recordkit: interrupted"]
+
+
+def test_the_recordkit_script_starts_through_the_guarded_entry_point():
+    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text("utf-8")
+    scripts = pyproject.split("[project.scripts]", 1)[1].split("\n[", 1)[0]
+    assert scripts.strip() == 'recordkit = "recordkit.__main__:run"'
