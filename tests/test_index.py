@@ -174,10 +174,10 @@ def test_stale_index(tmp_path, content, message):
             len(reader)
 
 
-def test_index_of_a_rewritten_file_is_stale(tmp_path):
+def test_index_of_a_file_rewritten_by_another_program_is_stale(tmp_path):
     _write(tmp_path / "a.tfrecord")
     write_index(tmp_path / "a.tfrecord")
-    _write(tmp_path / "a.tfrecord", [b"x" * 5, b"y"])
+    (tmp_path / "a.tfrecord").write_bytes(frame(b"x" * 5) + frame(b"y"))
     with rk.open(tmp_path / "a.tfrecord") as reader, pytest.raises(StaleIndexError):
         reader[0]
 
@@ -222,3 +222,27 @@ def test_vahidk_tfrecord_reads_our_index(tmp_path):
         timeout=120,
     )
     assert result.stdout.split() == ["5", "6", "7", "8", "9"]
+
+
+def test_rewriting_a_file_removes_its_sidecar_index(tmp_path):
+    path = tmp_path / "data.tfrecord"
+    with rk.open(path, "w") as writer:
+        writer.write_many([b"first", b"second", b"third"])
+    write_index(path)
+    with rk.open(path, "w") as writer:
+        writer.write(b"only")
+    assert not os.path.exists(f"{path}.idx")
+    assert list(rk.open(path)) == [b"only"]
+    assert len(rk.open(path)) == 1
+
+
+def test_a_failed_rewrite_keeps_the_file_and_drops_only_a_now_unneeded_index(tmp_path):
+    path = tmp_path / "data.tfrecord"
+    with rk.open(path, "w") as writer:
+        writer.write_many([b"first", b"second"])
+    write_index(path)
+    with pytest.raises(RuntimeError), rk.open(path, "w") as writer:
+        writer.write(b"new")
+        raise RuntimeError("the job failed")
+    assert list(rk.open(path)) == [b"first", b"second"]
+    assert os.path.exists(f"{path}.idx")

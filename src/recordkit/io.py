@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import bisect
 import builtins
+import contextlib
 import errno
 import glob
 import itertools
@@ -746,6 +747,8 @@ class RecordWriter(_RecordFile):
         self._closed = True
         try:
             self._frames.close()
+            if isinstance(self._target, AtomicFile):
+                _remove_index(self._target.target)
             if self._target is not None:
                 self._target.commit()
             else:
@@ -769,6 +772,12 @@ class RecordWriter(_RecordFile):
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<RecordWriter {self._format} {self._path!r} ({state})>"
+
+
+def _remove_index(path: str) -> None:
+    """Delete the default sidecar index of ``path``: it describes the file about to be replaced."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(default_index_path(path))
 
 
 # -- open -------------------------------------------------------------------------------------------
