@@ -467,3 +467,15 @@ def test_vectorised_header_search_matches_a_byte_by_byte_check(records, junk):
         if _crc.masked_crc32c(data[p : p + 8]) == struct.unpack_from("<I", data, p + 8)[0]
     ]
     assert tfrecord_headers(data, 0, len(data) - 11).tolist() == expected
+
+
+def test_salvage_refuses_a_destination_named_for_another_format(tmp_path):
+    source = tmp_path / "damaged.ffr"
+    with rk.open(source, "w") as writer:
+        writer.write_many([b"a", b"b", b"c"])
+    with pytest.raises(ValueError, match="ffrecord"):
+        recover.salvage(source, tmp_path / "fixed.tfrecord", warn=False)
+    assert not (tmp_path / "fixed.tfrecord").exists()
+    report = recover.salvage(source, tmp_path / "fixed.ffr", warn=False)
+    assert report.records == 3
+    assert list(rk.open(tmp_path / "fixed.ffr")) == [b"a", b"b", b"c"]

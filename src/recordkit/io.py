@@ -837,7 +837,7 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
 def _mixed_formats(path: str | None, formats: list[tuple[str, str]]) -> UnknownFormatError:
     kinds = ", ".join(f"{name} {comp or 'uncompressed'}" for name, comp in sorted(set(formats)))
     return UnknownFormatError(
-        f"{path or 'the files'}: the files mix formats or compressions ({kinds}); one reader reads "
+        f"{path + ': the' if path else 'The'} files mix formats or compressions ({kinds}); one reader reads "
         "one kind: open them one by one, or pass format= to read a directory's files of one format"
     )
 

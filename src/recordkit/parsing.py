@@ -372,6 +372,11 @@ def _first(mask: npt.NDArray[np.bool_]) -> int:
     return int(np.argmax(mask))
 
 
+def _article(noun: str) -> str:
+    """``"an int64_list"``, ``"a float_list"``."""
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
+
+
 class _Reader:
     """Turns :class:`~recordkit._columns.Column` objects into spec-shaped arrays, TF or OneFlow rules."""
 
@@ -413,7 +418,7 @@ class _Reader:
             raise self.error(
                 name,
                 i,
-                f"data type doesn't match: the record holds a {self.kind_names[int(kinds[i])]}, "
+                f"data type doesn't match: the record holds {_article(self.kind_names[int(kinds[i])])}, "
                 f"the spec asks for {value_type}",
             )
         pieces: list[_Piece] = []

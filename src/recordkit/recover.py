@@ -693,6 +693,18 @@ def scan(
     return Scan(records, report, cleanup, warn)
 
 
+def _check_destination_name(dst: str, format: str) -> None:
+    """Refuse a destination whose suffix names another format than the one the records are written in."""
+    from recordkit.formats import format_for_path
+
+    named = format_for_path(dst)
+    if named is not None and named[0].name != format:
+        raise ValueError(
+            f"{dst}: the name says {named[0].name}, but salvage writes the source's format, {format}; "
+            "name the copy accordingly (and convert it afterwards if needed)"
+        )
+
+
 def salvage(
     src: str | os.PathLike[str] | IO[bytes],
     dst: str | os.PathLike[str],
@@ -704,7 +716,8 @@ def salvage(
     """Copy the intact records of ``src`` to a new file ``dst``, and report what was skipped.
 
     ``dst`` is written atomically in the format of ``src`` (its compression follows ``dst``'s suffix). The
-    source is never modified.
+    source is never modified. A ``dst`` whose suffix names another format raises :class:`ValueError`
+    before anything is written.
 
     Parameters
     ----------
@@ -737,6 +750,7 @@ def salvage(
     from recordkit.io import open as open_records
 
     with scan(src, format=format, compression=compression, warn=warn) as records:
+        _check_destination_name(os.fspath(dst), records.report.format)
         with open_records(dst, "w", format=records.report.format) as writer:
             writer.write_many(records)
         return records.report
