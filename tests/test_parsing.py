@@ -492,3 +492,19 @@ def test_feature_list_items_of_no_values_with_a_default():
     )
     assert sequence["s"].shape == (2, 2, 0)
     assert lengths["s"].tolist() == [2, 0]
+
+
+def test_a_fixed_len_error_names_the_first_bad_record():
+    records = [
+        rk.encode_example({"other": [1]}),  # record 0: no "tokens" at all
+        rk.encode_example({"tokens": [1]}),
+        rk.encode_example({"tokens": [1, 2]}),  # record 2: too many values
+    ]
+    with pytest.raises(DecodeError) as caught:
+        rk.parse_examples(records, {"tokens": rk.FixedLen((), np.int64)})
+    assert caught.value.index == 0
+    assert "missing" in str(caught.value)
+    with pytest.raises(DecodeError) as caught:
+        rk.parse_examples(records[1:], {"tokens": rk.FixedLen((), np.int64)})
+    assert caught.value.index == 1
+    assert "expected 1 values" in str(caught.value)

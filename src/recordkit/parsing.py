@@ -488,15 +488,15 @@ class _Reader:
         n = len(counts)
         size = math.prod(spec.shape)
         wrong = present & (counts != size)
-        if wrong.any():
-            i = _first(wrong)
+        missing = ~present
+        bad = wrong | missing if spec.default is None else wrong
+        if bad.any():
+            i = _first(bad)  # the first bad record, whatever is wrong with it
+            if missing[i]:
+                raise self.error(name, i, "missing, and the spec has no default")
             raise self.error(
                 name, i, f"expected {size} values (shape {spec.shape}), found {int(counts[i])}"
             )
-        missing = ~present
-        if missing.any() and spec.default is None:
-            i = _first(missing)
-            raise self.error(name, i, "missing, and the spec has no default")
         if len(pieces) == 1 and not missing.any():
             values = pieces[0][2]
             if values.flags.writeable and values.flags.c_contiguous and values.dtype.isnative:
