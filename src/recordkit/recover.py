@@ -196,9 +196,12 @@ class _Emitter:
 
 def _feed(inflater: Any, piece: bytes, emit: Callable[[bytes], None]) -> None:
     """Inflate ``piece``, passing the output to ``emit`` in bounded steps; raises ``zlib.error``."""
-    emit(inflater.decompress(piece, READ_CHUNK))
-    while inflater.unconsumed_tail and not inflater.eof:
-        emit(inflater.decompress(inflater.unconsumed_tail, READ_CHUNK))
+    out = inflater.decompress(piece, READ_CHUNK)
+    emit(out)
+    # A call that stops at its limit may have taken in all its input and still hold output for it.
+    while not inflater.eof and (inflater.unconsumed_tail or len(out) == READ_CHUNK):
+        out = inflater.decompress(inflater.unconsumed_tail, READ_CHUNK)
+        emit(out)
 
 
 def _feed_until_damage(inflater: Any, piece: bytes, emit: _Emitter) -> tuple[Any, int]:

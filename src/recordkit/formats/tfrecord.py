@@ -136,6 +136,7 @@ class _Inflater:
         self._input = b""
         self._in_member = False
         self._done = False
+        self._held_back = False
         self.position = 0
 
     def read(self, n: int = -1, /) -> bytes:
@@ -144,19 +145,28 @@ class _Inflater:
             return b""
         limit = READ_CHUNK if n < 0 else n
         while not self._done:
-            chunk = self._next_input()
-            if not chunk:
-                self._done = True
-                break
+            if self._held_back:
+                # The last call stopped at its limit with all its input taken in: zlib may still hold
+                # output for that input, which must come out before the input is found to end.
+                self._held_back = False
+                chunk = b""
+            else:
+                chunk = self._next_input()
+                if not chunk:
+                    self._done = True
+                    break
             self._in_member = True
+            inflate = self._inflate
             try:
-                out = self._inflate.decompress(chunk, limit)
+                out = inflate.decompress(chunk, limit)
             except zlib.error as exc:
                 self._done = True
                 raise CorruptRecordError(
                     f"corrupt {self._name} data: {exc}", path=self._path, offset=self.position
                 ) from exc
-            if self._inflate.eof:
+            self._held_back = len(out) == limit and not inflate.unconsumed_tail
+            if inflate.eof:
+                self._held_back = False
                 self._end_member()
             if out:
                 self.position += len(out)
