@@ -642,3 +642,16 @@ def assert_sequence_is_canonical(data: bytes) -> None:
     assert [number for number, _ in _fields(data)] == [1, 2]
     for (_, ours), (_, theirs) in zip(_fields(data), _fields(reference), strict=True):
         assert _canonical_entries(ours) == _canonical_entries(theirs)
+
+
+def test_float_bit_patterns_survive_unknown_fields_beside_the_values():
+    # A signaling NaN, -0.0 and a denormal, in a FloatList that also carries an unknown field (field 9).
+    bits = np.array([0x7FA00001, 0x80000000, 0x00000001], np.uint32)
+    float_list = b"\x0a\x0c" + bits.astype("<u4").tobytes() + b"\x48\x01"
+    feature = b"\x12" + bytes([len(float_list)]) + float_list
+    entry = b"\x0a\x01x\x12" + bytes([len(feature)]) + feature
+    features = b"\x0a" + bytes([len(entry)]) + entry
+    record = b"\x0a" + bytes([len(features)]) + features
+    assert rk.decode_example(record)["x"].view(np.uint32).tolist() == bits.tolist()
+    parsed = rk.parse_examples([record], {"x": rk.VarLen(np.float32)})["x"]
+    assert parsed.values.view(np.uint32).tolist() == bits.tolist()

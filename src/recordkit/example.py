@@ -802,6 +802,11 @@ def _fixed_width(
     packed = typed_list.SerializeToString()
     size = count * wire_dtype.itemsize
     header = 1 + len(_varint(size))
-    if len(packed) == header + size and packed[0] == 0x0A:
-        return np.frombuffer(packed, wire_dtype, count, header).astype(dtype)
-    return np.array(typed_list.value, dtype)  # unknown fields beside the values: take the slow way
+    if len(packed) != header + size or packed[0] != 0x0A:
+        # Unknown fields beside the values (serialized before or after them, by protobuf version): a
+        # copy without them serializes to the values alone.
+        clean = type(typed_list)()
+        clean.CopyFrom(typed_list)
+        clean.DiscardUnknownFields()
+        packed = clean.SerializeToString()
+    return np.frombuffer(packed, wire_dtype, count, header).astype(dtype)

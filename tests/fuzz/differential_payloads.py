@@ -607,7 +607,10 @@ def feature_values(feature: Any, lists: dict[int, str]) -> tuple[int, Any]:
             list(typed.value), np.int32 if number == 4 and lists is OF_LISTS else np.int64
         )
     dtype = np.dtype("<f4" if encoding == "f4" else "<f8")
-    packed = typed.SerializeToString()
+    clean = type(typed)()  # the values alone: unknown fields are serialized beside them
+    clean.CopyFrom(typed)
+    clean.DiscardUnknownFields()
+    packed = clean.SerializeToString()
     if not packed:
         return number, np.zeros(0, dtype.newbyteorder("="))
     _, start = _read_varint(packed, 1)
