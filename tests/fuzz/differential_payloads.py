@@ -255,6 +255,10 @@ class Writer:
             else:
                 parts += [self.tag(1, wire_type) + value for value in values]
                 unpacked += 1
+                if encoding == "f4" and values:
+                    # Never for TensorFlow: its parser writes past its buffer (and may abort the
+                    # process) when unpacked floats outnumber a FixedLenFeature's shape.
+                    self.plain = False
             remaining -= run
             if self.weird(0.04):
                 parts.append(self.unknown(depth))  # TensorFlow refuses it after unpacked values
