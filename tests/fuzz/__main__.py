@@ -12,6 +12,8 @@ import multiprocessing
 import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 
 from .runner import Summary, replay, run_job
 from .targets import TARGETS, all_targets
@@ -75,9 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(name, args) for name in names]
     if args.jobs > 1:
         # spawn, not fork: a target may have started a peer's threads (TensorFlow) in this process.
-        with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=1) as pool:
-            summaries = pool.imap_unordered(run_job, jobs)
-            for summary in summaries:
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
+            futures = {pool.submit(run_job, job): job[0] for job in jobs}
+            for future in as_completed(futures):
+                try:
+                    summary = future.result()
+                except BrokenProcessPool:
+                    # A crash in native code (a peer's parser) ends the worker, not the run's report.
+                    print(f"{futures[future]}: a worker process died; rerun it alone", flush=True)
+                    failed += 1
+                    continue
                 total, failed = _report(summary, args.save, total, failed)
     else:
         for job in jobs:
