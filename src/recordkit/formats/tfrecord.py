@@ -366,9 +366,8 @@ class TFRecordReader(SequentialFrameReader):
                 frame, at = self.refetch(index, start, end), 0
             length, stored = unpack_length(frame, at)
             if 16 + length != end - start:
-                return super().decode_many(
-                    blob, base, indices
-                )  # let decode() report the stale index
+                # The offset table disagrees with the header: decode() reports the stale index.
+                return super().decode_many(blob, base, indices)
             if known.get(length) != stored:
                 expected = _length_crc(length)
                 if expected != stored:
