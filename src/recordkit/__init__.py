@@ -29,6 +29,7 @@ from recordkit.errors import (
     DecodeError,
     HeaderError,
     LegacyFormatWarning,
+    ManifestError,
     NoLengthError,
     RecordKitError,
     RecordKitWarning,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
         register_format,
     )
     from recordkit.io import RecordReader, RecordWriter, open
+    from recordkit.shards.writer import ShardWriter
     from recordkit.parsing import (
         FixedLen,
         FixedLenSequence,
@@ -76,6 +78,7 @@ if TYPE_CHECKING:
 # Public name -> module that defines it. Loaded lazily by __getattr__ below.
 _LAZY = {
     **dict.fromkeys(["open", "RecordReader", "RecordWriter"], "recordkit.io"),
+    "ShardWriter": "recordkit.shards.writer",
     **dict.fromkeys(
         ["available_formats", "detect_format", "get_format", "register_format"], "recordkit.formats"
     ),
@@ -120,12 +123,14 @@ __all__ = [
     "FixedLenSequence",
     "HeaderError",
     "LegacyFormatWarning",
+    "ManifestError",
     "NoLengthError",
     "Ragged",
     "RecordKitError",
     "RecordKitWarning",
     "RecordReader",
     "RecordWriter",
+    "ShardWriter",
     "SlowCRCWarning",
     "StaleIndexError",
     "TruncatedRecordError",

@@ -22,7 +22,7 @@ from typing import IO
 from recordkit._atomic import AtomicFile
 from recordkit.errors import StaleIndexError
 
-__all__ = ["INDEX_SUFFIX", "default_index_path", "load_index", "save_index"]
+__all__ = ["INDEX_SUFFIX", "default_index_path", "format_index", "load_index", "save_index"]
 
 # Two 20-digit numbers and a separator fit easily: a longer line is malformed, and is never read whole.
 _LINE_LIMIT = 128
@@ -47,14 +47,15 @@ def save_index(offsets: array[int], index_path: str | os.PathLike[str]) -> None:
     """Write an offset table (``len + 1`` frame boundaries) as a sidecar index, atomically."""
     target = AtomicFile(index_path)
     try:
-        target.file.write(_format(offsets))
+        target.file.write(format_index(offsets))
     except BaseException:
         target.discard()
         raise
     target.commit()
 
 
-def _format(offsets: array[int]) -> bytes:
+def format_index(offsets: array[int]) -> bytes:
+    """Return the bytes of the sidecar index describing an offset table (``len + 1`` boundaries)."""
     lines: Iterable[str] = (
         f"{offsets[i]} {offsets[i + 1] - offsets[i]}\n" for i in range(len(offsets) - 1)
     )

@@ -33,6 +33,7 @@ __all__ = [
     "DecodeError",
     "HeaderError",
     "LegacyFormatWarning",
+    "ManifestError",
     "NoLengthError",
     "RecordKitError",
     "RecordKitWarning",
@@ -175,6 +176,14 @@ class HeaderError(CorruptRecordError):
 
 class StaleIndexError(CorruptRecordError):
     """A sidecar index file does not describe the record file beside it."""
+
+
+class ManifestError(CorruptRecordError):
+    """A dataset manifest is malformed, or disagrees with the shards it names.
+
+    :attr:`path` is the manifest (or the shard concerned) and :attr:`index` the number of the shard in the
+    manifest, when one shard is at fault.
+    """
 
 
 class DecodeError(RecordKitError, ValueError):

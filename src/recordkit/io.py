@@ -61,6 +61,7 @@ __all__ = [
     "expand_sources",
     "natural_key",
     "open",
+    "scan_offsets",
     "write_index",
 ]
 
@@ -712,6 +713,8 @@ class RecordWriter(_RecordFile):
         super().__init__(path=path, format=format, compression=compression)
         self._frames = frames
         self._target = target
+        # recordkit.shards looks at the finished temporary file (size, checksum, offsets) before commit.
+        self._inspect: Callable[[str], None] | None = None
         # A writer dropped without close() discards what it wrote (and the frame writer's spill file).
         self._discard = weakref.finalize(self, _discard_writer, frames, target)
 
@@ -747,6 +750,9 @@ class RecordWriter(_RecordFile):
         self._closed = True
         try:
             self._frames.close()
+            if self._inspect is not None and self._target is not None:
+                self._target.file.flush()
+                self._inspect(self._target.temporary)
             if isinstance(self._target, AtomicFile):
                 _remove_index(self._target.target)
             if self._target is not None:
@@ -1014,6 +1020,23 @@ def write_index(
         The index path.
     """
     index_path = os.fspath(index_path) if index_path is not None else default_index_path(path)
+    save_index(scan_offsets(path, format=format), index_path)
+    return index_path
+
+
+def scan_offsets(path: PathLike, *, format: str | None = None) -> array[int]:
+    """Return the frame-offset table of a local, uncompressed TFRecord or OFRecord file.
+
+    The table has ``len + 1`` entries: record ``i`` spans bytes ``[offsets[i], offsets[i + 1])``. Only the
+    record headers are read.
+
+    Raises
+    ------
+    TypeError
+        The format keeps its own index (FFRecord).
+    UnsupportedOperationError
+        The file is compressed.
+    """
     with _open_reader(
         path, format=format, compression=None, check_crc=True, index=False, lenient=False
     ) as reader:
@@ -1022,5 +1045,4 @@ def write_index(
             raise TypeError(f"the {reader.format} format has its own index; it needs no sidecar")
         if not frames.random_access:
             raise frames.unsupported("building an index")
-        save_index(frames.offsets, index_path)
-    return index_path
+        return frames.offsets

@@ -1,0 +1,437 @@
+"""The dataset manifest: which shards make a dataset, and what each one holds.
+
+A manifest is a JSON file, ``_recordkit_manifest.json`` by default, in the directory of the shards. Its
+layout is documented byte by byte in ``docs/formats/manifest.md``. This module reads, writes and merges
+manifests; it imports nothing from the reading and writing layer, so :mod:`recordkit.io` can use it to open
+a dataset directory.
+
+The leading underscore of the file name follows the Hadoop convention that Spark, Ray Data and Dask apply
+when they list a directory: files starting with ``_`` or ``.`` are metadata, never data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import posixpath
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from recordkit._atomic import AtomicFile
+from recordkit.errors import ManifestError
+
+__all__ = [
+    "MANIFEST_NAME",
+    "MANIFEST_VERSION",
+    "IndexFile",
+    "Manifest",
+    "Shard",
+    "load_manifest",
+    "merge_manifests",
+    "manifest_path",
+]
+
+MANIFEST_NAME = "_recordkit_manifest.json"
+"""The manifest's file name in a dataset directory."""
+
+MANIFEST_VERSION = 1
+"""The layout version this recordkit writes, and the newest it reads."""
+
+_KIND = "recordkit.manifest"
+_COMPRESSIONS = {"none": "", "gzip": "gzip", "zlib": "zlib"}
+_SHA256_LENGTH = 64
+# A manifest names shards, not bulk data: anything larger is not one of ours.
+_MAX_MANIFEST_BYTES = 256 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class IndexFile:
+    """A shard's sidecar offset index, as the manifest records it.
+
+    Attributes
+    ----------
+    path
+        Relative to the manifest's directory, with ``/`` separators.
+    sha256
+        The SHA-256 of the index file's bytes (lowercase hex). A reader that finds the same checksum uses the
+        index without walking the shard's record headers.
+    """
+
+    path: str
+    sha256: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """One shard of a dataset.
+
+    Attributes
+    ----------
+    path
+        The shard file, relative to the manifest's directory, with ``/`` separators. Never absolute, never
+        ``..``.
+    records
+        How many records it holds.
+    size
+        Its size in bytes.
+    sha256
+        The SHA-256 of its bytes (lowercase hex), or ``None`` when the writer did not compute one.
+    split
+        The split it belongs to (``"train"``, ``"test"``, ...), or ``None``.
+    index
+        Its sidecar index, or ``None``.
+    """
+
+    path: str
+    records: int
+    size: int
+    sha256: str | None = None
+    split: str | None = None
+    index: IndexFile | None = None
+
+    def relocated(self, prefix: str) -> Shard:
+        """Return this shard with ``prefix/`` put before its paths (for a manifest one directory up)."""
+        if not prefix:
+            return self
+        index = self.index
+        if index is not None:
+            index = dataclasses.replace(index, path=posixpath.join(prefix, index.path))
+        return dataclasses.replace(self, path=posixpath.join(prefix, self.path), index=index)
+
+
+@dataclasses.dataclass(frozen=True)
+class Manifest:
+    """The shards of a dataset, their format, and optional schema and metadata.
+
+    Attributes
+    ----------
+    format
+        The record format of every shard: ``"tfrecord"``, ``"ofrecord"`` or ``"ffrecord"``.
+    compression
+        The whole-file compression of every shard: ``""`` (none), ``"gzip"`` or ``"zlib"``.
+    shards
+        The shards, in reading order.
+    schema
+        The feature schema (a JSON object, as ``recordkit info --json`` prints it), or ``None``.
+    metadata
+        Anything the writer chose to record (a JSON object).
+    """
+
+    format: str
+    compression: str = ""
+    shards: tuple[Shard, ...] = ()
+    schema: Mapping[str, Any] | None = None
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def records(self) -> int:
+        """The number of records in all shards."""
+        return sum(shard.records for shard in self.shards)
+
+    @property
+    def splits(self) -> list[str]:
+        """The split names, in the order their first shard appears (empty when no shard has a split)."""
+        return list(dict.fromkeys(s.split for s in self.shards if s.split is not None))
+
+    def select(self, split: str | None) -> Manifest:
+        """Return the manifest of one split.
+
+        ``split=None`` returns the whole manifest when it has at most one split.
+
+        Raises
+        ------
+        ManifestError
+            The split does not exist; or ``split=None`` and there are several (reading train and test
+            together by accident is never what a user wants).
+        """
+        splits = self.splits
+        if split is None:
+            if len(splits) > 1:
+                raise ManifestError(
+                    f"the dataset has the splits {', '.join(splits)}: choose one with split="
+                )
+            return self
+        if split not in splits:
+            have = f"the splits {', '.join(splits)}" if splits else "no splits"
+            raise ManifestError(f"the dataset has no split {split!r}; it has {have}")
+        return dataclasses.replace(self, shards=tuple(s for s in self.shards if s.split == split))
+
+    def to_json(self) -> str:
+        """Return the manifest as JSON text (the layout of ``docs/formats/manifest.md``)."""
+        document: dict[str, Any] = {
+            "kind": _KIND,
+            "version": MANIFEST_VERSION,
+            "format": self.format,
+            "compression": self.compression or "none",
+            "records": self.records,
+            "shards": [_shard_json(shard) for shard in self.shards],
+        }
+        if self.schema is not None:
+            document["schema"] = self.schema
+        if self.metadata:
+            document["metadata"] = self.metadata
+        return json.dumps(document, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | bytes, *, path: str | None = None) -> Manifest:
+        """Parse and validate manifest JSON.
+
+        Raises
+        ------
+        ManifestError
+            The text is not a manifest of a version this recordkit reads, or any field is malformed.
+        """
+        try:
+            document = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            raise ManifestError(f"not valid JSON ({exc})", path=path) from None
+        return _parse(document, path)
+
+    def save(self, path: str | os.PathLike[str]) -> str:
+        """Write the manifest atomically to ``path`` (a file, or a directory to hold ``MANIFEST_NAME``).
+
+        Returns
+        -------
+        str
+            The file written.
+        """
+        target = manifest_path(path)
+        atomic = AtomicFile(target)
+        try:
+            atomic.file.write(self.to_json().encode("utf-8"))
+        except BaseException:
+            atomic.discard()
+            raise
+        atomic.commit()
+        return target
+
+
+def manifest_path(path: str | os.PathLike[str]) -> str:
+    """Return the manifest file meant by ``path``: ``path`` itself, or ``MANIFEST_NAME`` inside a directory."""
+    path = os.fspath(path)
+    return os.path.join(path, MANIFEST_NAME) if os.path.isdir(path) else path
+
+
+def load_manifest(path: str | os.PathLike[str]) -> Manifest:
+    """Read and validate a manifest file (or the manifest of a directory).
+
+    Raises
+    ------
+    FileNotFoundError
+        There is no manifest there.
+    ManifestError
+        It is malformed.
+    """
+    target = manifest_path(path)
+    with open(target, "rb") as file:
+        text = file.read(_MAX_MANIFEST_BYTES + 1)
+    if len(text) > _MAX_MANIFEST_BYTES:
+        raise ManifestError(f"larger than {_MAX_MANIFEST_BYTES} bytes: not a manifest", path=target)
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ManifestError("not UTF-8 text", path=target) from None
+    return Manifest.from_json(decoded, path=target)
+
+
+def merge_manifests(
+    manifests: Iterable[tuple[str | os.PathLike[str], Manifest] | str | os.PathLike[str]],
+    destination: str | os.PathLike[str],
+    *,
+    metadata: Mapping[str, Any] | None = None,
+) -> Manifest:
+    """Merge the manifests of several writers into one manifest for ``destination``'s directory.
+
+    Parameters
+    ----------
+    manifests
+        Manifest files (or directories holding one), or ``(directory, Manifest)`` pairs. Each shard path is
+        rewritten relative to the directory of ``destination``, which must contain every shard.
+    destination
+        Where the merged manifest will be written: a directory or a file path. Nothing is written here; call
+        :meth:`Manifest.save`.
+    metadata
+        The merged manifest's metadata; by default the inputs' metadata, merged key by key (later wins).
+
+    Raises
+    ------
+    ManifestError
+        The inputs disagree on format or compression, a shard lies outside the destination's directory, or
+        two inputs name the same shard with different contents.
+    """
+    destination = os.fspath(destination)
+    root = destination if os.path.isdir(destination) else os.path.dirname(destination)
+    root = os.path.abspath(root or ".")
+    loaded = [_load_item(item) for item in manifests]
+    if not loaded:
+        raise ManifestError("no manifests to merge", path=destination)
+    first_dir, first = loaded[0]
+    merged: dict[str, Shard] = {}
+    schema = first.schema
+    combined: dict[str, Any] = {}
+    for directory, manifest in loaded:
+        if (manifest.format, manifest.compression) != (first.format, first.compression):
+            raise ManifestError(
+                f"cannot merge {manifest.format} ({manifest.compression or 'uncompressed'}) shards with "
+                f"{first.format} ({first.compression or 'uncompressed'}) shards of {first_dir}",
+                path=directory,
+            )
+        prefix = _relative_prefix(directory, root)
+        for shard in manifest.shards:
+            moved = shard.relocated(prefix)
+            known = merged.get(moved.path)
+            if known is not None and known != moved:
+                raise ManifestError(
+                    f"two manifests describe the shard {moved.path} differently", path=directory
+                )
+            merged[moved.path] = moved
+        if schema is None:
+            schema = manifest.schema
+        combined.update(manifest.metadata)
+    return Manifest(
+        format=first.format,
+        compression=first.compression,
+        shards=tuple(merged.values()),
+        schema=schema,
+        metadata=dict(metadata) if metadata is not None else combined,
+    )
+
+
+def _load_item(item: Any) -> tuple[str, Manifest]:
+    if isinstance(item, tuple):
+        directory, manifest = item
+        return os.path.abspath(os.fspath(directory)), manifest
+    target = manifest_path(item)
+    return os.path.abspath(os.path.dirname(target) or "."), load_manifest(target)
+
+
+def _relative_prefix(directory: str, root: str) -> str:
+    relative = os.path.relpath(directory, root)
+    if relative == os.curdir:
+        return ""
+    if relative == os.pardir or relative.startswith(os.pardir + os.sep):
+        raise ManifestError(
+            f"its shards are outside {root}, where the merged manifest goes", path=directory
+        )
+    return relative.replace(os.sep, "/")
+
+
+# -- JSON layout -----------------------------------------------------------------------------------
+
+
+def _shard_json(shard: Shard) -> dict[str, Any]:
+    entry: dict[str, Any] = {"path": shard.path, "records": shard.records, "bytes": shard.size}
+    if shard.sha256 is not None:
+        entry["sha256"] = shard.sha256
+    if shard.split is not None:
+        entry["split"] = shard.split
+    if shard.index is not None:
+        entry["index"] = {"path": shard.index.path, "sha256": shard.index.sha256}
+    return entry
+
+
+class _Fields:
+    """Typed access to one JSON object, raising :class:`ManifestError` with the field's location."""
+
+    def __init__(self, value: Any, where: str, path: str | None, shard: int | None = None) -> None:
+        self.where, self.path, self.shard = where, path, shard
+        if not isinstance(value, dict):
+            raise self.error(f"{where} must be a JSON object")
+        self.value: dict[str, Any] = value
+
+    def error(self, message: str) -> ManifestError:
+        return ManifestError(message, path=self.path, index=self.shard)
+
+    def get(self, key: str, kind: type | tuple[type, ...], *, required: bool = True) -> Any:
+        if key not in self.value:
+            if required:
+                raise self.error(f"{self.where} has no {key!r}")
+            return None
+        value = self.value[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise self.error(f"{self.where}: {key!r} has the wrong type ({type(value).__name__})")
+        return value
+
+    def count(self, key: str) -> int:
+        value: int = self.get(key, int)
+        if value < 0:
+            raise self.error(f"{self.where}: {key!r} is negative")
+        return value
+
+    def digest(self, key: str, *, required: bool) -> str | None:
+        value: str | None = self.get(key, str, required=required)
+        if value is not None and (
+            len(value) != _SHA256_LENGTH or value.strip("0123456789abcdef") != ""
+        ):
+            raise self.error(f"{self.where}: {key!r} is not a lowercase hex SHA-256")
+        return value
+
+    def relative_path(self, key: str) -> str:
+        value: str = self.get(key, str)
+        parts = value.split("/")
+        if (
+            not value
+            or value.startswith("/")
+            or "\\" in value
+            or "\0" in value
+            or any(part in ("", ".", "..") for part in parts)
+            or (len(value) > 1 and value[1] == ":")
+        ):
+            raise self.error(
+                f"{self.where}: {key!r} must be a relative path inside the manifest's directory, "
+                f"with / separators, not {value!r}"
+            )
+        return value
+
+
+def _parse(document: Any, path: str | None) -> Manifest:
+    top = _Fields(document, "the manifest", path)
+    if top.value.get("kind") != _KIND:
+        raise top.error(f"not a recordkit manifest (no \"kind\": \"{_KIND}\")")
+    version = top.get("version", int)
+    if version < 1 or version > MANIFEST_VERSION:
+        raise top.error(
+            f"manifest version {version}; this recordkit reads versions 1 to {MANIFEST_VERSION}"
+        )
+    compression = _COMPRESSIONS.get(top.get("compression", str))
+    if compression is None:
+        raise top.error(f"unknown compression {top.value['compression']!r}")
+    shards_json: Sequence[Any] = top.get("shards", list)
+    shards = tuple(_parse_shard(entry, path, i) for i, entry in enumerate(shards_json))
+    seen: set[str] = set()
+    for i, shard in enumerate(shards):
+        if shard.path in seen:
+            raise ManifestError(f"the shard {shard.path} is listed twice", path=path, index=i)
+        seen.add(shard.path)
+    manifest = Manifest(
+        format=top.get("format", str),
+        compression=compression,
+        shards=shards,
+        schema=top.get("schema", dict, required=False),
+        metadata=top.get("metadata", dict, required=False) or {},
+    )
+    total = top.get("records", int, required=False)
+    if total is not None and total != manifest.records:
+        raise top.error(f"says {total} records, but its shards hold {manifest.records}")
+    return manifest
+
+
+def _parse_shard(entry: Any, path: str | None, i: int) -> Shard:
+    fields = _Fields(entry, f"shard {i}", path, i)
+    index = None
+    index_json = fields.get("index", dict, required=False)
+    if index_json is not None:
+        index_fields = _Fields(index_json, f"the index of shard {i}", path, i)
+        index = IndexFile(
+            path=index_fields.relative_path("path"),
+            sha256=index_fields.digest("sha256", required=True) or "",
+        )
+    return Shard(
+        path=fields.relative_path("path"),
+        records=fields.count("records"),
+        size=fields.count("bytes"),
+        sha256=fields.digest("sha256", required=False),
+        split=fields.get("split", str, required=False),
+        index=index,
+    )

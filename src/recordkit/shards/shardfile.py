@@ -1,0 +1,247 @@
+"""Writing one shard and describing it for a manifest.
+
+:func:`write_shard` is the unit every sharded writer is built from: :class:`~recordkit.ShardWriter` calls it
+once per shard, and the Ray and Dask integrations once per task. It writes atomically, so a task that dies
+leaves nothing under the shard's name, and a retried task simply replaces the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+from array import array
+from collections.abc import Iterable
+from typing import Any
+
+from recordkit._atomic import AtomicFile
+from recordkit._index import default_index_path, format_index
+from recordkit.io import _fsspec, _is_url, _open_writer, scan_offsets
+from recordkit.io import open as open_records
+from recordkit.formats.manifest import IndexFile, Shard
+
+__all__ = ["OpenShard", "describe_shard", "file_sha256", "relative_path", "write_shard"]
+
+_HASH_BLOCK = 1 << 20
+
+
+def file_sha256(path: str | os.PathLike[str]) -> tuple[int, str]:
+    """Return the size and the SHA-256 (lowercase hex) of a file, local or fsspec URL."""
+    path = os.fspath(path)
+    digest = hashlib.sha256()
+    size = 0
+    opener = _fsspec().open if _is_url(path) else open
+    with opener(path, "rb") as file:
+        while block := file.read(_HASH_BLOCK):
+            digest.update(block)
+            size += len(block)
+    return size, digest.hexdigest()
+
+
+def relative_path(path: str, root: str) -> str:
+    """Return ``path`` relative to the directory ``root``, with ``/`` separators.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is not inside ``root``.
+    """
+    if _is_url(path) or _is_url(root):
+        inner, base = path.split("://", 1)[-1], root.split("://", 1)[-1]
+        relative = posixpath.relpath(inner, base)
+    else:
+        relative = os.path.relpath(path, root).replace(os.sep, "/")
+    if relative == ".." or relative.startswith("../") or relative == ".":
+        raise ValueError(f"{path} is not inside {root}")
+    return relative
+
+
+class OpenShard:
+    """A shard being written: records go in one by one, :meth:`close` returns its manifest entry.
+
+    The file appears under its name only when :meth:`close` succeeds (:func:`write_shard` has the
+    parameters). :meth:`abort` discards it.
+
+    Attributes
+    ----------
+    path
+        The shard file.
+    count
+        The records written so far.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        root: str | os.PathLike[str] | None = None,
+        format: str | None = None,
+        compression: str | None = None,
+        level: int | None = None,
+        index: bool = True,
+        split: str | None = None,
+        fsync: bool = False,
+    ) -> None:
+        self.path = os.fspath(path)
+        self._root = os.fspath(root) if root is not None else _parent(self.path)
+        self._split = split
+        self._facts: dict[str, Any] = {}
+        self._writer = _open_writer(
+            self.path, format=format, compression=compression, level=level, n=None, fsync=fsync
+        )
+        self._want_index = index and not self._writer.compression
+        self._writer._inspect = self._inspect
+        self.format = self._writer.format
+        self.compression = self._writer.compression
+
+    @property
+    def count(self) -> int:
+        """The number of records written so far."""
+        return self._writer.count
+
+    def write(self, record: Any) -> None:
+        """Append one record."""
+        self._writer.write(record)
+
+    def write_many(self, records: Iterable[Any]) -> int:
+        """Append every record of ``records``; return how many were written."""
+        return self._writer.write_many(records)
+
+    def _inspect(self, temporary: str) -> None:
+        self._facts["size"], self._facts["sha256"] = file_sha256(temporary)
+        if self._want_index:
+            try:
+                self._facts["offsets"] = scan_offsets(temporary, format=self.format)
+            except TypeError:  # the format keeps its own index
+                pass
+
+    def close(self) -> Shard:
+        """Finish the file, move it into place, write its index, and return its manifest entry."""
+        self._writer.close()
+        offsets: array[int] | None = self._facts.get("offsets")
+        index_entry = None
+        if offsets is not None:
+            index_entry = _write_index(offsets, default_index_path(self.path), self._root)
+        return Shard(
+            path=relative_path(self.path, self._root),
+            records=self._writer.count,
+            size=self._facts["size"],
+            sha256=self._facts["sha256"],
+            split=self._split,
+            index=index_entry,
+        )
+
+    def abort(self) -> None:
+        """Discard the file: nothing appears under its name. Idempotent."""
+        self._writer.abort()
+
+
+def _parent(path: str) -> str:
+    return (posixpath.dirname(path) if _is_url(path) else os.path.dirname(path)) or "."
+
+
+def write_shard(records: Iterable[Any], path: str | os.PathLike[str], **options: Any) -> Shard:
+    """Write ``records`` to one shard file, atomically, and return its manifest entry.
+
+    Parameters
+    ----------
+    records
+        The records: ``bytes``, bytes-like objects or protobuf messages.
+    path
+        The shard file (a local path or an fsspec URL). An existing file is replaced only once the new one
+        is complete; if writing fails, nothing is left under the name.
+    **options
+        ``root`` (the directory of the manifest that will list the shard, which :attr:`Shard.path` is
+        relative to; default the shard's own directory), ``format``, ``compression`` and ``level`` (as for
+        :func:`recordkit.open` in mode ``"w"``), ``index`` (default ``True``: also write the sidecar offset
+        index ``<path>.idx`` of an uncompressed TFRecord or OFRecord shard, so that reading it at random
+        needs no scan; FFRecord files hold their own index), ``split`` (recorded in the entry) and
+        ``fsync``.
+
+    Returns
+    -------
+    Shard
+        The entry: relative path, record count, size, SHA-256, split and index.
+    """
+    shard = OpenShard(path, **options)
+    try:
+        shard.write_many(records)
+    except BaseException:
+        shard.abort()
+        raise
+    return shard.close()
+
+
+def _write_index(offsets: array[int], index_path: str, root: str) -> IndexFile:
+    data = format_index(offsets)
+    if _is_url(index_path):
+        with _fsspec().open(index_path, "wb") as remote:
+            remote.write(data)
+    else:
+        target = AtomicFile(index_path)
+        try:
+            target.file.write(data)
+        except BaseException:
+            target.discard()
+            raise
+        target.commit()
+    return IndexFile(
+        path=relative_path(index_path, root or "."), sha256=hashlib.sha256(data).hexdigest()
+    )
+
+
+def describe_shard(
+    path: str | os.PathLike[str],
+    *,
+    root: str | os.PathLike[str],
+    format: str | None = None,
+    compression: str | None = None,
+    split: str | None = None,
+    checksum: bool = True,
+) -> tuple[Shard, str, str]:
+    """Describe an existing shard for a manifest by reading it (every record's checksum is verified).
+
+    Returns
+    -------
+    tuple
+        The entry, and the format and compression found. A sidecar index beside the shard is recorded only
+        if it describes the file exactly.
+    """
+    path = os.fspath(path)
+    with open_records(path, format=format, compression=compression, index=False) as reader:
+        count = sum(1 for _ in reader)
+        found_format, found_compression = reader.format, reader.compression
+    size, sha256 = file_sha256(path) if checksum else (_size(path), None)
+    index_entry = _existing_index(path, os.fspath(root), found_format, found_compression)
+    shard = Shard(
+        path=relative_path(path, os.fspath(root)),
+        records=count,
+        size=size,
+        sha256=sha256,
+        split=split,
+        index=index_entry,
+    )
+    return shard, found_format, found_compression
+
+
+def _size(path: str) -> int:
+    if _is_url(path):
+        fs, inner = _fsspec().core.url_to_fs(path)
+        return int(fs.size(inner))
+    return os.path.getsize(path)
+
+
+def _existing_index(path: str, root: str, fmt: str, compression: str) -> IndexFile | None:
+    index_path = default_index_path(path)
+    if compression or _is_url(path) or not os.path.exists(index_path):
+        return None
+    try:
+        expected = format_index(scan_offsets(path, format=fmt))
+    except TypeError:
+        return None
+    with open(index_path, "rb") as file:
+        if file.read(len(expected) + 1) != expected:
+            return None
+    return IndexFile(
+        path=relative_path(index_path, root), sha256=hashlib.sha256(expected).hexdigest()
+    )

@@ -1,0 +1,362 @@
+"""``ShardWriter``: write a dataset as numbered shards, with a manifest written last."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import posixpath
+import re
+import string
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from recordkit._closing import Closing
+from recordkit._index import default_index_path
+from recordkit.formats.base import as_bytes
+from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
+from recordkit.errors import ManifestError
+from recordkit.io import _fsspec, _is_url, _resolve_format
+from recordkit.shards.shardfile import OpenShard, relative_path
+
+__all__ = ["ShardWriter"]
+
+# Bytes each format adds around a record (length, checksums, offset-table entry), for ``max_bytes``.
+_FRAMING = {"tfrecord": 16, "ofrecord": 8, "ffrecord": 12}
+_PENDING = ".rk-pending-"
+
+
+class ShardWriter(Closing):
+    """Write records into numbered shard files, starting a new shard when a limit would be passed.
+
+    Each shard is written atomically (it appears under its name only once complete), with the sidecar
+    offset index of a TFRecord or OFRecord shard beside it. On :meth:`close` the manifest
+    (``_recordkit_manifest.json``, see ``docs/formats/manifest.md``) is written, last and atomically, so a
+    crash at any point leaves either the previous manifest or a complete new one, never one that names a
+    missing or partial shard.
+
+    Parameters
+    ----------
+    pattern
+        The shard path, a :meth:`str.format` template with ``{shard}`` (the shard number, from 0) and
+        optionally ``{num_shards}`` (the number of shards, known at :meth:`close`), e.g.
+        ``"out/train-{shard:05d}-of-{num_shards:05d}.tfrecord"``, the naming of tensorflow-datasets. With
+        ``{num_shards}``, finished shards wait under hidden names and are renamed at :meth:`close`. A local
+        path or an fsspec URL.
+    format, compression, level
+        As for :func:`recordkit.open` in mode ``"w"``; the format defaults to the one the suffix names.
+    max_records
+        The most records in one shard.
+    max_bytes
+        The most bytes in one shard, counting each record's payload and its framing, before compression.
+        A single record larger than the limit gets a shard of its own.
+    index
+        Write the sidecar index of each uncompressed TFRecord or OFRecord shard.
+    split
+        The split all shards belong to (``"train"``), recorded in the manifest.
+    manifest
+        ``True`` (the default) writes ``_recordkit_manifest.json`` in the pattern's directory; a path writes
+        it there (it must be in that directory or above it); ``False`` writes none. If the manifest exists,
+        its shards are kept, except the ones this writer's pattern names, which are removed from it when
+        the writer opens.
+    schema, metadata
+        JSON objects stored in the manifest: the feature schema, and anything else.
+    fsync
+        Flush each shard, and the manifest's directory, to stable storage.
+
+    Attributes
+    ----------
+    shards
+        The entries of the shards finished so far.
+    manifest
+        The manifest written by :meth:`close`, or ``None`` before.
+
+    Examples
+    --------
+    >>> import recordkit as rk
+    >>> with rk.ShardWriter(f"{tmp}/part-{{shard:02d}}.tfrecord", max_records=2) as writer:
+    ...     writer.write_many([b"a", b"b", b"c"])
+    3
+    >>> [(shard.path, shard.records) for shard in writer.manifest.shards]
+    [('part-00.tfrecord', 2), ('part-01.tfrecord', 1)]
+    """
+
+    _noun = "ShardWriter"
+
+    def __init__(
+        self,
+        pattern: str | os.PathLike[str],
+        *,
+        format: str | None = None,
+        compression: str | None = None,
+        level: int | None = None,
+        max_records: int | None = None,
+        max_bytes: int | None = None,
+        index: bool = True,
+        split: str | None = None,
+        manifest: bool | str | os.PathLike[str] = True,
+        schema: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        fsync: bool = False,
+    ) -> None:
+        self._pattern = os.fspath(pattern)
+        self._fields = _fields(self._pattern)
+        if max_records is not None and max_records < 1:
+            raise ValueError(f"max_records must be at least 1, not {max_records}")
+        if max_bytes is not None and max_bytes < 1:
+            raise ValueError(f"max_bytes must be at least 1, not {max_bytes}")
+        self._max_records = max_records
+        self._max_bytes = max_bytes
+        self._options: dict[str, Any] = {
+            "format": format,
+            "compression": compression,
+            "level": level,
+            "index": index,
+            "split": split,
+            "fsync": fsync,
+        }
+        fmt, comp = _resolve_format(None, self._name(0, 1), format, compression)
+        self._format = (fmt.name, comp or "")
+        self._directory = _parent(self._pattern)
+        self._manifest_path = _manifest_target(manifest, self._directory)
+        self._root = _parent(self._manifest_path) if self._manifest_path else self._directory
+        self._schema, self._metadata = schema, dict(metadata or {})
+        self._kept: tuple[Shard, ...] = ()
+        self._previous: Manifest | None = None
+        self._current: OpenShard | None = None
+        self._current_bytes = 0
+        self._pending: list[tuple[str, Shard]] = []
+        self.shards: list[Shard] = []
+        self.manifest: Manifest | None = None
+        self._closed = False
+        if self._manifest_path:
+            self._forget_own_shards()
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` or :meth:`abort` was called."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError("I/O operation on a closed ShardWriter")
+
+    @property
+    def count(self) -> int:
+        """The number of records written so far, in all shards."""
+        current = self._current.count if self._current is not None else 0
+        return sum(shard.records for shard in self.shards) + current
+
+    def write(self, record: Any) -> None:
+        """Append one record: ``bytes``, a bytes-like object or a protobuf message."""
+        self._check_open()
+        data = as_bytes(record)
+        shard = self._shard_for(len(data))
+        shard.write(data)
+        self._current_bytes += len(data) + _FRAMING.get(shard.format, 0)
+
+    def write_many(self, records: Iterable[Any]) -> int:
+        """Append every record of ``records``; return how many were written."""
+        written = 0
+        for record in records:
+            self.write(record)
+            written += 1
+        return written
+
+    def _shard_for(self, size: int) -> OpenShard:
+        shard = self._current
+        if shard is not None and shard.count and self._full(shard, size):
+            self._finish_shard()
+            shard = None
+        if shard is None:
+            shard = self._current = self._open_shard(len(self.shards))
+            self._current_bytes = 0
+        return shard
+
+    def _full(self, shard: OpenShard, size: int) -> bool:
+        if self._max_records is not None and shard.count >= self._max_records:
+            return True
+        framed = size + _FRAMING.get(shard.format, 0)
+        return self._max_bytes is not None and self._current_bytes + framed > self._max_bytes
+
+    def _open_shard(self, number: int) -> OpenShard:
+        final = self._name(number, None)
+        path = _pending_name(final) if "num_shards" in self._fields else final
+        return OpenShard(path, root=self._root, **self._options)
+
+    def _name(self, number: int, total: int | None) -> str:
+        values: dict[str, Any] = {"shard": number}
+        if "num_shards" in self._fields:
+            values["num_shards"] = total if total is not None else 0
+        return self._pattern.format(**values)
+
+    def _finish_shard(self) -> None:
+        shard, self._current = self._current, None
+        if shard is None:
+            return
+        entry = shard.close()
+        self.shards.append(entry)
+        self._pending.append((shard.path, entry))
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Finish the last shard, give the shards their final names and write the manifest. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._finish_shard()
+            if "num_shards" in self._fields:
+                self.shards = self._rename_pending()
+            self.manifest = self._build_manifest()
+            if self._manifest_path:
+                self.manifest.save(self._manifest_path)
+        except BaseException:
+            self._discard_pending()
+            raise
+
+    def abort(self) -> None:
+        """Stop writing: discard the shard being written and the shards waiting for a final name.
+
+        Shards already under their final names stay, but no manifest names them. Idempotent.
+        """
+        self._closed = True
+        if self._current is not None:
+            self._current.abort()
+            self._current = None
+        self._discard_pending()
+
+    def _leave(self, *, failed: bool) -> None:
+        if failed:
+            self.abort()
+        else:
+            self.close()
+
+    def _rename_pending(self) -> list[Shard]:
+        total = len(self._pending)
+        renamed = []
+        for number, (pending, entry) in enumerate(self._pending):
+            final = self._name(number, total)
+            _move(pending, final)
+            index = entry.index
+            if index is not None:
+                _move(default_index_path(pending), default_index_path(final))
+                index = dataclasses.replace(
+                    index, path=relative_path(default_index_path(final), self._root)
+                )
+            renamed.append(
+                dataclasses.replace(entry, path=relative_path(final, self._root), index=index)
+            )
+        self._pending = []
+        return renamed
+
+    def _discard_pending(self) -> None:
+        if "num_shards" not in self._fields:
+            return
+        for pending, _ in self._pending:
+            for path in (pending, default_index_path(pending)):
+                _remove(path)
+        self._pending = []
+
+    def _build_manifest(self) -> Manifest:
+        format_name, compression = self._format
+        previous = self._previous
+        schema = self._schema if self._schema is not None else (previous and previous.schema)
+        metadata = {**(previous.metadata if previous else {}), **self._metadata}
+        return Manifest(
+            format=format_name,
+            compression=compression,
+            shards=self._kept + tuple(self.shards),
+            schema=schema,
+            metadata=metadata,
+        )
+
+    def _forget_own_shards(self) -> None:
+        """Drop from an existing manifest the shards this writer's pattern names: they are rewritten."""
+        assert self._manifest_path is not None
+        try:
+            previous = load_manifest(self._manifest_path)
+        except FileNotFoundError:
+            return
+        mine = _pattern_regex(relative_path(self._pattern, self._root))
+        kept = tuple(s for s in previous.shards if not mine.fullmatch(s.path))
+        if (previous.format, previous.compression) != self._format:
+            raise ManifestError(
+                f"the manifest is for {previous.format} shards "
+                f"({previous.compression or 'uncompressed'}); this writer writes {self._format[0]} "
+                f"({self._format[1] or 'uncompressed'}): write them to another directory",
+                path=self._manifest_path,
+            )
+        self._previous = previous
+        self._kept = kept
+        if len(kept) != len(previous.shards):
+            dataclasses.replace(previous, shards=kept).save(self._manifest_path)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<ShardWriter {self._pattern!r} ({len(self.shards)} shards, {state})>"
+
+
+def _fields(pattern: str) -> set[str]:
+    names = {name for _, name, _, _ in string.Formatter().parse(pattern) if name is not None}
+    if "shard" not in names:
+        raise ValueError(f"the pattern {pattern!r} has no {{shard}} field to number the shards")
+    unknown = names - {"shard", "num_shards"}
+    if unknown:
+        raise ValueError(
+            f"the pattern {pattern!r} has fields {sorted(unknown)}; only {{shard}} and "
+            "{num_shards} are filled in"
+        )
+    return names
+
+
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    """A regex matching every path ``pattern`` can produce (each field becomes a run of digits)."""
+    parts = []
+    for literal, name, _, _ in string.Formatter().parse(pattern):
+        parts.append(re.escape(literal))
+        if name is not None:
+            parts.append(r"[0-9]+")
+    return re.compile("".join(parts))
+
+
+def _parent(path: str) -> str:
+    return (posixpath.dirname(path) if _is_url(path) else os.path.dirname(path)) or "."
+
+
+def _manifest_target(manifest: bool | str | os.PathLike[str], directory: str) -> str | None:
+    if manifest is False:
+        return None
+    if manifest is True:
+        return posixpath.join(directory, MANIFEST_NAME) if _is_url(directory) else os.path.join(
+            directory, MANIFEST_NAME
+        )
+    return os.fspath(manifest)
+
+
+def _pending_name(final: str) -> str:
+    """A hidden name beside ``final``: directory listings and globs pass it by."""
+    split, join = (posixpath.split, posixpath.join) if _is_url(final) else (os.path.split, os.path.join)
+    parent, name = split(final)
+    return join(parent, _PENDING + name)
+
+
+def _move(source: str, target: str) -> None:
+    if _is_url(source):
+        fs, inner = _fsspec().core.url_to_fs(source)
+        fs.mv(inner, fs._strip_protocol(target))
+    else:
+        os.replace(source, target)
+
+
+def _remove(path: str) -> None:
+    if _is_url(path):
+        fs, inner = _fsspec().core.url_to_fs(path)
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(inner)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
