@@ -31,6 +31,7 @@ STDLIB_BASES: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     errors.TruncatedRecordError: (OSError, EOFError),
     errors.HeaderError: (OSError,),
     errors.StaleIndexError: (OSError,),
+    errors.ManifestError: (OSError,),
     errors.DecodeError: (ValueError,),
     errors.UnsupportedOperationError: (io.UnsupportedOperation, OSError, ValueError),
     errors.NoLengthError: (io.UnsupportedOperation, TypeError),
@@ -42,6 +43,7 @@ CORRUPT_CLASSES = [
     errors.TruncatedRecordError,
     errors.HeaderError,
     errors.StaleIndexError,
+    errors.ManifestError,
 ]
 
 

@@ -181,9 +181,30 @@ class StaleIndexError(CorruptRecordError):
 class ManifestError(CorruptRecordError):
     """A dataset manifest is malformed, or disagrees with the shards it names.
 
-    :attr:`path` is the manifest (or the shard concerned) and :attr:`index` the number of the shard in the
-    manifest, when one shard is at fault.
+    Parameters
+    ----------
+    message
+        What is wrong.
+    path
+        The manifest, or the shard concerned.
+    shard
+        The number of the shard in the manifest (counting from 0) when one shard is at fault.
+
+    Attributes
+    ----------
+    shard
+        As given.
     """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        shard: int | None = None,
+    ) -> None:
+        super().__init__(message, path=path)
+        self.shard = shard
 
 
 class DecodeError(RecordKitError, ValueError):

@@ -36,7 +36,7 @@ from typing import Any, ClassVar, Literal, NamedTuple, overload
 from recordkit._atomic import AtomicFile, UploadOnCommit
 from recordkit._closing import Closing
 from recordkit._index import INDEX_SUFFIX, default_index_path, load_index, save_index
-from recordkit.errors import UnknownFormatError, UnsafePathError
+from recordkit.errors import ManifestError, UnknownFormatError, UnsafePathError
 from recordkit.formats import (
     available_formats,
     detect_format,
@@ -50,18 +50,22 @@ from recordkit.formats.base import (
     FrameWriter,
     RecordFormat,
     Source,
+    VerifiedOffsets,
     as_bytes,
     normalize_compression,
 )
+from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest, sha256_of
 
 __all__ = [
     "RecordReader",
     "RecordWriter",
     "dataset_files",
     "expand_sources",
+    "find_dataset",
     "natural_key",
     "open",
     "scan_offsets",
+    "shard_path",
     "write_index",
 ]
 
@@ -254,6 +258,8 @@ def _index_loader(index: Any, opened: _Opened) -> Callable[[], array[int]] | Non
     source = opened.source
     if index is False or not source.random_access or source.size is None:
         return None
+    if isinstance(index, _ShardIndex):
+        return index.loader(opened)
     if index is None or index is True:
         if opened.local_path is None:
             return None
@@ -465,6 +471,151 @@ def _display_path(src: Any) -> str | None:
     return os.fspath(src) if isinstance(src, (str, os.PathLike)) else None
 
 
+# -- dataset directories: a manifest (or TFDS's dataset_info.json) lists the shards ----------------
+
+_TFDS_INFO = "dataset_info.json"
+
+
+def find_dataset(source: Any, *, split: str | None = None) -> tuple[str, Manifest] | None:
+    """Return ``(directory, manifest)`` when ``source`` names a dataset with a manifest, else ``None``.
+
+    A dataset is a local directory holding a ``_recordkit_manifest.json`` or, failing that, a
+    tensorflow-datasets ``dataset_info.json``; or the path or URL of a manifest file itself; or a URL ending
+    in ``/`` whose directory holds a manifest. Shard paths in the manifest are relative to ``directory``.
+
+    Parameters
+    ----------
+    source
+        What the user passed to :func:`open` or :class:`recordkit.data.Dataset`.
+    split
+        Keep only this split's shards (:meth:`Manifest.select`).
+
+    Raises
+    ------
+    ManifestError
+        The manifest is malformed, or the split is missing or needed.
+    """
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    path = os.fspath(source)
+    found = _read_dataset(path)
+    if found is None:
+        return None
+    directory, manifest = found
+    try:
+        return directory, manifest.select(split)
+    except ManifestError as exc:
+        raise ManifestError(exc.reason, path=path) from None
+
+
+def _read_dataset(path: str) -> tuple[str, Manifest] | None:
+    if _is_url(path):
+        if path.endswith("/" + MANIFEST_NAME):
+            return path[: -len(MANIFEST_NAME) - 1], _load_remote_manifest(path)
+        if path.endswith("/"):
+            candidate = path + MANIFEST_NAME
+            return (path.rstrip("/"), _load_remote_manifest(candidate)) if _exists(candidate) else None
+        return None
+    if os.path.isdir(path):
+        if os.path.isfile(os.path.join(path, MANIFEST_NAME)):
+            return path, load_manifest(path)
+        if os.path.isfile(os.path.join(path, _TFDS_INFO)):
+            from recordkit.formats.tfds import manifest_from_tfds
+
+            return path, manifest_from_tfds(path)
+        return None
+    if os.path.basename(path) == MANIFEST_NAME and os.path.isfile(path):
+        return os.path.dirname(path) or ".", load_manifest(path)
+    return None
+
+
+def _load_remote_manifest(url: str) -> Manifest:
+    with _fsspec().open(url, "rb") as file:
+        return Manifest.from_json(file.read(), path=url)
+
+
+def shard_path(directory: str, shard: Shard) -> str:
+    """Return the path (or URL) of a manifest's shard, given the manifest's directory."""
+    if _is_url(directory):
+        return directory.rstrip("/") + "/" + shard.path
+    return os.path.join(directory, *shard.path.split("/"))
+
+
+def _manifest_format(
+    manifest: Manifest, format: str | None, compression: str | None
+) -> tuple[str, str]:
+    if format is not None and get_format(format).name != manifest.format:
+        raise ManifestError(
+            f"format={format!r}, but the manifest says its shards are {manifest.format}"
+        )
+    if compression is not None and normalize_compression(compression) != manifest.compression:
+        raise ManifestError(
+            f"compression={compression!r}, but the manifest says "
+            f"{manifest.compression or 'none'}"
+        )
+    return manifest.format, manifest.compression
+
+
+class _ShardIndex:
+    """The sidecar index a manifest recorded for a shard: trusted when its checksum still matches."""
+
+    def __init__(self, path: str, shard: Shard) -> None:
+        self.path, self.shard = path, shard
+
+    def loader(self, opened: _Opened) -> Callable[[], array[int]] | None:
+        recorded = self.shard.index
+        if recorded is None or _is_url(self.path):
+            return None
+        index_path = os.path.join(os.path.dirname(self.path), os.path.basename(recorded.path))
+        if not os.path.exists(index_path):
+            return None
+        size = opened.source.size
+        assert size is not None
+
+        def load() -> array[int]:
+            return load_index(index_path, size=size, path=self.path)
+
+        with builtins.open(index_path, "rb") as file:
+            digest = sha256_of(file)[1]
+        if digest != recorded.sha256:
+            return load  # changed since the manifest was written: checked against the headers
+        return VerifiedOffsets(self._counted(load))
+
+    def _counted(self, load: Callable[[], array[int]]) -> Callable[[], array[int]]:
+        def checked() -> array[int]:
+            table = load()
+            if len(table) - 1 != self.shard.records:
+                raise ManifestError(
+                    f"the index lists {len(table) - 1} records; the manifest says "
+                    f"{self.shard.records}",
+                    path=self.path,
+                )
+            return table
+
+        return checked
+
+
+def _open_shard(
+    file: str, shard: Shard, number: int, *, index: Any, **options: Any
+) -> tuple[FrameReader, _Opened, RecordFormat, str]:
+    try:
+        frames, opened, fmt, comp = _open_part(file, index=index, **options)
+    except FileNotFoundError:
+        raise ManifestError(
+            f"shard {number} of the manifest ({shard.path}) is missing", path=file, shard=number
+        ) from None
+    size = opened.source.size
+    if size is not None and size != shard.size:
+        opened.close()
+        raise ManifestError(
+            f"the shard is {size} bytes, but the manifest says {shard.size}: it changed after the "
+            "manifest was written (recordkit manifest build describes it again)",
+            path=file,
+            shard=number,
+        )
+    return frames, opened, fmt, comp
+
+
 # -- what readers and writers share ----------------------------------------------------------------
 
 
@@ -542,11 +693,13 @@ class RecordReader(_RecordFile):
         format: str,
         compression: str,
         reopen: _Reopen | None = None,
+        counts: Sequence[int] | None = None,
     ) -> None:
         super().__init__(path=path, format=format, compression=compression)
         self._frames = [frames for frames, _ in parts]
         self._opened = [opened for _, opened in parts]
-        self._starts: list[int] | None = None
+        # Record counts known without reading (a manifest's) make len() free, even of compressed files.
+        self._starts = None if counts is None else list(itertools.accumulate(counts, initial=0))
         self._reopen = reopen
         # The first part that can only be read in order (it raises the error random access gets).
         self._sequential = next((f for f in self._frames if not f.random_access), None)
@@ -611,8 +764,14 @@ class RecordReader(_RecordFile):
         return self._starts
 
     def __len__(self) -> int:
-        """Return the number of records (a header-only scan on first use for TFRecord and OFRecord)."""
+        """Return the number of records.
+
+        It comes from the dataset manifest when there is one; otherwise TFRecord and OFRecord files are
+        counted by a header-only scan on first use.
+        """
         self._check_open()
+        if self._sequential is not None and self._starts is None:
+            raise self._sequential.unsupported("len()", length=True)
         return self._part_starts()[-1]
 
     def _check_random_access(self, what: str) -> None:
@@ -797,6 +956,7 @@ class _Reopen(NamedTuple):
     check_crc: bool
     index: Any
     lenient: bool
+    shards: Sequence[Shard] | None = None
 
 
 def _open_reader(
@@ -807,7 +967,22 @@ def _open_reader(
     check_crc: bool,
     index: Any,
     lenient: bool,
+    split: str | None = None,
 ) -> RecordReader:
+    dataset = find_dataset(src, split=split) if isinstance(src, (str, os.PathLike)) else None
+    if dataset is not None:
+        root, manifest = dataset
+        format, compression = _manifest_format(manifest, format, compression)
+        files = [shard_path(root, shard) for shard in manifest.shards]
+        if not files:
+            raise ManifestError("the manifest lists no shards", path=_display_path(src))
+        spec = _Reopen(files, _display_path(src), check_crc, index, lenient, manifest.shards)
+        return _read_files(spec, format=format, compression=compression)
+    if split is not None:
+        raise ValueError(
+            f"split={split!r} needs a dataset directory: one with a {MANIFEST_NAME} or a "
+            "tensorflow-datasets dataset_info.json"
+        )
     files = expand_sources(src, format=format, missing_ok=True)
     if len(files) > 1 and index not in (None, False, True):
         raise ValueError("index= takes a path only when reading a single file")
@@ -819,15 +994,19 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
     parts: list[tuple[FrameReader, _Opened]] = []
     formats: list[tuple[str, str]] = []
     try:
-        for file in spec.files:
-            frames, opened, fmt, comp = _open_part(
-                file,
-                format=format,
-                compression=compression,
-                check_crc=spec.check_crc,
-                index=spec.index,
-                lenient=spec.lenient,
-            )
+        for i, file in enumerate(spec.files):
+            options = {
+                "format": format,
+                "compression": compression,
+                "check_crc": spec.check_crc,
+                "lenient": spec.lenient,
+            }
+            if spec.shards is None:
+                frames, opened, fmt, comp = _open_part(file, index=spec.index, **options)
+            else:
+                shard = spec.shards[i]
+                index = _ShardIndex(file, shard) if spec.index in (None, True) else spec.index
+                frames, opened, fmt, comp = _open_shard(file, shard, i, index=index, **options)
             parts.append((frames, opened))
             formats.append((fmt.name, comp))
         if len(set(formats)) > 1:
@@ -837,7 +1016,10 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
             opened.close()
         raise
     name, comp = formats[0]
-    return RecordReader(parts, path=spec.path, format=name, compression=comp, reopen=spec)
+    counts = None if spec.shards is None else [shard.records for shard in spec.shards]
+    return RecordReader(
+        parts, path=spec.path, format=name, compression=comp, reopen=spec, counts=counts
+    )
 
 
 def _mixed_formats(path: str | None, formats: list[tuple[str, str]]) -> UnknownFormatError:
@@ -904,6 +1086,7 @@ def open(
     check_crc: bool = True,
     index: PathLike | bool | None = None,
     lenient: bool = False,
+    split: str | None = None,
 ) -> RecordReader: ...
 
 
@@ -929,6 +1112,7 @@ def open(
     check_crc: bool = True,
     index: PathLike | bool | None = None,
     lenient: bool = False,
+    split: str | None = None,
     level: int | None = None,
     n: int | None = None,
     fsync: bool = False,
@@ -940,7 +1124,11 @@ def open(
     src
         A path (``str`` or :class:`pathlib.Path`), an fsspec URL (``"s3://bucket/x.tfrecord"``, needs
         ``recordkit[remote]``), a binary file object, or, for reading, a directory, a glob pattern or a list
-        of any of these, read as one sequence (see :func:`expand_sources`).
+        of any of these, read as one sequence (see :func:`expand_sources`). A dataset directory with a
+        manifest (``_recordkit_manifest.json``, written by :class:`recordkit.ShardWriter`) or a
+        tensorflow-datasets ``dataset_info.json`` is read as its manifest lists it (:func:`find_dataset`):
+        ``len()`` needs no scan, and a shard that is missing or whose size differs raises
+        :class:`~recordkit.errors.ManifestError`.
     mode
         ``"r"`` or ``"w"``.
     format
@@ -958,6 +1146,8 @@ def open(
     lenient
         Reading: a file that ends inside a record header ends cleanly, as in TensorFlow; by default it
         raises :class:`~recordkit.errors.TruncatedRecordError`.
+    split
+        Reading a dataset directory: the split to read (``"train"``). Required when it has several.
     level
         Writing compressed TFRecord: the zlib level, 0-9 (default: zlib's default, as TensorFlow).
     n
@@ -987,10 +1177,11 @@ def open(
             check_crc=check_crc,
             index=index,
             lenient=lenient,
+            split=split,
         )
     if mode == "w":
-        if index is not None or lenient or not check_crc:
-            raise ValueError("check_crc=, index= and lenient= apply to reading (mode='r')")
+        if index is not None or lenient or not check_crc or split is not None:
+            raise ValueError("check_crc=, index=, lenient= and split= apply to reading (mode='r')")
         return _open_writer(
             src, format=format, compression=compression, level=level, n=n, fsync=fsync
         )

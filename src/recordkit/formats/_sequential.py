@@ -28,6 +28,7 @@ from recordkit.formats.base import (
     Offsets,
     Source,
     SupportsRead,
+    VerifiedOffsets,
     read_full,
 )
 
@@ -266,6 +267,8 @@ class SequentialFrameReader(IndexedFrameReader):
                 raise self.unsupported("an offset index")
             if self._load_offsets is None:
                 self._offsets = self.scan()
+            elif isinstance(self._load_offsets, VerifiedOffsets):
+                self._offsets = self._load_offsets()
             else:
                 self._offsets = self.check_index(self._load_offsets())
         return self._offsets

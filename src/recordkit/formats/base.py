@@ -62,6 +62,7 @@ __all__ = [
     "RecordFormat",
     "Source",
     "SupportsRead",
+    "VerifiedOffsets",
     "as_bytes",
     "group_runs",
     "normalize_compression",
@@ -69,7 +70,26 @@ __all__ = [
 ]
 
 Offsets: TypeAlias = "array[int] | Callable[[], array[int]]"
-"""A frame-offset table (``len + 1`` frame boundaries), or a function that loads one on first use."""
+"""A frame-offset table (``len + 1`` frame boundaries), or a function that loads one on first use.
+
+A table given as it is, or loaded by a :class:`VerifiedOffsets`, is used as it is. A table loaded by any
+other function (a sidecar index) is checked against the record headers first."""
+
+
+class VerifiedOffsets:
+    """A function loading an offset table already known to describe the file, so no header walk is needed.
+
+    recordkit uses it for a sidecar index whose checksum matches the one a dataset manifest recorded when
+    the shard and its index were written together. Each record's own header is still checked when it is
+    read.
+    """
+
+    def __init__(self, load: Callable[[], array[int]]) -> None:
+        self._load = load
+
+    def __call__(self) -> array[int]:
+        """Load the table."""
+        return self._load()
 
 _COMPRESSION_NAMES = {"": "", "none": "", "gzip": "gzip", "gz": "gzip", "zlib": "zlib"}
 

@@ -12,11 +12,12 @@ when they list a directory: files starting with ``_`` or ``.`` are metadata, nev
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import posixpath
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
 from recordkit._atomic import AtomicFile
 from recordkit.errors import ManifestError
@@ -28,6 +29,7 @@ __all__ = [
     "Manifest",
     "Shard",
     "load_manifest",
+    "sha256_of",
     "merge_manifests",
     "manifest_path",
 ]
@@ -41,6 +43,7 @@ MANIFEST_VERSION = 1
 _KIND = "recordkit.manifest"
 _COMPRESSIONS = {"none": "", "gzip": "gzip", "zlib": "zlib"}
 _SHA256_LENGTH = 64
+_HASH_BLOCK = 1 << 20
 # A manifest names shards, not bulk data: anything larger is not one of ours.
 _MAX_MANIFEST_BYTES = 256 << 20
 
@@ -207,6 +210,16 @@ class Manifest:
         return target
 
 
+def sha256_of(file: BinaryIO) -> tuple[int, str]:
+    """Read a binary file to its end; return how many bytes it held and their SHA-256 (lowercase hex)."""
+    digest = hashlib.sha256()
+    size = 0
+    while block := file.read(_HASH_BLOCK):
+        digest.update(block)
+        size += len(block)
+    return size, digest.hexdigest()
+
+
 def manifest_path(path: str | os.PathLike[str]) -> str:
     """Return the manifest file meant by ``path``: ``path`` itself, or ``MANIFEST_NAME`` inside a directory."""
     path = os.fspath(path)
@@ -341,7 +354,7 @@ class _Fields:
         self.value: dict[str, Any] = value
 
     def error(self, message: str) -> ManifestError:
-        return ManifestError(message, path=self.path, index=self.shard)
+        return ManifestError(message, path=self.path, shard=self.shard)
 
     def get(self, key: str, kind: type | tuple[type, ...], *, required: bool = True) -> Any:
         if key not in self.value:
@@ -402,7 +415,7 @@ def _parse(document: Any, path: str | None) -> Manifest:
     seen: set[str] = set()
     for i, shard in enumerate(shards):
         if shard.path in seen:
-            raise ManifestError(f"the shard {shard.path} is listed twice", path=path, index=i)
+            raise ManifestError(f"the shard {shard.path} is listed twice", path=path, shard=i)
         seen.add(shard.path)
     manifest = Manifest(
         format=top.get("format", str),

@@ -18,24 +18,17 @@ from recordkit._atomic import AtomicFile
 from recordkit._index import default_index_path, format_index
 from recordkit.io import _fsspec, _is_url, _open_writer, scan_offsets
 from recordkit.io import open as open_records
-from recordkit.formats.manifest import IndexFile, Shard
+from recordkit.formats.manifest import IndexFile, Shard, sha256_of
 
 __all__ = ["OpenShard", "describe_shard", "file_sha256", "relative_path", "write_shard"]
-
-_HASH_BLOCK = 1 << 20
 
 
 def file_sha256(path: str | os.PathLike[str]) -> tuple[int, str]:
     """Return the size and the SHA-256 (lowercase hex) of a file, local or fsspec URL."""
     path = os.fspath(path)
-    digest = hashlib.sha256()
-    size = 0
     opener = _fsspec().open if _is_url(path) else open
     with opener(path, "rb") as file:
-        while block := file.read(_HASH_BLOCK):
-            digest.update(block)
-            size += len(block)
-    return size, digest.hexdigest()
+        return sha256_of(file)
 
 
 def relative_path(path: str, root: str) -> str:
