@@ -188,7 +188,8 @@ class ManifestError(CorruptRecordError):
     path
         The manifest, or the shard concerned.
     shard
-        The number of the shard in the manifest (counting from 0) when one shard is at fault.
+        When one shard is at fault: its position, counting from 0, among the shards being read (the
+        manifest's, or its split's).
 
     Attributes
     ----------

@@ -64,6 +64,7 @@ __all__ = [
     "find_dataset",
     "natural_key",
     "open",
+    "open_shard",
     "scan_offsets",
     "shard_path",
     "write_index",
@@ -595,6 +596,37 @@ class _ShardIndex:
         return checked
 
 
+def open_shard(
+    directory: str,
+    shard: Shard,
+    *,
+    format: str,
+    compression: str,
+    check_crc: bool = True,
+) -> RecordReader:
+    """Open one shard of a manifest for reading, with the checks :func:`open` makes on a dataset.
+
+    Parameters
+    ----------
+    directory
+        The manifest's directory (a local path or an fsspec URL).
+    shard
+        The manifest's entry for the shard.
+    format, compression
+        The manifest's.
+    check_crc
+        Verify checksums.
+
+    Raises
+    ------
+    ManifestError
+        The shard is missing, or its size differs from the manifest's.
+    """
+    path = shard_path(directory, shard)
+    spec = _Reopen([path], path, check_crc, None, False, (shard,))
+    return _read_files(spec, format=format, compression=compression)
+
+
 def _open_shard(
     file: str, shard: Shard, number: int, *, index: Any, **options: Any
 ) -> tuple[FrameReader, _Opened, RecordFormat, str]:
@@ -602,7 +634,7 @@ def _open_shard(
         frames, opened, fmt, comp = _open_part(file, index=index, **options)
     except FileNotFoundError:
         raise ManifestError(
-            f"shard {number} of the manifest ({shard.path}) is missing", path=file, shard=number
+            f"the shard {shard.path} listed in the manifest is missing", path=file, shard=number
         ) from None
     size = opened.source.size
     if size is not None and size != shard.size:

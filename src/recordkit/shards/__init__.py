@@ -3,6 +3,8 @@
 * :class:`ShardWriter` (also ``recordkit.ShardWriter``) writes numbered shards and a manifest.
 * :func:`write_shard` writes one shard atomically and returns its :class:`Shard` entry: the unit parallel
   writers (Ray, Dask, your own) are built from; :func:`merge_manifests` then joins their entries.
+* :func:`plan_reads` / :func:`read_range` and :func:`task_shard_path` / :func:`commit_manifest` are what
+  the Ray and Dask integrations run in their tasks.
 * :func:`build_manifest` describes shards written by anything else, :func:`verify_dataset` checks shards
   against their manifest.
 * :class:`Manifest`, :func:`load_manifest`: the manifest file (``docs/formats/manifest.md``).
@@ -24,6 +26,13 @@ if TYPE_CHECKING:
     )
     from recordkit.shards.build import build_manifest, verify_dataset
     from recordkit.shards.shardfile import OpenShard, write_shard
+    from recordkit.shards.tasks import (
+        ReadRange,
+        commit_manifest,
+        plan_reads,
+        read_range,
+        task_shard_path,
+    )
     from recordkit.shards.writer import ShardWriter
 
 _LAZY = {
@@ -34,6 +43,10 @@ _LAZY = {
     **dict.fromkeys(["build_manifest", "verify_dataset"], "recordkit.shards.build"),
     **dict.fromkeys(["OpenShard", "write_shard"], "recordkit.shards.shardfile"),
     "ShardWriter": "recordkit.shards.writer",
+    **dict.fromkeys(
+        ["ReadRange", "commit_manifest", "plan_reads", "read_range", "task_shard_path"],
+        "recordkit.shards.tasks",
+    ),
 }
 
 __all__ = sorted(_LAZY)

@@ -1,0 +1,280 @@
+"""Cutting a dataset into read tasks, and writing one shard per task: what distributed engines run.
+
+The Ray and Dask integrations are thin adapters over this module, and a home-grown scheduler can use it the
+same way:
+
+* :func:`plan_reads` turns sources into :class:`ReadRange` items, splitting a large random-access shard into
+  several ranges; :func:`read_range` reads one, on any machine that can open the files.
+* :func:`task_shard_path` names the shard of write task ``i``; :func:`write_shard` writes it atomically (so a
+  retried task replaces it) and returns its entry; :func:`commit_manifest` writes the manifest once, at the
+  end, from the entries of the tasks that succeeded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import posixpath
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from recordkit.errors import ManifestError
+from recordkit.formats import format_for_path, get_format
+from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
+from recordkit.io import _is_url, expand_sources, find_dataset, open_shard
+from recordkit.io import open as open_records
+
+__all__ = [
+    "ReadRange",
+    "commit_manifest",
+    "plan_reads",
+    "read_range",
+    "task_shard_path",
+]
+
+DEFAULT_RANGE_RECORDS = 100_000
+"""Records per read range when a large random-access shard is split, unless asked otherwise."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadRange:
+    """Records ``[start, stop)`` of one file: the unit of a distributed read.
+
+    Attributes
+    ----------
+    path
+        The file (a local path or an fsspec URL).
+    start, stop
+        The records to read; ``stop=None`` reads to the end (a file whose count is not known up front).
+    format, compression
+        The file's format and compression (``None``: found when it is opened).
+    directory, shard
+        For a shard listed in a manifest: the manifest's directory and the shard's entry, so the reader
+        checks its size and uses its index as :func:`recordkit.open` would.
+    """
+
+    path: str
+    start: int = 0
+    stop: int | None = None
+    format: str | None = None
+    compression: str | None = None
+    directory: str | None = None
+    shard: Shard | None = None
+
+    @property
+    def records(self) -> int | None:
+        """How many records the range holds, when known."""
+        return None if self.stop is None else self.stop - self.start
+
+
+def plan_reads(
+    sources: Any,
+    *,
+    format: str | None = None,
+    split: str | None = None,
+    records_per_range: int | None = None,
+    min_ranges: int = 1,
+) -> list[ReadRange]:
+    """Cut the records of ``sources`` into ranges for parallel reading.
+
+    Parameters
+    ----------
+    sources
+        What :func:`recordkit.open` accepts: files, directories, globs, a dataset directory with a manifest
+        (or a tensorflow-datasets directory), or a list.
+    format
+        The record format, when suffixes and content do not tell.
+    split
+        A dataset directory's split.
+    records_per_range
+        Split random-access shards whose count is known (manifest, FFRecord header) into ranges of at most
+        this many records. Default: :data:`DEFAULT_RANGE_RECORDS`, made smaller so that there are at least
+        ``min_ranges`` ranges when the records allow it.
+    min_ranges
+        The number of ranges worth having (e.g. the cluster's CPU count).
+
+    Returns
+    -------
+    list of ReadRange
+        In reading order. Files without a known count (TFRecord or OFRecord without a manifest, compressed
+        files) are one range each: counting them would read them on the machine that plans.
+    """
+    if min_ranges < 1:
+        raise ValueError(f"min_ranges must be at least 1, not {min_ranges}")
+    dataset = find_dataset(sources, split=split) if isinstance(sources, (str, os.PathLike)) else None
+    if dataset is not None:
+        whole = _manifest_files(*dataset, format)
+    else:
+        if split is not None:
+            raise ValueError(f"split={split!r} needs a dataset directory with a manifest")
+        whole = [_described_file(path, format) for path in expand_sources(sources, format=format)]
+    known = sum(r.records or 0 for r in whole if _splittable(r))
+    size = records_per_range or min(
+        DEFAULT_RANGE_RECORDS, max(1, math.ceil(known / min_ranges)) if known else DEFAULT_RANGE_RECORDS
+    )
+    if size < 1:
+        raise ValueError(f"records_per_range must be at least 1, not {size}")
+    return [part for item in whole for part in _cut(item, size)]
+
+
+def _manifest_files(directory: str, manifest: Manifest, format: str | None) -> list[ReadRange]:
+    if format is not None and get_format(format).name != manifest.format:
+        raise ManifestError(
+            f"format={format!r}, but the manifest says its shards are {manifest.format}",
+            path=directory,
+        )
+    return [
+        ReadRange(
+            path=_join(directory, shard.path),
+            stop=shard.records,
+            format=manifest.format,
+            compression=manifest.compression,
+            directory=directory,
+            shard=shard,
+        )
+        for shard in manifest.shards
+    ]
+
+
+def _described_file(path: str, format: str | None) -> ReadRange:
+    """A whole file; its count is read only from an FFRecord header (cheap: no record is read)."""
+    named = format_for_path(path)
+    fmt = get_format(format) if format is not None else (named[0] if named else None)
+    if fmt is None or fmt.name != "ffrecord":
+        return ReadRange(path=path, format=fmt.name if fmt is not None else None)
+    with open_records(path, format=fmt.name) as reader:
+        return ReadRange(path=path, stop=len(reader), format=fmt.name, compression="")
+
+
+def _splittable(item: ReadRange) -> bool:
+    return item.stop is not None and not item.compression
+
+
+def _cut(item: ReadRange, size: int) -> Iterator[ReadRange]:
+    if not _splittable(item) or item.stop is None or item.stop <= size:
+        yield item
+        return
+    for start in range(0, item.stop, size):
+        yield dataclasses.replace(item, start=start, stop=min(start + size, item.stop))
+
+
+def read_range(item: ReadRange, *, check_crc: bool = True, batch: int = 1024) -> Iterator[list[bytes]]:
+    """Read one range; yield its records in lists of at most ``batch``.
+
+    Raises
+    ------
+    ManifestError
+        A manifest's shard is missing or its size changed.
+    CorruptRecordError
+        A record is damaged.
+    """
+    if item.shard is not None and item.directory is not None:
+        reader = open_shard(
+            item.directory,
+            item.shard,
+            format=item.format or "",
+            compression=item.compression or "",
+            check_crc=check_crc,
+        )
+    else:
+        reader = open_records(
+            item.path, format=item.format, compression=item.compression, check_crc=check_crc
+        )
+    with reader:
+        if item.start == 0 and (item.stop is None or not reader.supports_random_access):
+            yield from _chunks(iter(reader), batch)
+            return
+        stop = len(reader) if item.stop is None else item.stop
+        for first in range(item.start, stop, batch):
+            yield reader.read(range(first, min(first + batch, stop)))
+
+
+def _chunks(records: Iterator[bytes], batch: int) -> Iterator[list[bytes]]:
+    chunk: list[bytes] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == batch:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def task_shard_path(
+    directory: str | os.PathLike[str],
+    task: int,
+    *,
+    format: str,
+    compression: str = "",
+    prefix: str = "part",
+) -> str:
+    """Return the shard path of write task ``task``: ``directory/prefix-00042.<suffix>``.
+
+    The name depends only on the task number, so a retried task writes the same file again (atomically)
+    and the manifest names it once.
+    """
+    if task < 0:
+        raise ValueError(f"task numbers start at 0, not {task}")
+    fmt = get_format(format)
+    suffix = fmt.extensions[0] if fmt.extensions else ""
+    if compression:
+        suffix += {"gzip": ".gz", "zlib": ".zlib"}.get(compression, "")
+    directory = os.fspath(directory)
+    return _join(directory, f"{prefix}-{task:05d}{suffix}")
+
+
+def commit_manifest(
+    directory: str | os.PathLike[str],
+    shards: Iterable[Shard],
+    *,
+    format: str,
+    compression: str = "",
+    schema: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Manifest:
+    """Write the manifest of the shards written by a set of tasks, atomically, and return it.
+
+    Entries for the same shard (a task that ran twice) must agree; they are listed once. Shards are listed
+    in path order (task order, with :func:`task_shard_path` names).
+
+    Raises
+    ------
+    ManifestError
+        Two entries for one shard differ (two different tasks wrote the same file).
+    """
+    by_path: dict[str, Shard] = {}
+    for shard in shards:
+        known = by_path.get(shard.path)
+        if known is not None and known != shard:
+            raise ManifestError(
+                f"two tasks reported different contents for the shard {shard.path}",
+                path=os.fspath(directory),
+            )
+        by_path[shard.path] = shard
+    manifest = Manifest(
+        format=get_format(format).name,
+        compression=compression,
+        shards=tuple(by_path[path] for path in sorted(by_path)),
+        schema=schema,
+        metadata=dict(metadata or {}),
+    )
+    _save(manifest, os.fspath(directory))
+    return manifest
+
+
+def _save(manifest: Manifest, directory: str) -> None:
+    if not _is_url(directory):
+        manifest.save(os.path.join(directory, MANIFEST_NAME))
+        return
+    from recordkit.io import _fsspec
+
+    # Object stores replace an object whole on PUT: readers see the old manifest or the new one.
+    with _fsspec().open(_join(directory, MANIFEST_NAME), "wb") as file:
+        file.write(manifest.to_json().encode("utf-8"))
+
+
+def _join(directory: str, relative: str) -> str:
+    if _is_url(directory):
+        return posixpath.join(directory, relative)
+    return os.path.join(directory, *relative.split("/"))
