@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import tempfile
 import weakref
 from typing import IO, Any
 
-__all__ = ["AtomicFile", "UploadOnCommit", "temporary_name"]
+__all__ = ["AtomicFile", "UploadOnCommit", "remove_leftovers", "temporary_name"]
 
 
 def temporary_name(target: str) -> str:
@@ -34,6 +35,27 @@ def temporary_name(target: str) -> str:
     """
     directory, name = os.path.split(target)
     return os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
+
+
+def remove_leftovers(target: str) -> int:
+    """Delete the temporary files that writers of ``target`` left behind; return how many.
+
+    A writer killed outright (SIGKILL, a lost machine) cannot remove its temporary file. Call this only
+    when no writer of ``target`` is still running: its temporary file would go too, and its commit fail.
+    """
+    directory, name = os.path.split(target)
+    pattern = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]{{12}}\.tmp")
+    removed = 0
+    try:
+        entries = os.listdir(directory or ".")
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        if pattern.fullmatch(entry):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(directory, entry))
+                removed += 1
+    return removed
 
 
 def _discard(file: IO[bytes], temporary: str) -> None:

@@ -19,6 +19,8 @@ import posixpath
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from recordkit._atomic import remove_leftovers
+from recordkit._index import default_index_path
 from recordkit.errors import ManifestError
 from recordkit.formats import format_for_path, get_format
 from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
@@ -236,7 +238,9 @@ def commit_manifest(
     """Write the manifest of the shards written by a set of tasks, atomically, and return it.
 
     Entries for the same shard (a task that ran twice) must agree; they are listed once. Shards are listed
-    in path order (task order, with :func:`task_shard_path` names).
+    in path order (task order, with :func:`task_shard_path` names). Temporary files that killed attempts
+    left beside the listed shards (and their indexes) are deleted first, so call this only once every
+    task has finished.
 
     Raises
     ------
@@ -252,6 +256,11 @@ def commit_manifest(
                 path=os.fspath(directory),
             )
         by_path[shard.path] = shard
+    if not _is_url(os.fspath(directory)):
+        for shard in by_path.values():
+            target = _join(os.fspath(directory), shard.path)
+            remove_leftovers(target)
+            remove_leftovers(default_index_path(target))
     manifest = Manifest(
         format=get_format(format).name,
         compression=compression,
