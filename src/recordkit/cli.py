@@ -37,6 +37,7 @@ from recordkit._cli_common import (
     progress,
 )
 from recordkit._cli_convert import run_convert
+from recordkit._cli_manifest import add_manifest_command, is_dataset_directory, verify_directory
 from recordkit._cli_payload import (
     PAYLOAD_KINDS,
     Schema,
@@ -311,7 +312,19 @@ def _salvage(args: argparse.Namespace, path: str) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """Read every record of each file, checking every checksum and the structure."""
+    """Read every record of each file, checking every checksum and the structure.
+
+    A dataset directory with a manifest is checked against it instead: every shard's presence, size,
+    SHA-256, record count, checksums and index.
+    """
+    datasets = [path for path in args.files if is_dataset_directory(path)]
+    if datasets:
+        if len(datasets) != len(args.files) or args.salvage is not None or args.decode:
+            raise CliError(
+                "a dataset directory (with a manifest) is verified on its own, without --salvage or "
+                "--decode"
+            )
+        return max(verify_directory(path) for path in datasets)
     paths = expand_inputs(args.files)
     if args.salvage is not None and len(paths) != 1:
         raise CliError("--salvage applies to a single file")
@@ -540,6 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in (_add_info, _add_count, _add_verify, _add_cat, _add_convert, _add_index):
         add(commands)
+    add_manifest_command(commands, _common_options)
     return parser
 
 

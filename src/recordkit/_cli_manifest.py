@@ -1,0 +1,144 @@
+"""The ``manifest`` command (``build``, ``merge``, ``show``) and ``verify`` of a dataset directory."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+from typing import Any
+
+import recordkit as rk
+from recordkit._cli_common import EXIT_CORRUPT, EXIT_OK
+from recordkit._cli_payload import Schema, detect_payload
+from recordkit.formats.manifest import MANIFEST_NAME, Manifest, load_manifest, merge_manifests
+from recordkit.shards.build import build_manifest, verify_dataset
+
+__all__ = ["add_manifest_command", "is_dataset_directory", "verify_directory"]
+
+_SCHEMA_SAMPLE = 1000
+
+
+def is_dataset_directory(path: str) -> bool:
+    """Whether ``path`` is a directory holding a recordkit manifest (``verify`` then checks it)."""
+    return os.path.isfile(os.path.join(path, MANIFEST_NAME)) or (
+        os.path.basename(path) == MANIFEST_NAME and os.path.isfile(path)
+    )
+
+
+def _summary(manifest: Manifest) -> str:
+    splits = manifest.splits
+    split_text = f", splits {', '.join(splits)}" if splits else ""
+    return (
+        f"{len(manifest.shards)} shards, {manifest.records} records, {manifest.format} "
+        f"({manifest.compression or 'uncompressed'}){split_text}"
+    )
+
+
+def _inferred_schema(directory: str, manifest: Manifest) -> dict[str, Any] | None:
+    """The feature schema of the first records, as ``recordkit info`` infers it."""
+    if not manifest.shards:
+        return None
+    reader = rk.open(os.path.join(directory, manifest.shards[0].path), format=manifest.format)
+    with reader:
+        sample = list(itertools.islice(reader, _SCHEMA_SAMPLE))
+    kind = detect_payload(sample)
+    if kind in (None, "raw"):
+        return None
+    schema = Schema.of(kind, sample)
+    found: dict[str, Any] = {
+        "payload": kind,
+        "features": [stats.as_dict() for stats in schema.features.values()],
+    }
+    if schema.feature_lists:
+        found["feature_lists"] = [stats.as_dict() for stats in schema.feature_lists.values()]
+    return found
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """Describe the record files of a directory in a new manifest (every record is read and checked)."""
+    manifest = build_manifest(
+        args.directory,
+        format=args.format,
+        split=args.split,
+        checksum=not args.no_checksum,
+        save=False,
+    )
+    if args.schema:
+        schema = _inferred_schema(args.directory, manifest)
+        manifest = Manifest(
+            format=manifest.format,
+            compression=manifest.compression,
+            shards=manifest.shards,
+            schema=schema,
+            metadata=manifest.metadata,
+        )
+    target = manifest.save(os.path.join(args.directory, MANIFEST_NAME))
+    print(f"{target}: {_summary(manifest)}")
+    return EXIT_OK
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """Merge the manifests of several writers into one, for the directory that holds all their shards."""
+    merged = merge_manifests(args.manifests, args.output)
+    target = merged.save(args.output)
+    print(f"{target}: {_summary(merged)}")
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Print a dataset's manifest: a summary and one line per shard, or the JSON itself."""
+    manifest = load_manifest(args.directory)
+    if args.json:
+        print(manifest.to_json(), end="")
+        return EXIT_OK
+    print(f"{args.directory}: {_summary(manifest)}")
+    for shard in manifest.shards:
+        split = f"  [{shard.split}]" if shard.split is not None else ""
+        print(f"{shard.records:>12}  {shard.size:>14} B  {shard.path}{split}")
+    return EXIT_OK
+
+
+def verify_directory(directory: str, *, checksum: bool = True) -> int:
+    """Check every shard of a dataset directory against its manifest; print a line per shard."""
+    checks = verify_dataset(directory, checksum=checksum)
+    bad = 0
+    for check in checks:
+        if check.ok:
+            print(f"{check.path}: OK ({check.shard.records} records)")
+        else:
+            bad += 1
+            print(f"{check.path}: CORRUPT: {check.problem}")
+    print(f"{directory}: {len(checks)} shards: {len(checks) - bad} OK, {bad} bad")
+    return EXIT_CORRUPT if bad else EXIT_OK
+
+
+def add_manifest_command(commands: Any, common_options: Any) -> None:
+    """Add ``manifest build|merge|show`` to the command line."""
+    parser = commands.add_parser(
+        "manifest", help="build, merge or show a dataset manifest (_recordkit_manifest.json)"
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    build = actions.add_parser(
+        "build",
+        help="describe the shards of a directory (written by anything) in a manifest",
+    )
+    build.add_argument("directory", metavar="DIR")
+    build.add_argument("--split", help="the split of every shard (default: from TFDS names)")
+    build.add_argument(
+        "--schema", action="store_true", help="also record the feature schema of the first records"
+    )
+    build.add_argument(
+        "--no-checksum", action="store_true", help="do not record SHA-256 checksums (one read less)"
+    )
+    common_options(build)
+    build.set_defaults(func=cmd_build)
+    merge = actions.add_parser("merge", help="merge manifests into one (their shards must lie below OUT)")
+    merge.add_argument("output", metavar="OUT", help="the merged manifest: a directory or a file")
+    merge.add_argument("manifests", nargs="+", metavar="MANIFEST", help="manifests or their directories")
+    common_options(merge)
+    merge.set_defaults(func=cmd_merge)
+    show = actions.add_parser("show", help="print a dataset's shards")
+    show.add_argument("directory", metavar="DIR", help="a dataset directory or a manifest file")
+    show.add_argument("--json", action="store_true", help="print the manifest's JSON")
+    common_options(show)
+    show.set_defaults(func=cmd_show)
