@@ -110,6 +110,20 @@ def _buffer_shuffled(stream: ShardStream, size: int, seed: int, skip: int) -> It
             yield record
 
 
+def _catalog(sources: Sources, format: str | None, split: str | None) -> Catalog:
+    from recordkit.io import find_dataset
+
+    dataset = find_dataset(sources, split=split)
+    if dataset is not None:
+        return Catalog.of_dataset(*dataset)
+    if split is not None:
+        raise ValueError(
+            f"split={split!r} needs a dataset directory with a manifest or a tensorflow-datasets "
+            "dataset_info.json"
+        )
+    return Catalog(expand_sources(sources, format=format), format)
+
+
 class Dataset:
     """Records from many files, split between ranks and workers, shuffled, mapped, batched and repeated.
 
@@ -123,7 +137,9 @@ class Dataset:
     ----------
     sources
         A path, a glob pattern, an fsspec URL (``s3://...``, ``memory://...``; needs ``fsspec``), or a list
-        of them. The files may be of different formats.
+        of them. The files may be of different formats. A dataset directory with a manifest (written by
+        :class:`recordkit.ShardWriter`) or a tensorflow-datasets directory is read as its manifest lists
+        it: record counts come from the manifest, so planning a globally shuffled epoch opens no file.
     format
         The format of every file; by default each file's suffix, else its content, decides.
     seed
@@ -139,6 +155,8 @@ class Dataset:
         size of the largest by repeating some of their own records. ``"drop"``: shards are cut to the size
         of the smallest. Use one of them with DistributedDataParallel, which needs the same number of
         steps on every rank. Both count the records of sequential (compressed) files first.
+    split
+        A dataset directory's split (``"train"``); required when it has several.
 
     Examples
     --------
@@ -156,12 +174,13 @@ class Dataset:
         rank: int | None = None,
         world_size: int | None = None,
         equal_shards: EqualShards = None,
+        split: str | None = None,
     ) -> None:
         if equal_shards not in (None, "pad", "drop"):
             raise ValueError(f"equal_shards must be None, 'pad' or 'drop', not {equal_shards!r}")
         if rank is not None or world_size is not None:
             resolve_rank(rank, world_size)  # validate now
-        self._catalog = Catalog(expand_sources(sources, format=format), format)
+        self._catalog = _catalog(sources, format, split)
         self._seed = int(seed)
         self._rank = rank
         self._world_size = world_size

@@ -17,6 +17,7 @@ import numpy as np
 from recordkit.data._sharding import IndexUnit, RangeUnit, Unit, plan_length
 
 if TYPE_CHECKING:
+    from recordkit.formats.manifest import Manifest
     from recordkit.io import RecordReader
 
 __all__ = ["Catalog", "ReaderPool", "ShardStream"]
@@ -49,13 +50,32 @@ class Catalog:
         self.format = format
         self.counts: list[int | None] = [None] * len(self.files)
         self.random_access: list[bool | None] = [None] * len(self.files)
+        self._dataset: tuple[str, Manifest] | None = None
+
+    @classmethod
+    def of_dataset(cls, directory: str, manifest: Manifest) -> Catalog:
+        """The shards a manifest lists, with its counts: nothing needs to be opened to plan an epoch."""
+        from recordkit.io import shard_path
+
+        catalog = cls([shard_path(directory, shard) for shard in manifest.shards], manifest.format)
+        catalog.counts = [shard.records for shard in manifest.shards]
+        catalog.random_access = [not manifest.compression] * len(manifest.shards)
+        catalog._dataset = (directory, manifest)
+        return catalog
 
     def __len__(self) -> int:
         return len(self.files)
 
     def open(self, i: int) -> RecordReader:
-        """Open a new reader on file ``i``."""
-        return _open(self.files[i], self.format)
+        """Open a new reader on file ``i`` (a manifest's shard is checked against its entry)."""
+        if self._dataset is None:
+            return _open(self.files[i], self.format)
+        from recordkit.io import open_shard
+
+        directory, manifest = self._dataset
+        return open_shard(
+            directory, manifest.shards[i], format=manifest.format, compression=manifest.compression
+        )
 
     def describe(self, pool: ReaderPool | None = None) -> None:
         """Learn, for every file not yet described, whether it is random-access and its record count.
