@@ -16,11 +16,19 @@ from typing import Any
 
 from recordkit._atomic import AtomicFile
 from recordkit._index import default_index_path, format_index
-from recordkit.io import _fsspec, _is_url, _open_writer, scan_offsets
+from recordkit.io import _fsspec, _is_url, _load_remote_manifest, _open_writer, scan_offsets
 from recordkit.io import open as open_records
-from recordkit.formats.manifest import IndexFile, Shard, sha256_of
+from recordkit.formats.manifest import IndexFile, Manifest, Shard, load_manifest, sha256_of
 
-__all__ = ["OpenShard", "describe_shard", "file_sha256", "relative_path", "write_shard"]
+__all__ = [
+    "OpenShard",
+    "describe_shard",
+    "file_sha256",
+    "read_manifest",
+    "relative_path",
+    "save_manifest",
+    "write_shard",
+]
 
 
 def file_sha256(path: str | os.PathLike[str]) -> tuple[int, str]:
@@ -29,6 +37,23 @@ def file_sha256(path: str | os.PathLike[str]) -> tuple[int, str]:
     opener = _fsspec().open if _is_url(path) else open
     with opener(path, "rb") as file:
         return sha256_of(file)
+
+
+def save_manifest(manifest: Manifest, path: str) -> str:
+    """Write a manifest file atomically, locally or at an fsspec URL; return its path.
+
+    Object stores replace an object whole on upload, so readers see the old manifest or the new one.
+    """
+    if not _is_url(path):
+        return manifest.save(path)
+    with _fsspec().open(path, "wb") as file:
+        file.write(manifest.to_json().encode("utf-8"))
+    return path
+
+
+def read_manifest(path: str) -> Manifest:
+    """Read a manifest file, locally or at an fsspec URL (:func:`load_manifest`)."""
+    return _load_remote_manifest(path) if _is_url(path) else load_manifest(path)
 
 
 def relative_path(path: str, root: str) -> str:

@@ -26,6 +26,7 @@ from recordkit.formats import format_for_path, get_format
 from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
 from recordkit.io import _is_url, expand_sources, find_dataset, open_shard
 from recordkit.io import open as open_records
+from recordkit.shards.shardfile import save_manifest
 
 __all__ = [
     "ReadRange",
@@ -268,19 +269,8 @@ def commit_manifest(
         schema=schema,
         metadata=dict(metadata or {}),
     )
-    _save(manifest, os.fspath(directory))
+    save_manifest(manifest, _join(os.fspath(directory), MANIFEST_NAME))
     return manifest
-
-
-def _save(manifest: Manifest, directory: str) -> None:
-    if not _is_url(directory):
-        manifest.save(os.path.join(directory, MANIFEST_NAME))
-        return
-    from recordkit.io import _fsspec
-
-    # Object stores replace an object whole on PUT: readers see the old manifest or the new one.
-    with _fsspec().open(_join(directory, MANIFEST_NAME), "wb") as file:
-        file.write(manifest.to_json().encode("utf-8"))
 
 
 def _join(directory: str, relative: str) -> str:

@@ -14,10 +14,10 @@ from typing import Any
 from recordkit._closing import Closing
 from recordkit._index import default_index_path
 from recordkit.formats.base import as_bytes
-from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
+from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
 from recordkit.errors import ManifestError
 from recordkit.io import _fsspec, _is_url, _resolve_format
-from recordkit.shards.shardfile import OpenShard, relative_path
+from recordkit.shards.shardfile import OpenShard, read_manifest, relative_path, save_manifest
 
 __all__ = ["ShardWriter"]
 
@@ -213,7 +213,7 @@ class ShardWriter(Closing):
                 self.shards = self._rename_pending()
             self.manifest = self._build_manifest()
             if self._manifest_path:
-                self.manifest.save(self._manifest_path)
+                save_manifest(self.manifest, self._manifest_path)
         except BaseException:
             self._discard_pending()
             raise
@@ -278,7 +278,7 @@ class ShardWriter(Closing):
         """Drop from an existing manifest the shards this writer's pattern names: they are rewritten."""
         assert self._manifest_path is not None
         try:
-            previous = load_manifest(self._manifest_path)
+            previous = read_manifest(self._manifest_path)
         except FileNotFoundError:
             return
         mine = _pattern_regex(relative_path(self._pattern, self._root))
@@ -293,7 +293,7 @@ class ShardWriter(Closing):
         self._previous = previous
         self._kept = kept
         if len(kept) != len(previous.shards):
-            dataclasses.replace(previous, shards=kept).save(self._manifest_path)
+            save_manifest(dataclasses.replace(previous, shards=kept), self._manifest_path)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
