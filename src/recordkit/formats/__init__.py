@@ -17,6 +17,7 @@ Examples
 
 from __future__ import annotations
 
+import re
 from recordkit.errors import UnknownFormatError
 from recordkit.formats.base import RecordFormat
 from recordkit.formats.ffrecord import FFRecordFormat
@@ -99,20 +100,28 @@ def suffix_compression(path: str) -> str | None:
     return None
 
 
+# "-00003-of-00010" at the end of a name: the shard numbering of tensorflow-datasets and Beam.
+_SHARD_NUMBER = re.compile(r"-[0-9]+-of-[0-9]+$")
+
+
 def format_for_path(path: str) -> tuple[RecordFormat, str | None] | None:
     """Return the format a file name's suffix selects, and the compression the suffix implies.
 
     The compression is ``None`` when the suffix says nothing about it (``"train.tfrecord"``), ``"gzip"`` or
     ``"zlib"`` for ``.gz``/``.gzip``/``.zlib`` after a format suffix. Returns ``None`` if no format claims
-    the suffix (or the format it names cannot be compressed that way).
+    the suffix (or the format it names cannot be compressed that way). A shard number after the suffix,
+    as tensorflow-datasets and Apache Beam write it (``mnist-train.tfrecord-00003-of-00010``), is passed
+    over.
 
     Examples
     --------
     >>> fmt, compression = format_for_path("shard-0.tfrecord.gz")
     >>> fmt.name, compression
     ('tfrecord', 'gzip')
+    >>> format_for_path("mnist-train.tfrecord-00003-of-00010")[0].name
+    'tfrecord'
     """
-    lowered = path.lower()
+    lowered = _SHARD_NUMBER.sub("", path.lower())
     compression = suffix_compression(lowered)
     if compression is not None:
         lowered = lowered[: lowered.rindex(".")]
