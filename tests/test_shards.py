@@ -431,3 +431,12 @@ def test_verify_reports_a_changed_payload_of_equal_length_by_sha256(tmp_path: Pa
     checks = shards.verify_dataset(tmp_path)
     assert [c.ok for c in checks] == [False]
     assert "SHA-256" in (checks[0].problem or "")
+
+
+def test_the_documented_example_is_what_shard_writer_writes(tmp_path: Path) -> None:
+    page = (Path(__file__).parent.parent / "docs" / "formats" / "manifest.md").read_text()
+    documented = page.split("```json\n", 1)[1].split("```", 1)[0]
+    pattern = str(tmp_path / "train-{shard:05d}-of-{num_shards:05d}.tfrecord")
+    with rk.ShardWriter(pattern, max_records=2, split="train") as writer:
+        writer.write_many([b"alpha", b"beta", b"gamma"])
+    assert (tmp_path / MANIFEST_NAME).read_text() == documented
