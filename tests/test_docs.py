@@ -149,6 +149,7 @@ PAGES = {
         },
     ),
     "docs/quickstart.md": (_quickstart_page_files, {}),
+    "docs/datasets.md": (lambda folder: run_python_blocks(DOCS / "datasets.md"), {}),
     "docs/performance.md": (lambda folder: _link_repository(folder, "tests"), {}),
     "docs/reliability.md": (lambda folder: _link_repository(folder, "tests"), {}),
 }

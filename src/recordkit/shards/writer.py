@@ -42,7 +42,7 @@ class ShardWriter(Closing):
         optionally ``{num_shards}`` (the number of shards, known at :meth:`close`), e.g.
         ``"out/train-{shard:05d}-of-{num_shards:05d}.tfrecord"``, the naming of tensorflow-datasets. With
         ``{num_shards}``, finished shards wait under hidden names and are renamed at :meth:`close`. A local
-        path or an fsspec URL.
+        path (its directory is created if needed) or an fsspec URL.
     format, compression, level
         As for :func:`recordkit.open` in mode ``"w"``; the format defaults to the one the suffix names.
     max_records
@@ -118,6 +118,8 @@ class ShardWriter(Closing):
         fmt, comp = _resolve_format(None, self._name(0, 1), format, compression)
         self._format = (fmt.name, comp or "")
         self._directory = _parent(self._pattern)
+        if not _is_url(self._directory):
+            os.makedirs(self._directory, exist_ok=True)
         self._manifest_path = _manifest_target(manifest, self._directory)
         self._root = _parent(self._manifest_path) if self._manifest_path else self._directory
         self._schema, self._metadata = schema, dict(metadata or {})
