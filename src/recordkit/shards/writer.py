@@ -73,8 +73,9 @@ class ShardWriter(Closing):
 
     Examples
     --------
-    >>> import recordkit as rk
-    >>> with rk.ShardWriter(f"{tmp}/part-{{shard:02d}}.tfrecord", max_records=2) as writer:
+    >>> import tempfile, recordkit as rk
+    >>> tmp = tempfile.mkdtemp()
+    >>> with rk.ShardWriter(tmp + "/part-{shard:02d}.tfrecord", max_records=2) as writer:
     ...     writer.write_many([b"a", b"b", b"c"])
     3
     >>> [(shard.path, shard.records) for shard in writer.manifest.shards]
