@@ -62,7 +62,6 @@ if TYPE_CHECKING:
         register_format,
     )
     from recordkit.io import RecordReader, RecordWriter, open
-    from recordkit.shards.writer import ShardWriter
     from recordkit.parsing import (
         FixedLen,
         FixedLenSequence,
@@ -74,6 +73,7 @@ if TYPE_CHECKING:
         parse_sequence_example,
         parse_sequence_examples,
     )
+    from recordkit.shards.writer import ShardWriter
 
 # Public name -> module that defines it. Loaded lazily by __getattr__ below.
 _LAZY = {

@@ -132,9 +132,13 @@ def add_manifest_command(commands: Any, common_options: Any) -> None:
     )
     common_options(build)
     build.set_defaults(func=cmd_build)
-    merge = actions.add_parser("merge", help="merge manifests into one (their shards must lie below OUT)")
+    merge = actions.add_parser(
+        "merge", help="merge manifests into one (their shards must lie below OUT)"
+    )
     merge.add_argument("output", metavar="OUT", help="the merged manifest: a directory or a file")
-    merge.add_argument("manifests", nargs="+", metavar="MANIFEST", help="manifests or their directories")
+    merge.add_argument(
+        "manifests", nargs="+", metavar="MANIFEST", help="manifests or their directories"
+    )
     common_options(merge)
     merge.set_defaults(func=cmd_merge)
     show = actions.add_parser("show", help="print a dataset's shards")

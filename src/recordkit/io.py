@@ -515,13 +515,15 @@ def _read_dataset(path: str) -> tuple[str, Manifest] | None:
             return path[: -len(MANIFEST_NAME) - 1], _load_remote_manifest(path)
         if path.endswith("/"):
             candidate = path + MANIFEST_NAME
-            return (path.rstrip("/"), _load_remote_manifest(candidate)) if _exists(candidate) else None
+            return (
+                (path.rstrip("/"), _load_remote_manifest(candidate)) if _exists(candidate) else None
+            )
         return None
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, MANIFEST_NAME)):
             return path, load_manifest(path)
         if os.path.isfile(os.path.join(path, _TFDS_INFO)):
-            from recordkit.formats.tfds import manifest_from_tfds
+            from recordkit.formats.tfds import manifest_from_tfds  # type: ignore[import-not-found]
 
             return path, manifest_from_tfds(path)
         return None
@@ -551,8 +553,7 @@ def _manifest_format(
         )
     if compression is not None and normalize_compression(compression) != manifest.compression:
         raise ManifestError(
-            f"compression={compression!r}, but the manifest says "
-            f"{manifest.compression or 'none'}"
+            f"compression={compression!r}, but the manifest says {manifest.compression or 'none'}"
         )
     return manifest.format, manifest.compression
 
@@ -1027,7 +1028,7 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
     formats: list[tuple[str, str]] = []
     try:
         for i, file in enumerate(spec.files):
-            options = {
+            options: dict[str, Any] = {
                 "format": format,
                 "compression": compression,
                 "check_crc": spec.check_crc,

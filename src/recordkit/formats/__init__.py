@@ -18,6 +18,7 @@ Examples
 from __future__ import annotations
 
 import re
+
 from recordkit.errors import UnknownFormatError
 from recordkit.formats.base import RecordFormat
 from recordkit.formats.ffrecord import FFRecordFormat

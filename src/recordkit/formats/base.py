@@ -91,6 +91,7 @@ class VerifiedOffsets:
         """Load the table."""
         return self._load()
 
+
 _COMPRESSION_NAMES = {"": "", "none": "", "gzip": "gzip", "gz": "gzip", "zlib": "zlib"}
 
 SHRUNK = "the file ends before this record: it is shorter than when it was opened (truncated while being read?)"

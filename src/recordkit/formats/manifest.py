@@ -401,7 +401,7 @@ class _Fields:
 def _parse(document: Any, path: str | None) -> Manifest:
     top = _Fields(document, "the manifest", path)
     if top.value.get("kind") != _KIND:
-        raise top.error(f"not a recordkit manifest (no \"kind\": \"{_KIND}\")")
+        raise top.error(f'not a recordkit manifest (no "kind": "{_KIND}")')
     version = top.get("version", int)
     if version < 1 or version > MANIFEST_VERSION:
         raise top.error(

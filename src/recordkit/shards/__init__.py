@@ -49,7 +49,24 @@ _LAZY = {
     ),
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "IndexFile",
+    "MANIFEST_NAME",
+    "Manifest",
+    "OpenShard",
+    "ReadRange",
+    "Shard",
+    "ShardWriter",
+    "build_manifest",
+    "commit_manifest",
+    "load_manifest",
+    "merge_manifests",
+    "plan_reads",
+    "read_range",
+    "task_shard_path",
+    "verify_dataset",
+    "write_shard",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -7,6 +7,7 @@ leaves nothing under the shard's name, and a retried task simply replaces the fi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import posixpath
@@ -16,9 +17,9 @@ from typing import Any
 
 from recordkit._atomic import AtomicFile
 from recordkit._index import default_index_path, format_index
+from recordkit.formats.manifest import IndexFile, Manifest, Shard, load_manifest, sha256_of
 from recordkit.io import _fsspec, _is_url, _load_remote_manifest, _open_writer, scan_offsets
 from recordkit.io import open as open_records
-from recordkit.formats.manifest import IndexFile, Manifest, Shard, load_manifest, sha256_of
 
 __all__ = [
     "OpenShard",
@@ -128,10 +129,8 @@ class OpenShard:
     def _inspect(self, temporary: str) -> None:
         self._facts["size"], self._facts["sha256"] = file_sha256(temporary)
         if self._want_index:
-            try:
+            with contextlib.suppress(TypeError):  # the format keeps its own index
                 self._facts["offsets"] = scan_offsets(temporary, format=self.format)
-            except TypeError:  # the format keeps its own index
-                pass
 
     def close(self) -> Shard:
         """Finish the file, move it into place, write its index, and return its manifest entry."""

@@ -105,7 +105,9 @@ def plan_reads(
     """
     if min_ranges < 1:
         raise ValueError(f"min_ranges must be at least 1, not {min_ranges}")
-    dataset = find_dataset(sources, split=split) if isinstance(sources, (str, os.PathLike)) else None
+    dataset = (
+        find_dataset(sources, split=split) if isinstance(sources, (str, os.PathLike)) else None
+    )
     if dataset is not None:
         whole = _manifest_files(*dataset, format)
     else:
@@ -114,7 +116,8 @@ def plan_reads(
         whole = [_described_file(path, format) for path in expand_sources(sources, format=format)]
     known = sum(r.records or 0 for r in whole if _splittable(r))
     size = records_per_range or min(
-        DEFAULT_RANGE_RECORDS, max(1, math.ceil(known / min_ranges)) if known else DEFAULT_RANGE_RECORDS
+        DEFAULT_RANGE_RECORDS,
+        max(1, math.ceil(known / min_ranges)) if known else DEFAULT_RANGE_RECORDS,
     )
     if size < 1:
         raise ValueError(f"records_per_range must be at least 1, not {size}")
@@ -162,7 +165,9 @@ def _cut(item: ReadRange, size: int) -> Iterator[ReadRange]:
         yield dataclasses.replace(item, start=start, stop=min(start + size, item.stop))
 
 
-def read_range(item: ReadRange, *, check_crc: bool = True, batch: int = 1024) -> Iterator[list[bytes]]:
+def read_range(
+    item: ReadRange, *, check_crc: bool = True, batch: int = 1024
+) -> Iterator[list[bytes]]:
     """Read one range; yield its records in lists of at most ``batch``.
 
     Raises

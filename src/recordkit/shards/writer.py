@@ -13,9 +13,9 @@ from typing import Any
 
 from recordkit._closing import Closing
 from recordkit._index import default_index_path
+from recordkit.errors import ManifestError
 from recordkit.formats.base import as_bytes
 from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
-from recordkit.errors import ManifestError
 from recordkit.io import _fsspec, _is_url, _resolve_format
 from recordkit.shards.shardfile import OpenShard, read_manifest, relative_path, save_manifest
 
@@ -267,7 +267,9 @@ class ShardWriter(Closing):
     def _build_manifest(self) -> Manifest:
         format_name, compression = self._format
         previous = self._previous
-        schema = self._schema if self._schema is not None else (previous and previous.schema)
+        schema = self._schema
+        if schema is None and previous is not None:
+            schema = previous.schema
         metadata = {**(previous.metadata if previous else {}), **self._metadata}
         return Manifest(
             format=format_name,
@@ -334,15 +336,19 @@ def _manifest_target(manifest: bool | str | os.PathLike[str], directory: str) ->
     if manifest is False:
         return None
     if manifest is True:
-        return posixpath.join(directory, MANIFEST_NAME) if _is_url(directory) else os.path.join(
-            directory, MANIFEST_NAME
+        return (
+            posixpath.join(directory, MANIFEST_NAME)
+            if _is_url(directory)
+            else os.path.join(directory, MANIFEST_NAME)
         )
     return os.fspath(manifest)
 
 
 def _pending_name(final: str) -> str:
     """A hidden name beside ``final``: directory listings and globs pass it by."""
-    split, join = (posixpath.split, posixpath.join) if _is_url(final) else (os.path.split, os.path.join)
+    split, join = (
+        (posixpath.split, posixpath.join) if _is_url(final) else (os.path.split, os.path.join)
+    )
     parent, name = split(final)
     return join(parent, _PENDING + name)
 
