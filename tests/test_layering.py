@@ -29,6 +29,11 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("recordkit.parsing", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
     ("recordkit._wire", ("recordkit.formats", "recordkit.io", "torch")),
     ("recordkit.recover", ("google.protobuf", "numpy", "torch", "recordkit.example")),
+    ("recordkit.formats.manifest", ("google.protobuf", "numpy", "recordkit.io")),
+    (
+        "recordkit.shards",
+        ("google.protobuf", "numpy", "torch", "recordkit.example", "recordkit.data", "recordkit.cli"),
+    ),
     ("recordkit.data", ("torch", "recordkit.cli")),
     ("recordkit.cli", ("torch",)),
 ]

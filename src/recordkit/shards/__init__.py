@@ -12,42 +12,24 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from recordkit.formats.manifest import (
-        MANIFEST_NAME,
-        IndexFile,
-        Manifest,
-        Shard,
-        load_manifest,
-        merge_manifests,
-    )
-    from recordkit.shards.build import build_manifest, verify_dataset
-    from recordkit.shards.shardfile import OpenShard, write_shard
-    from recordkit.shards.tasks import (
-        ReadRange,
-        commit_manifest,
-        plan_reads,
-        read_range,
-        task_shard_path,
-    )
-    from recordkit.shards.writer import ShardWriter
-
-_LAZY = {
-    **dict.fromkeys(
-        ["MANIFEST_NAME", "IndexFile", "Manifest", "Shard", "load_manifest", "merge_manifests"],
-        "recordkit.formats.manifest",
-    ),
-    **dict.fromkeys(["build_manifest", "verify_dataset"], "recordkit.shards.build"),
-    **dict.fromkeys(["OpenShard", "write_shard"], "recordkit.shards.shardfile"),
-    "ShardWriter": "recordkit.shards.writer",
-    **dict.fromkeys(
-        ["ReadRange", "commit_manifest", "plan_reads", "read_range", "task_shard_path"],
-        "recordkit.shards.tasks",
-    ),
-}
+from recordkit.formats.manifest import (
+    MANIFEST_NAME,
+    IndexFile,
+    Manifest,
+    Shard,
+    load_manifest,
+    merge_manifests,
+)
+from recordkit.shards.build import build_manifest, verify_dataset
+from recordkit.shards.shardfile import OpenShard, write_shard
+from recordkit.shards.tasks import (
+    ReadRange,
+    commit_manifest,
+    plan_reads,
+    read_range,
+    task_shard_path,
+)
+from recordkit.shards.writer import ShardWriter
 
 __all__ = [
     "IndexFile",
@@ -67,18 +49,3 @@ __all__ = [
     "verify_dataset",
     "write_shard",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    """Import the module behind a public name on first access (PEP 562)."""
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        raise AttributeError(f"module 'recordkit.shards' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """List the public names, including the ones not loaded yet."""
-    return sorted(set(globals()) | set(__all__))
