@@ -32,7 +32,14 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("recordkit.formats.manifest", ("google.protobuf", "numpy", "recordkit.io")),
     (
         "recordkit.shards",
-        ("google.protobuf", "numpy", "torch", "recordkit.example", "recordkit.data", "recordkit.cli"),
+        (
+            "google.protobuf",
+            "numpy",
+            "torch",
+            "recordkit.example",
+            "recordkit.data",
+            "recordkit.cli",
+        ),
     ),
     ("recordkit.data", ("torch", "recordkit.cli")),
     ("recordkit.cli", ("torch",)),

@@ -450,3 +450,20 @@ def test_the_documented_example_is_what_shard_writer_writes(tmp_path: Path) -> N
     with rk.ShardWriter(pattern, max_records=2, split="train") as writer:
         writer.write_many([b"alpha", b"beta", b"gamma"])
     assert (tmp_path / MANIFEST_NAME).read_text() == documented
+
+
+def test_a_writer_dropped_without_close_leaves_no_manifest_and_no_hidden_shards(
+    tmp_path: Path,
+) -> None:
+    writer = rk.ShardWriter(str(tmp_path / "p-{shard}-of-{num_shards}.tfrecord"), max_records=1)
+    writer.write_many([b"a", b"b", b"c"])
+    assert len(list(tmp_path.iterdir())) > 0  # two finished shards wait, one is being written
+    del writer
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_plain_forms(dataset: Path) -> None:
+    assert next(iter(rk.open(dataset))) == b"r000"
+    assert len([r for r in rk.open(dataset)]) == 35
+    assert len(rk.open(str(dataset / MANIFEST_NAME))) == 35
+    assert sum(1 for _ in Dataset(str(dataset))) == 35

@@ -8,6 +8,7 @@ leaves nothing under the shard's name, and a retried task simply replaces the fi
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import posixpath
@@ -109,7 +110,12 @@ class OpenShard:
             self.path, format=format, compression=compression, level=level, n=None, fsync=fsync
         )
         self._want_index = index and not self._writer.compression
-        self._writer._inspect = self._inspect
+        # A function of the facts only, not a method: a bound method would make the writer and this
+        # object a reference cycle, and a dropped shard would then wait for the garbage collector to be
+        # discarded.
+        self._writer._inspect = functools.partial(
+            _inspect, self._facts, self._writer.format, self._want_index
+        )
         self.format = self._writer.format
         self.compression = self._writer.compression
 
@@ -125,12 +131,6 @@ class OpenShard:
     def write_many(self, records: Iterable[Any]) -> int:
         """Append every record of ``records``; return how many were written."""
         return self._writer.write_many(records)
-
-    def _inspect(self, temporary: str) -> None:
-        self._facts["size"], self._facts["sha256"] = file_sha256(temporary)
-        if self._want_index:
-            with contextlib.suppress(TypeError):  # the format keeps its own index
-                self._facts["offsets"] = scan_offsets(temporary, format=self.format)
 
     def close(self) -> Shard:
         """Finish the file, move it into place, write its index, and return its manifest entry."""
@@ -151,6 +151,14 @@ class OpenShard:
     def abort(self) -> None:
         """Discard the file: nothing appears under its name. Idempotent."""
         self._writer.abort()
+
+
+def _inspect(facts: dict[str, Any], format: str, want_index: bool, temporary: str) -> None:
+    """Record the size, SHA-256 and (when wanted) offset table of a finished temporary shard file."""
+    facts["size"], facts["sha256"] = file_sha256(temporary)
+    if want_index:
+        with contextlib.suppress(TypeError):  # the format keeps its own index
+            facts["offsets"] = scan_offsets(temporary, format=format)
 
 
 def _parent(path: str) -> str:

@@ -8,6 +8,7 @@ import os
 import posixpath
 import re
 import string
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -129,6 +130,9 @@ class ShardWriter(Closing):
         self._current: OpenShard | None = None
         self._current_bytes = 0
         self._pending: list[tuple[str, Shard]] = []
+        if "num_shards" in self._fields:
+            # A writer dropped without close() removes the shards still waiting under hidden names.
+            weakref.finalize(self, _discard_files, self._pending)
         self.shards: list[Shard] = []
         self.manifest: Manifest | None = None
         self._closed = False
@@ -253,16 +257,12 @@ class ShardWriter(Closing):
             renamed.append(
                 dataclasses.replace(entry, path=relative_path(final, self._root), index=index)
             )
-        self._pending = []
+        self._pending.clear()
         return renamed
 
     def _discard_pending(self) -> None:
-        if "num_shards" not in self._fields:
-            return
-        for pending, _ in self._pending:
-            for path in (pending, default_index_path(pending)):
-                _remove(path)
-        self._pending = []
+        if "num_shards" in self._fields:
+            _discard_files(self._pending)
 
     def _build_manifest(self) -> Manifest:
         format_name, compression = self._format
@@ -359,6 +359,13 @@ def _move(source: str, target: str) -> None:
         fs.mv(inner, fs._strip_protocol(target))
     else:
         os.replace(source, target)
+
+
+def _discard_files(pending: list[tuple[str, Shard]]) -> None:
+    for path, _ in pending:
+        _remove(path)
+        _remove(default_index_path(path))
+    pending.clear()
 
 
 def _remove(path: str) -> None:
