@@ -10,6 +10,7 @@ import pytest
 from _cli import run_cli
 
 import recordkit as rk
+import recordkit.shards
 from recordkit._cli_convert import shard_sizes
 
 
@@ -89,10 +90,18 @@ def test_sharding_default_names_and_order(
     )  # fmt: skip
     assert result.code == 0, result.err
     assert result.out == f"wrote 60 records to 4 {fmt} files in {out}\n"
-    assert sorted(p.name for p in out.iterdir()) == sorted(names)
+    indexes = [] if fmt == "ffrecord" else [name + ".idx" for name in names]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [*names, *indexes, "_recordkit_manifest.json"]
+    )
     assert [len(_read(out / name, format=fmt)) for name in names] == [15, 15, 15, 15]
     records = [record for name in names for record in _read(out / name, format=fmt)]
     assert _sha256(records) == tfrecord_manifest["files"]["examples.tfrecord"]["sha256"]
+    # The manifest lists the shards in order, and the directory reads as the input did.
+    manifest = rk.shards.load_manifest(out)
+    assert [shard.path for shard in manifest.shards] == names
+    assert _sha256(list(rk.open(out))) == _sha256(records)
+    assert all(check.ok for check in rk.shards.verify_dataset(out))
 
 
 def test_shards_of_a_directory_are_read_in_natural_order(capsys, tmp_path):
@@ -111,12 +120,20 @@ def test_custom_pattern_and_gzip_suffix(capsys, tmp_path, golden_dir):
     result = run_cli(capsys, "convert", src, out, "--pattern", "shard-{index:02d}-of-{count}.ffr",
                      "--shards", "2")  # fmt: skip
     assert result.code == 0, result.err
-    assert sorted(p.name for p in out.iterdir()) == ["shard-00-of-2.ffr", "shard-01-of-2.ffr"]
+    # Without --to, a directory gets the first source's format (TFRecord), whatever the names say.
+    assert sorted(p.name for p in out.iterdir()) == [
+        "_recordkit_manifest.json",
+        "shard-00-of-2.ffr",
+        "shard-00-of-2.ffr.idx",
+        "shard-01-of-2.ffr",
+        "shard-01-of-2.ffr.idx",
+    ]
     gz = tmp_path / "gz"
     result = run_cli(capsys, "convert", src, gz, "--shards", "2", "--compression", "gzip")
     assert result.code == 0, result.err
-    names = sorted(p.name for p in gz.iterdir())
+    names = sorted(p.name for p in gz.iterdir() if p.name != "_recordkit_manifest.json")
     assert names == ["part-00000-of-00002.tfrecord.gz", "part-00001-of-00002.tfrecord.gz"]
+    assert rk.shards.load_manifest(gz).compression == "gzip"
     assert _read(gz / names[0]) + _read(gz / names[1]) == _read(src)
 
 

@@ -464,6 +464,6 @@ def test_a_writer_dropped_without_close_leaves_no_manifest_and_no_hidden_shards(
 
 def test_plain_forms(dataset: Path) -> None:
     assert next(iter(rk.open(dataset))) == b"r000"
-    assert len([r for r in rk.open(dataset)]) == 35
+    assert len([r for r in rk.open(dataset)]) == 35  # noqa: C416 - the comprehension is the form tested
     assert len(rk.open(str(dataset / MANIFEST_NAME))) == 35
     assert sum(1 for _ in Dataset(str(dataset))) == 35

@@ -2,11 +2,14 @@
 
 Records are copied byte for byte unless a payload conversion is asked for. Shards are contiguous runs of
 the input (so reading the shards in order gives the input order back) whose sizes differ by at most one.
+Shards written into a directory get their sidecar indexes and a manifest, as :class:`recordkit.ShardWriter`
+writes them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 from collections.abc import Iterator
@@ -15,7 +18,11 @@ import recordkit as rk
 from recordkit._cli_common import CliError, expand_inputs, open_reader, progress
 from recordkit._cli_payload import convert_payload as convert_record
 from recordkit._cli_payload import detect_payload
+from recordkit._index import default_index_path
 from recordkit.formats import format_for_path
+from recordkit.formats.manifest import Shard
+from recordkit.shards.shardfile import OpenShard
+from recordkit.shards.tasks import commit_manifest
 
 __all__ = ["DEFAULT_PATTERNS", "run_convert", "shard_names", "shard_sizes"]
 
@@ -135,21 +142,41 @@ def run_convert(args: argparse.Namespace) -> int:
     records = progress(
         _records(sources, args.format), total=total, desc="convert", enabled=not args.quiet
     )
+    directory = len(outputs) > 1 or outputs[0] != args.dst
     written: list[str] = []
+    entries: list[Shard] = []
+    compression = ""
     index = 0
     try:
         for path, size in zip(outputs, sizes, strict=True):
             n = size if fmt == "ffrecord" else None
-            with rk.open(path, "w", format=fmt, compression=args.compression, n=n) as writer:
+            shard = OpenShard(
+                path,
+                root=args.dst if directory else None,
+                format=fmt,
+                compression=args.compression,
+                n=n,
+                index=directory,
+            )
+            compression = shard.compression
+            try:
                 for record in itertools.islice(records, size):
                     if kinds is not None:
                         record = convert_record(record, *kinds, lossy=args.lossy, index=index)
-                    writer.write(record)
+                    shard.write(record)
                     index += 1
+            except BaseException:
+                shard.abort()
+                raise
+            entries.append(shard.close())
             written.append(path)
+        if directory:
+            commit_manifest(args.dst, entries, format=fmt, compression=compression)
     except BaseException:
         for path in written:
             os.remove(path)
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(default_index_path(path))
         raise
     if not args.quiet:
         where = outputs[0] if len(outputs) == 1 else f"{len(outputs)} {fmt} files in {args.dst}"

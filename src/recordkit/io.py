@@ -350,8 +350,8 @@ def _not_found(message: str, source: str) -> FileNotFoundError:
 
 
 def _is_record_name(path: str) -> bool:
-    """Whether a listed or globbed file may hold records: sidecar indexes do not."""
-    return not path.endswith(INDEX_SUFFIX)
+    """Whether a listed or globbed file may hold records: sidecar indexes and manifests do not."""
+    return not path.endswith(INDEX_SUFFIX) and os.path.basename(path) != MANIFEST_NAME
 
 
 def _directory_files(directory: str, fmt: RecordFormat | None) -> list[str]:
@@ -364,8 +364,9 @@ def _directory_files(directory: str, fmt: RecordFormat | None) -> list[str]:
     named = [(path, format_for_path(path)) for path in entries]
     chosen = [path for path, found in named if found and (fmt is None or found[0] is fmt)]
     if not chosen:
-        # OneFlow's part-0, part-1, ...: no suffix, the format is given or told by the content.
-        chosen = [path for path, found in named if found is None]
+        # OneFlow's part-0, part-1, ...: no suffix, the format is given or told by the content. JSON
+        # files beside them are metadata (tensorflow-datasets' dataset_info.json, features.json).
+        chosen = [path for path, found in named if found is None and not path.endswith(".json")]
     if not chosen:
         kind = "record" if fmt is None else fmt.name
         raise _not_found(f"no {kind} files in this directory", directory)
@@ -423,8 +424,10 @@ def expand_sources(
         * a file (a path, a :class:`pathlib.Path` or an fsspec URL), returned as it is;
         * a local directory: its files whose suffix names a record format (with ``format``: that format),
           or, when it has none, its files whose suffix names no format (OneFlow's ``part-0``, ``part-1``,
-          ...). Hidden files, sidecar ``*.idx`` indexes and subdirectories are left out, and a link to a
-          file outside the directory is refused (:func:`dataset_files`);
+          ...), JSON files left out. Hidden files, sidecar ``*.idx`` indexes, manifests and
+          subdirectories are left out, and a link to a file outside the directory is refused
+          (:func:`dataset_files`). (:func:`open` reads a directory with a manifest through the
+          manifest instead.)
         * a glob pattern (``*``, ``?``, ``[...]``, also in fsspec URLs) that is not itself an existing
           name: the files it matches (sidecar indexes left out);
         * a binary file object, returned as it is.

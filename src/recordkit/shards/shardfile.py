@@ -101,13 +101,14 @@ class OpenShard:
         index: bool = True,
         split: str | None = None,
         fsync: bool = False,
+        n: int | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self._root = os.fspath(root) if root is not None else _parent(self.path)
         self._split = split
         self._facts: dict[str, Any] = {}
         self._writer = _open_writer(
-            self.path, format=format, compression=compression, level=level, n=None, fsync=fsync
+            self.path, format=format, compression=compression, level=level, n=n, fsync=fsync
         )
         self._want_index = index and not self._writer.compression
         # A function of the facts only, not a method: a bound method would make the writer and this
