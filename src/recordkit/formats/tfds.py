@@ -6,17 +6,15 @@ protobuf message in protobuf's JSON mapping: field names in lowerCamelCase (the 
 are accepted too, as protobuf's parser accepts them), 64-bit integers as decimal strings. The fields used
 here:
 
-====================  ================================================================================
-``name``              the dataset name, ``{DATASET}`` in file names
-``version``           ``"major.minor.patch"``
-``fileFormat``        ``"tfrecord"`` (absent or empty in older datasets, meaning tfrecord)
-``splits[]``          one entry per split:
-``.name``             the split name, ``{SPLIT}`` in file names
-``.shardLengths[]``   the number of records in each shard, in shard order
-``.numBytes``         the serialized records' total size (payloads, without framing)
-``.filepathTemplate`` the shard file names, relative to the directory; absent or empty means
-                      ``{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}``
-====================  ================================================================================
+``name``, ``version``
+    The dataset's name (``{DATASET}`` in file names) and version (``"major.minor.patch"``).
+``fileFormat``
+    ``"tfrecord"``; absent or empty in older datasets, meaning tfrecord.
+``splits``
+    One entry per split: ``name`` (``{SPLIT}`` in file names); ``shardLengths``, the number of records in
+    each shard, in shard order; ``numBytes``, the serialized records' total size (payloads, without
+    framing); ``filepathTemplate``, the shard file names relative to the directory (absent or empty means
+    ``{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}``).
 
 A template is expanded like :meth:`str.format` with ``DATASET``, ``SPLIT``, ``FILEFORMAT`` (the file
 format's suffix, ``tfrecord``), ``SHARD_INDEX`` and ``NUM_SHARDS`` (zero-padded to at least 5 digits, or
@@ -67,15 +65,27 @@ _MIN_SHARD_DIGITS = 5
 _INT64_MAX = (1 << 63) - 1
 _MAX_INFO_BYTES = 256 << 20
 _DECIMAL = re.compile(r"-?[0-9]+")
-# TFDS's own rules: dataset names are identifiers, split names word characters and '-'.
+# TFDS's own rule: a dataset name is an identifier.
 _NAME = re.compile(r"[A-Za-z]\w*")
-_SPLIT = re.compile(r"[\w-]*[A-Za-z0-9][\w-]*")
 _VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
 _TENSOR_CLASS = "tensorflow_datasets.core.features.tensor_feature.Tensor"
 _DICT_CLASS = "tensorflow_datasets.core.features.features_dict.FeaturesDict"
 # The dtypes a tf.train.Example can carry (integers and bool as int64, floats as float32, bytes).
 _DTYPES = frozenset(
-    "bool int8 int16 int32 int64 uint8 uint16 uint32 float16 float32 float64 string".split()
+    {
+        "bool",
+        "string",
+        "float16",
+        "float32",
+        "float64",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+    }
 )
 
 
@@ -126,13 +136,11 @@ def manifest_from_tfds(directory: str | os.PathLike[str]) -> Manifest:
     splits = info.messages("splits")
     if not splits:
         raise info.error("the dataset has no splits")
-    shards: list[Shard] = []
-    seen_splits: set[str] = set()
-    for number, split in enumerate(splits):
+    listed: dict[str, tuple[int, str]] = {}
+    for split in splits:
         split_name = split.string("name")
-        if not split_name or split_name in seen_splits:
-            raise split.error(f"split {number} has {'a repeated' if split_name else 'no'} name")
-        seen_splits.add(split_name)
+        if not split_name or any(split_name == known for _, known in listed.values()):
+            raise split.error(f"{'a repeated' if split_name else 'no'} split name")
         lengths = split.int64_list("shard_lengths")
         split.int64("num_bytes")
         split.int64("num_shards")
@@ -140,18 +148,26 @@ def manifest_from_tfds(directory: str | os.PathLike[str]) -> Manifest:
         values = {"DATASET": name, "SPLIT": split_name, "FILEFORMAT": file_format}
         for index, records in enumerate(lengths):
             relative = _expand(template, values, index, len(lengths), split)
-            size = _shard_size(directory, relative)
-            shards.append(Shard(path=relative, records=records, size=size, split=split_name))
-    _check_distinct(shards, info)
+            if relative in listed:
+                raise split.error(f"two shards have the file name {relative!r}")
+            listed[relative] = (records, split_name)
+    shards = tuple(
+        Shard(
+            path=relative, records=records, size=_shard_size(directory, relative), split=split_name
+        )
+        for relative, (records, split_name) in listed.items()
+    )
     metadata = {"tfds": {"name": name, "version": info.string("version")}}
-    return Manifest(format=_FILE_FORMAT, compression="", shards=tuple(shards), metadata=metadata)
+    return Manifest(format=_FILE_FORMAT, compression="", shards=shards, metadata=metadata)
 
 
 def _read_json(path: str) -> Any:
     with open(path, "rb") as file:
         data = file.read(_MAX_INFO_BYTES + 1)
     if len(data) > _MAX_INFO_BYTES:
-        raise ManifestError(f"larger than {_MAX_INFO_BYTES} bytes: not a dataset_info.json", path=path)
+        raise ManifestError(
+            f"larger than {_MAX_INFO_BYTES} bytes: not a dataset_info.json", path=path
+        )
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
@@ -176,7 +192,9 @@ class _Message:
         self.where, self.path = where, path
         if not isinstance(value, dict):
             kind = type(value).__name__
-            raise ManifestError(f"{where or 'the file'} must be a JSON object, not {kind}", path=path)
+            raise ManifestError(
+                f"{where or 'the file'} must be a JSON object, not {kind}", path=path
+            )
         self.value: dict[str, Any] = value
 
     def error(self, message: str) -> ManifestError:
@@ -230,7 +248,9 @@ class _Message:
         ]
 
 
-def _expand(template: str, values: Mapping[str, str], index: int, total: int, split: _Message) -> str:
+def _expand(
+    template: str, values: Mapping[str, str], index: int, total: int, split: _Message
+) -> str:
     """Return the file name of shard ``index`` of ``total`` from a TFDS template."""
     digits = max(_MIN_SHARD_DIGITS, len(str(total)))
     mapping = dict(values, SHARD_INDEX=f"{index:0{digits}d}", NUM_SHARDS=f"{total:0{digits}d}")
@@ -244,7 +264,9 @@ def _expand(template: str, values: Mapping[str, str], index: int, total: int, sp
             if conversion is not None or field not in mapping:
                 raise split.error(f"the filepathTemplate {template!r} uses an unknown {{{field}}}")
             if not mapping[field]:
-                raise split.error(f"the filepathTemplate {template!r} uses {{{field}}}, which is empty")
+                raise split.error(
+                    f"the filepathTemplate {template!r} uses {{{field}}}, which is empty"
+                )
             pieces.append(format(mapping[field], spec or ""))
     except ValueError as exc:
         raise split.error(f"the filepathTemplate {template!r} is malformed ({exc})") from None
@@ -272,14 +294,6 @@ def _shard_size(directory: str, relative: str) -> int:
         raise FileNotFoundError(
             errno.ENOENT, f"a shard listed in {INFO_NAME} is missing", path
         ) from None
-
-
-def _check_distinct(shards: Sequence[Shard], info: _Message) -> None:
-    seen: set[str] = set()
-    for shard in shards:
-        if shard.path in seen:
-            raise info.error(f"two shards have the file name {shard.path!r}")
-        seen.add(shard.path)
 
 
 # -- writing -----------------------------------------------------------------------------------------
@@ -337,7 +351,7 @@ def write_tfds_info(
     ManifestError
         The manifest is not uncompressed TFRecord, a shard name does not follow the template, or a shard
         file is missing or not the size the manifest says.
-    ValueError
+    ValueError, TypeError
         ``name``, ``version`` or ``features`` is malformed.
     """
     directory = os.fspath(directory)
@@ -359,9 +373,11 @@ def write_tfds_info(
     return _write_json(os.path.join(directory, INFO_NAME), info, indent=2)
 
 
-def _check_identity(name: str, version: str) -> None:
+def _check_identity(name: Any, version: Any) -> None:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ValueError(f"a TFDS dataset name is a letter, then letters, digits or _; not {name!r}")
+        raise ValueError(
+            f"a TFDS dataset name is a letter, then letters, digits or _; not {name!r}"
+        )
     if not isinstance(version, str) or not _VERSION.fullmatch(version):
         raise ValueError(f"a TFDS version is 'major.minor.patch', not {version!r}")
 
@@ -387,7 +403,7 @@ def _tfds_splits(directory: str, manifest: Manifest, name: str) -> dict[str, lis
                 path=directory,
                 index=number,
             )
-        if not _SPLIT.fullmatch(match["split"]):
+        if not any(char.isalnum() for char in match["split"]):
             raise ManifestError(f"{match['split']!r} is not a TFDS split name", path=directory)
         indexed.setdefault(match["split"], {})[int(match["index"])] = shard
     splits = {}
@@ -428,16 +444,16 @@ def _split_json(split: str, shards: Sequence[Shard]) -> dict[str, Any]:
     }
 
 
-def _features_json(features: Mapping[str, tuple[Any, Sequence[int | None]]]) -> dict[str, Any]:
+def _features_json(features: Any) -> dict[str, Any]:
     """Return TFDS's ``features.json`` for a ``FeaturesDict`` of ``Tensor`` features."""
     if not isinstance(features, Mapping) or not features:
-        raise ValueError("features must be a non-empty mapping of name -> (dtype, shape)")
+        raise TypeError("features must be a non-empty mapping of name -> (dtype, shape)")
     tensors = {}
     for key, spec in features.items():
         if not isinstance(key, str) or not key:
-            raise ValueError(f"a feature name must be a non-empty string, not {key!r}")
+            raise TypeError(f"a feature name must be a non-empty string, not {key!r}")
         if not isinstance(spec, (tuple, list)) or len(spec) != 2:
-            raise ValueError(f"feature {key!r}: expected (dtype, shape), not {spec!r}")
+            raise TypeError(f"feature {key!r}: expected (dtype, shape), not {spec!r}")
         tensors[key] = {
             "pythonClassName": _TENSOR_CLASS,
             "tensor": {
@@ -460,12 +476,14 @@ def _dtype_name(key: str, dtype: Any) -> str:
 
 def _shape_json(key: str, shape: Any) -> dict[str, Any]:
     if not isinstance(shape, (tuple, list)):
-        raise ValueError(f"feature {key!r}: the shape must be a tuple, not {shape!r}")
+        raise TypeError(f"feature {key!r}: the shape must be a tuple, not {shape!r}")
     for size in shape:
         if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
             raise ValueError(f"feature {key!r}: bad size {size!r} in the shape {tuple(shape)}")
     if list(shape).count(None) > 1:
-        raise ValueError(f"feature {key!r}: TFDS allows one unknown size (None), not {tuple(shape)}")
+        raise ValueError(
+            f"feature {key!r}: TFDS allows one unknown size (None), not {tuple(shape)}"
+        )
     if not shape:
         return {}
     return {"dimensions": ["-1" if size is None else str(size) for size in shape]}
