@@ -13,6 +13,7 @@ import importlib.resources
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -553,3 +554,17 @@ def test_template_expansion_matches_tfds(tfds, total, template):
     for index in {0, 1, total - 1}:
         ours = _expand(template, values, index, total, split)
         assert ours == reference.relative_filepath(shard_index=index, num_shards=total)
+
+
+@pytest.mark.interop
+def test_the_docs_page_runs(tfds, tmp_path, monkeypatch):
+    """docs/formats/tfds.md: its blocks run, and its reading function reads what its writing block wrote."""
+    page = os.path.join(os.path.dirname(__file__), os.pardir, "docs", "formats", "tfds.md")
+    with open(page, encoding="utf-8") as file:
+        blocks = re.findall(r"^```python\n(.*?)^```", file.read(), re.DOTALL | re.MULTILINE)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {}
+    for block in blocks:
+        exec(compile(block, page, "exec"), namespace)  # noqa: S102 - running the documented code
+    ids = [int(example["id"][0]) for example in namespace["read_split"]("mydata", "train")]
+    assert ids == list(range(10))
