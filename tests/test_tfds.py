@@ -186,6 +186,8 @@ MALFORMED = {
     "length past int64": _mutated(["splits", 0, "shardLengths"], ["2", str(1 << 63)]),
     "lengths not a list": _mutated(["splits", 0, "shardLengths"], "2,3"),
     "lengths twice": _mutated(["splits", 0, "shard_lengths"], ["2", "3"]),
+    "numShards disagrees": _mutated(["splits", 0, "numShards"], "3"),
+    "numShards without lengths": _mutated(["splits", 1], {"name": "test", "numShards": "1"}),
     "numBytes a word": _mutated(["splits", 0, "numBytes"], "many"),
     "array_record": _mutated(["fileFormat"], "array_record"),
     "riegeli": _mutated(["fileFormat"], "riegeli"),

@@ -143,7 +143,12 @@ def manifest_from_tfds(directory: str | os.PathLike[str]) -> Manifest:
             raise split.error(f"{'a repeated' if split_name else 'no'} split name")
         lengths = split.int64_list("shard_lengths")
         split.int64("num_bytes")
-        split.int64("num_shards")
+        num_shards = split.int64("num_shards")
+        if num_shards and num_shards != len(lengths):
+            raise split.error(
+                f"numShards says {num_shards} shards, but shardLengths lists {len(lengths)}"
+                + ("" if lengths else ": the records of each shard are unknown")
+            )
         template = split.string("filepath_template") or DEFAULT_TEMPLATE
         values = {"DATASET": name, "SPLIT": split_name, "FILEFORMAT": file_format}
         for index, records in enumerate(lengths):
