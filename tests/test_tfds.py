@@ -178,6 +178,7 @@ MALFORMED = {
     "split without name": _mutated(["splits", 1, "name"], _DELETE),
     "split name a number": _mutated(["splits", 1, "name"], 7),
     "repeated split": _mutated(["splits", 1, "name"], "train"),
+    "repeated empty split": _mutated(["splits", 0], {"name": "test"}),
     "negative length": _mutated(["splits", 0, "shardLengths"], ["2", "-3"]),
     "negative number": _mutated(["splits", 0, "shardLengths"], [2, -3]),
     "length not a number": _mutated(["splits", 0, "shardLengths"], ["2", "three"]),

@@ -137,22 +137,14 @@ def manifest_from_tfds(directory: str | os.PathLike[str]) -> Manifest:
     if not splits:
         raise info.error("the dataset has no splits")
     listed: dict[str, tuple[int, str]] = {}
+    names: set[str] = set()
     for split in splits:
         split_name = split.string("name")
-        if not split_name or any(split_name == known for _, known in listed.values()):
+        if not split_name or split_name in names:
             raise split.error(f"{'a repeated' if split_name else 'no'} split name")
-        lengths = split.int64_list("shard_lengths")
-        split.int64("num_bytes")
-        num_shards = split.int64("num_shards")
-        if num_shards and num_shards != len(lengths):
-            raise split.error(
-                f"numShards says {num_shards} shards, but shardLengths lists {len(lengths)}"
-                + ("" if lengths else ": the records of each shard are unknown")
-            )
-        template = split.string("filepath_template") or DEFAULT_TEMPLATE
+        names.add(split_name)
         values = {"DATASET": name, "SPLIT": split_name, "FILEFORMAT": file_format}
-        for index, records in enumerate(lengths):
-            relative = _expand(template, values, index, len(lengths), split)
+        for relative, records in _split_files(split, values):
             if relative in listed:
                 raise split.error(f"two shards have the file name {relative!r}")
             listed[relative] = (records, split_name)
@@ -164,6 +156,23 @@ def manifest_from_tfds(directory: str | os.PathLike[str]) -> Manifest:
     )
     metadata = {"tfds": {"name": name, "version": info.string("version")}}
     return Manifest(format=_FILE_FORMAT, compression="", shards=shards, metadata=metadata)
+
+
+def _split_files(split: _Message, values: Mapping[str, str]) -> list[tuple[str, int]]:
+    """Return the file name and record count of each shard of one split, in index order."""
+    lengths = split.int64_list("shard_lengths")
+    split.int64("num_bytes")
+    num_shards = split.int64("num_shards")
+    if num_shards and num_shards != len(lengths):
+        raise split.error(
+            f"numShards says {num_shards} shards, but shardLengths lists {len(lengths)}"
+            + ("" if lengths else ": the records of each shard are unknown")
+        )
+    template = split.string("filepath_template") or DEFAULT_TEMPLATE
+    return [
+        (_expand(template, values, index, len(lengths), split), records)
+        for index, records in enumerate(lengths)
+    ]
 
 
 def _read_json(path: str) -> Any:
