@@ -22,6 +22,10 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
         ("google.protobuf", "numpy", "torch", "recordkit._proto", "recordkit.io"),
     ),
     (
+        "recordkit.formats.tfds",
+        ("google.protobuf", "numpy", "tensorflow", "recordkit._proto", "recordkit.io"),
+    ),
+    (
         "recordkit.io",
         ("google.protobuf", "numpy", "torch", "recordkit.example", "recordkit.parsing"),
     ),

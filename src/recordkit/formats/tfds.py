@@ -1,0 +1,515 @@
+"""tensorflow-datasets (TFDS) directories, read and written without TensorFlow or tfds.
+
+A dataset prepared by TFDS is a directory (``~/tensorflow_datasets/mnist/3.0.1/``) holding
+``dataset_info.json``, ``features.json`` and the shard files. ``dataset_info.json`` is TFDS's ``DatasetInfo``
+protobuf message in protobuf's JSON mapping: field names in lowerCamelCase (the original snake_case names
+are accepted too, as protobuf's parser accepts them), 64-bit integers as decimal strings. The fields used
+here:
+
+``name``, ``version``
+    The dataset's name (``{DATASET}`` in file names) and version (``"major.minor.patch"``).
+``fileFormat``
+    ``"tfrecord"``; absent or empty in older datasets, meaning tfrecord.
+``splits``
+    One entry per split: ``name`` (``{SPLIT}`` in file names); ``shardLengths``, the number of records in
+    each shard, in shard order; ``numBytes``, the serialized records' total size (payloads, without
+    framing); ``filepathTemplate``, the shard file names relative to the directory (absent or empty means
+    ``{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}``).
+
+A template is expanded like :meth:`str.format` with ``DATASET``, ``SPLIT``, ``FILEFORMAT`` (the file
+format's suffix, ``tfrecord``), ``SHARD_INDEX`` and ``NUM_SHARDS`` (zero-padded to at least 5 digits, or
+to the digits of the number of shards when it has more) and ``SHARD_X_OF_Y``
+(``{SHARD_INDEX}-of-{NUM_SHARDS}``). So the second of three train shards of ``mnist`` is
+``mnist-train.tfrecord-00001-of-00003``.
+
+This module is in the framing layer: it imports neither TensorFlow nor protobuf, and only reads and writes
+the JSON files; :func:`recordkit.open` reads the shards.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import string
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from recordkit._atomic import AtomicFile
+from recordkit.errors import ManifestError
+from recordkit.formats.manifest import Manifest, Shard
+
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "FEATURES_NAME",
+    "INFO_NAME",
+    "is_tfds_directory",
+    "manifest_from_tfds",
+    "write_tfds_info",
+]
+
+INFO_NAME = "dataset_info.json"
+"""The file that makes a directory a TFDS dataset."""
+
+FEATURES_NAME = "features.json"
+"""The file describing the features (how TFDS decodes each record)."""
+
+DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
+"""The shard file name template of a split that names none."""
+
+_FILE_FORMAT = "tfrecord"
+# Bytes TFRecord adds around each payload: length, its checksum, the payload's checksum.
+_TFRECORD_FRAMING = 16
+_MIN_SHARD_DIGITS = 5
+_INT64_MAX = (1 << 63) - 1
+_MAX_INFO_BYTES = 256 << 20
+_DECIMAL = re.compile(r"-?[0-9]+")
+# TFDS's own rule: a dataset name is an identifier.
+_NAME = re.compile(r"[A-Za-z]\w*")
+_VERSION = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+")
+_TENSOR_CLASS = "tensorflow_datasets.core.features.tensor_feature.Tensor"
+_DICT_CLASS = "tensorflow_datasets.core.features.features_dict.FeaturesDict"
+# The dtypes a tf.train.Example can carry (integers and bool as int64, floats as float32, bytes).
+_DTYPES = frozenset(
+    {
+        "bool",
+        "string",
+        "float16",
+        "float32",
+        "float64",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+    }
+)
+
+
+def is_tfds_directory(directory: str | os.PathLike[str]) -> bool:
+    """Return whether ``directory`` is a TFDS dataset directory (it holds ``dataset_info.json``)."""
+    return os.path.isfile(os.path.join(os.fspath(directory), INFO_NAME))
+
+
+# -- reading -----------------------------------------------------------------------------------------
+
+
+def manifest_from_tfds(directory: str | os.PathLike[str]) -> Manifest:
+    """Describe a TFDS dataset directory as a recordkit :class:`~recordkit.formats.manifest.Manifest`.
+
+    Each shard listed in ``dataset_info.json`` becomes one :class:`~recordkit.formats.manifest.Shard`, split
+    by split in the file's order and shard by shard in index order: its path relative to ``directory``,
+    its record count from ``shardLengths`` and its split name. TFDS records no per-shard byte count or
+    checksum, so ``size`` is the file's size on disk at the time of the call and ``sha256`` and ``index``
+    are ``None``. The manifest's ``metadata`` holds ``{"tfds": {"name": ..., "version": ...}}``.
+
+    Parameters
+    ----------
+    directory
+        A local directory holding ``dataset_info.json``.
+
+    Returns
+    -------
+    Manifest
+        Format ``"tfrecord"``, uncompressed.
+
+    Raises
+    ------
+    FileNotFoundError
+        There is no ``dataset_info.json``, or a shard it lists is missing (its size cannot be known).
+    ManifestError
+        ``dataset_info.json`` is not valid JSON, a field is malformed, the file format is not tfrecord
+        (``array_record``, ``riegeli``, ``parquet``), or a file name template cannot be expanded.
+    """
+    directory = os.fspath(directory)
+    info_path = os.path.join(directory, INFO_NAME)
+    info = _Message(_read_json(info_path), "", info_path)
+    file_format = info.string("file_format") or _FILE_FORMAT
+    if file_format != _FILE_FORMAT:
+        raise info.error(
+            f"the shards are {file_format!r} files; recordkit reads TFDS datasets stored as tfrecord"
+        )
+    name = info.string("name")
+    splits = info.messages("splits")
+    if not splits:
+        raise info.error("the dataset has no splits")
+    listed: dict[str, tuple[int, str]] = {}
+    names: set[str] = set()
+    for split in splits:
+        split_name = split.string("name")
+        if not split_name or split_name in names:
+            raise split.error(f"{'a repeated' if split_name else 'no'} split name")
+        names.add(split_name)
+        values = {"DATASET": name, "SPLIT": split_name, "FILEFORMAT": file_format}
+        for relative, records in _split_files(split, values):
+            if relative in listed:
+                raise split.error(f"two shards have the file name {relative!r}")
+            listed[relative] = (records, split_name)
+    shards = tuple(
+        Shard(
+            path=relative, records=records, size=_shard_size(directory, relative), split=split_name
+        )
+        for relative, (records, split_name) in listed.items()
+    )
+    metadata = {"tfds": {"name": name, "version": info.string("version")}}
+    return Manifest(format=_FILE_FORMAT, compression="", shards=shards, metadata=metadata)
+
+
+def _split_files(split: _Message, values: Mapping[str, str]) -> list[tuple[str, int]]:
+    """Return the file name and record count of each shard of one split, in index order."""
+    lengths = split.int64_list("shard_lengths")
+    split.int64("num_bytes")
+    num_shards = split.int64("num_shards")
+    if num_shards and num_shards != len(lengths):
+        raise split.error(
+            f"numShards says {num_shards} shards, but shardLengths lists {len(lengths)}"
+            + ("" if lengths else ": the records of each shard are unknown")
+        )
+    template = split.string("filepath_template") or DEFAULT_TEMPLATE
+    return [
+        (_expand(template, values, index, len(lengths), split), records)
+        for index, records in enumerate(lengths)
+    ]
+
+
+def _read_json(path: str) -> Any:
+    with open(path, "rb") as file:
+        data = file.read(_MAX_INFO_BYTES + 1)
+    if len(data) > _MAX_INFO_BYTES:
+        raise ManifestError(
+            f"larger than {_MAX_INFO_BYTES} bytes: not a dataset_info.json", path=path
+        )
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ManifestError("not UTF-8 text", path=path) from None
+    except (ValueError, RecursionError) as exc:
+        raise ManifestError(f"not valid JSON ({exc})", path=path) from None
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+class _Message:
+    """One JSON object in protobuf's JSON mapping, with typed field access.
+
+    A field may be spelled in lowerCamelCase or in its original snake_case; ``null`` and an absent field
+    both mean the field's default, as in protobuf.
+    """
+
+    def __init__(self, value: Any, where: str, path: str) -> None:
+        self.where, self.path = where, path
+        if not isinstance(value, dict):
+            kind = type(value).__name__
+            raise ManifestError(
+                f"{where or 'the file'} must be a JSON object, not {kind}", path=path
+            )
+        self.value: dict[str, Any] = value
+
+    def error(self, message: str) -> ManifestError:
+        return ManifestError(f"{self.where}: {message}" if self.where else message, path=self.path)
+
+    def field(self, name: str) -> Any:
+        spellings = [key for key in dict.fromkeys((_camel(name), name)) if key in self.value]
+        if len(spellings) > 1:
+            raise self.error(f"the field {name!r} is given twice, as {' and '.join(spellings)}")
+        return self.value[spellings[0]] if spellings else None
+
+    def string(self, name: str) -> str:
+        value = self.field(name)
+        if value is None:
+            return ""
+        if not isinstance(value, str):
+            raise self.error(f"{_camel(name)!r} must be a string, not {type(value).__name__}")
+        return value
+
+    def integer(self, value: Any, what: str) -> int:
+        """Return a non-negative int64 given as a JSON number or a decimal string."""
+        if isinstance(value, str) and _DECIMAL.fullmatch(value):
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise self.error(f"{what} must be an integer, not {value!r}")
+        if value < 0 or value > _INT64_MAX:
+            raise self.error(f"{what} is out of range ({value})")
+        return value
+
+    def int64(self, name: str) -> int:
+        value = self.field(name)
+        return 0 if value is None else self.integer(value, repr(_camel(name)))
+
+    def repeated(self, name: str) -> list[Any]:
+        value = self.field(name)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.error(f"{_camel(name)!r} must be a list, not {type(value).__name__}")
+        return value
+
+    def int64_list(self, name: str) -> list[int]:
+        key = _camel(name)
+        return [self.integer(item, f"{key}[{i}]") for i, item in enumerate(self.repeated(name))]
+
+    def messages(self, name: str) -> list[_Message]:
+        key = _camel(name)
+        return [
+            _Message(item, f"{self.where}.{key}[{i}]" if self.where else f"{key}[{i}]", self.path)
+            for i, item in enumerate(self.repeated(name))
+        ]
+
+
+def _expand(
+    template: str, values: Mapping[str, str], index: int, total: int, split: _Message
+) -> str:
+    """Return the file name of shard ``index`` of ``total`` from a TFDS template."""
+    digits = max(_MIN_SHARD_DIGITS, len(str(total)))
+    mapping = dict(values, SHARD_INDEX=f"{index:0{digits}d}", NUM_SHARDS=f"{total:0{digits}d}")
+    mapping["SHARD_X_OF_Y"] = f"{mapping['SHARD_INDEX']}-of-{mapping['NUM_SHARDS']}"
+    pieces = []
+    try:
+        for literal, field, spec, conversion in string.Formatter().parse(template):
+            pieces.append(literal)
+            if field is None:
+                continue
+            if conversion is not None or field not in mapping:
+                raise split.error(f"the filepathTemplate {template!r} uses an unknown {{{field}}}")
+            if not mapping[field]:
+                raise split.error(
+                    f"the filepathTemplate {template!r} uses {{{field}}}, which is empty"
+                )
+            pieces.append(format(mapping[field], spec or ""))
+    except ValueError as exc:
+        raise split.error(f"the filepathTemplate {template!r} is malformed ({exc})") from None
+    return _checked_relative("".join(pieces), split)
+
+
+def _checked_relative(path: str, split: _Message) -> str:
+    parts = path.split("/")
+    if (
+        path.startswith("/")
+        or "\\" in path
+        or "\0" in path
+        or any(part in ("", ".", "..") for part in parts)
+        or re.match(r"[A-Za-z]:", path)
+    ):
+        raise split.error(f"the shard file {path!r} is not a path inside the dataset's directory")
+    return path
+
+
+def _shard_size(directory: str, relative: str) -> int:
+    path = os.path.join(directory, *relative.split("/"))
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            errno.ENOENT, f"a shard listed in {INFO_NAME} is missing", path
+        ) from None
+
+
+# -- writing -----------------------------------------------------------------------------------------
+
+
+def write_tfds_info(
+    directory: str | os.PathLike[str],
+    manifest: Manifest,
+    *,
+    name: str,
+    version: str = "1.0.0",
+    description: str = "",
+    features: Mapping[str, tuple[Any, Sequence[int | None]]] | None = None,
+) -> str:
+    """Write the metadata that makes a directory of TFRecord shards loadable by TFDS.
+
+    ``tfds.builder_from_directory(directory)`` then loads the dataset, and
+    ``builder.as_dataset(split=...)`` reads each split's shards in index order. TFDS needs both
+    ``dataset_info.json`` (the splits and their shards) and a description of the features: pass
+    ``features``, or write ``features.json`` yourself (for example with tfds's
+    ``FeaturesDict.save_config`` for images or class labels); without either, TFDS refuses the directory.
+
+    Parameters
+    ----------
+    directory
+        The directory of the shards; the manifest's shard paths are relative to it.
+    manifest
+        Uncompressed TFRecord shards named as TFDS names them:
+        ``{name}-{split}.tfrecord-{index:05d}-of-{count:05d}`` (more digits from 100000 shards on), every
+        index from 0 to ``count - 1`` present, directly in ``directory``. The split is the shard's
+        ``split``, or the one in its file name; the two must agree. ``ShardWriter`` with the pattern
+        ``f"{directory}/{name}-train.tfrecord-{{shard:05d}}-of-{{num_shards:05d}}"`` and ``split="train"``
+        writes such shards.
+    name
+        The dataset name: a letter, then letters, digits and ``_``.
+    version
+        ``"major.minor.patch"``.
+    description
+        Free text TFDS shows.
+    features
+        ``{feature name: (dtype, shape)}`` for records that are ``tf.train.Example`` messages: each dtype
+        is one of ``bool``, ``int8``, ``int16``, ``int32``, ``int64``, ``uint8``, ``uint16``, ``uint32``,
+        ``float16``, ``float32``, ``float64``, ``string`` (or an object whose ``name`` is one, such as a
+        numpy or TensorFlow dtype), and each shape a sequence of sizes with at most one ``None`` (any
+        length). Written as ``features.json`` (a TFDS ``FeaturesDict`` of ``Tensor`` features). ``None``
+        leaves an existing ``features.json`` as it is.
+
+    Returns
+    -------
+    str
+        The path of ``dataset_info.json``.
+
+    Raises
+    ------
+    ManifestError
+        The manifest is not uncompressed TFRecord, a shard name does not follow the template, or a shard
+        file is missing or not the size the manifest says.
+    ValueError, TypeError
+        ``name``, ``version`` or ``features`` is malformed.
+    """
+    directory = os.fspath(directory)
+    _check_identity(name, version)
+    features_json = None if features is None else _features_json(features)
+    if manifest.format != _FILE_FORMAT or manifest.compression:
+        kind = f"{manifest.format} ({manifest.compression or 'uncompressed'})"
+        raise ManifestError(f"TFDS reads uncompressed tfrecord shards, not {kind}", path=directory)
+    splits = _tfds_splits(directory, manifest, name)
+    info = {
+        "description": description,
+        "fileFormat": _FILE_FORMAT,
+        "name": name,
+        "splits": [_split_json(split, shards) for split, shards in splits.items()],
+        "version": version,
+    }
+    if features_json is not None:
+        _write_json(os.path.join(directory, FEATURES_NAME), features_json, indent=4)
+    return _write_json(os.path.join(directory, INFO_NAME), info, indent=2)
+
+
+def _check_identity(name: Any, version: Any) -> None:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(
+            f"a TFDS dataset name is a letter, then letters, digits or _; not {name!r}"
+        )
+    if not isinstance(version, str) or not _VERSION.fullmatch(version):
+        raise ValueError(f"a TFDS version is 'major.minor.patch', not {version!r}")
+
+
+def _shard_name(name: str, split: str, index: int, total: int) -> str:
+    digits = max(_MIN_SHARD_DIGITS, len(str(total)))
+    return f"{name}-{split}.{_FILE_FORMAT}-{index:0{digits}d}-of-{total:0{digits}d}"
+
+
+def _tfds_splits(directory: str, manifest: Manifest, name: str) -> dict[str, list[Shard]]:
+    """Group the shards by split, in index order, checking their names against TFDS's template."""
+    pattern = re.compile(
+        rf"{re.escape(name)}-(?P<split>[\w-]+)\.{_FILE_FORMAT}-(?P<index>[0-9]{{5,}})-of-[0-9]{{5,}}"
+    )
+    indexed: dict[str, dict[int, Shard]] = {}
+    for number, shard in enumerate(manifest.shards):
+        match = pattern.fullmatch(shard.path)
+        if match is None or (shard.split is not None and shard.split != match["split"]):
+            expected = _shard_name(name, shard.split or "SPLIT", 0, 1)
+            raise ManifestError(
+                f"the shard {shard.path!r} is not named as TFDS names the shards of {name!r} "
+                f"(like {expected!r})",
+                path=directory,
+                index=number,
+            )
+        if not any(char.isalnum() for char in match["split"]):
+            raise ManifestError(f"{match['split']!r} is not a TFDS split name", path=directory)
+        indexed.setdefault(match["split"], {})[int(match["index"])] = shard
+    splits = {}
+    for split, by_index in indexed.items():
+        ordered = [by_index[i] for i in sorted(by_index)]
+        for i, shard in enumerate(ordered):
+            expected = _shard_name(name, split, i, len(ordered))
+            if shard.path != expected:
+                raise ManifestError(
+                    f"the split {split!r} has {len(ordered)} shards, so its shard {i} must be "
+                    f"{expected!r}, not {shard.path!r}",
+                    path=directory,
+                )
+            _check_shard_file(directory, shard)
+        splits[split] = ordered
+    return splits
+
+
+def _check_shard_file(directory: str, shard: Shard) -> None:
+    path = os.path.join(directory, shard.path)
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        raise ManifestError("the manifest lists this shard, but it is missing", path=path) from None
+    if size != shard.size:
+        raise ManifestError(f"{size} bytes, but the manifest says {shard.size}", path=path)
+    if size < _TFRECORD_FRAMING * shard.records:
+        raise ManifestError(f"{size} bytes cannot hold {shard.records} records", path=path)
+
+
+def _split_json(split: str, shards: Sequence[Shard]) -> dict[str, Any]:
+    payload = sum(shard.size - _TFRECORD_FRAMING * shard.records for shard in shards)
+    return {
+        "filepathTemplate": DEFAULT_TEMPLATE,
+        "name": split,
+        "numBytes": str(payload),
+        "shardLengths": [str(shard.records) for shard in shards],
+    }
+
+
+def _features_json(features: Any) -> dict[str, Any]:
+    """Return TFDS's ``features.json`` for a ``FeaturesDict`` of ``Tensor`` features."""
+    if not isinstance(features, Mapping) or not features:
+        raise TypeError("features must be a non-empty mapping of name -> (dtype, shape)")
+    tensors = {}
+    for key, spec in features.items():
+        if not isinstance(key, str) or not key:
+            raise TypeError(f"a feature name must be a non-empty string, not {key!r}")
+        if not isinstance(spec, (tuple, list)) or len(spec) != 2:
+            raise TypeError(f"feature {key!r}: expected (dtype, shape), not {spec!r}")
+        tensors[key] = {
+            "pythonClassName": _TENSOR_CLASS,
+            "tensor": {
+                "dtype": _dtype_name(key, spec[0]),
+                "encoding": "none",
+                "shape": _shape_json(key, spec[1]),
+            },
+        }
+    return {"featuresDict": {"features": tensors}, "pythonClassName": _DICT_CLASS}
+
+
+def _dtype_name(key: str, dtype: Any) -> str:
+    name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None)
+    if name not in _DTYPES:
+        raise ValueError(
+            f"feature {key!r}: dtype {dtype!r} is not one of {', '.join(sorted(_DTYPES))}"
+        )
+    return str(name)
+
+
+def _shape_json(key: str, shape: Any) -> dict[str, Any]:
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"feature {key!r}: the shape must be a tuple, not {shape!r}")
+    for size in shape:
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+            raise ValueError(f"feature {key!r}: bad size {size!r} in the shape {tuple(shape)}")
+    if list(shape).count(None) > 1:
+        raise ValueError(
+            f"feature {key!r}: TFDS allows one unknown size (None), not {tuple(shape)}"
+        )
+    if not shape:
+        return {}
+    return {"dimensions": ["-1" if size is None else str(size) for size in shape]}
+
+
+def _write_json(path: str, document: Mapping[str, Any], *, indent: int) -> str:
+    text = json.dumps(document, indent=indent, sort_keys=True, ensure_ascii=False)
+    atomic = AtomicFile(path)
+    try:
+        atomic.file.write(text.encode("utf-8"))
+    except BaseException:
+        atomic.discard()
+        raise
+    atomic.commit()
+    return path
