@@ -149,8 +149,10 @@ def test_custom_templates(tmp_path, template, files):
 def test_a_missing_shard_is_named(tmp_path):
     directory = _tfds_dir(tmp_path, BASE_INFO)
     os.remove(tmp_path / "toy-test.tfrecord-00000-of-00001")
-    with pytest.raises(FileNotFoundError, match=r"toy-test\.tfrecord-00000-of-00001"):
+    with pytest.raises(rk.ManifestError, match=r"toy-test\.tfrecord-00000-of-00001.*missing"):
         manifest_from_tfds(directory)
+    with pytest.raises(rk.ManifestError, match="missing"):
+        rk.open(directory, split="test")
 
 
 def _mutated(path, value):
@@ -471,6 +473,31 @@ def test_records_match_tensorflow_and_tfds(prepared, tf):
         dataset = prepared.as_dataset(split=name, shuffle_files=False)
         expected = [int(example[key]) for example in dataset.as_numpy_iterator()]
         assert parsed.tolist() == expected == [int(rk.decode_example(r)[key][0]) for r in records]
+
+
+@pytest.mark.interop
+def test_open_and_dataset_read_a_split_as_tfds_load_does(prepared, tfds):
+    """``open(dir, split=)`` and ``Dataset(dir, split=)``: the records ``tfds.load`` gives, no scan."""
+    from recordkit.data import Dataset
+
+    key = _key(prepared)
+    for name, split in prepared.info.splits.items():
+        loaded = tfds.load(
+            prepared.name,
+            split=name,
+            data_dir=os.path.dirname(os.path.dirname(prepared.data_dir)),
+            download=False,
+            shuffle_files=False,
+        )
+        expected = [int(example[key]) for example in loaded.as_numpy_iterator()]
+        reader = rk.open(prepared.data_dir, split=name)
+        assert len(reader) == split.num_examples
+        assert [int(rk.decode_example(r)[key][0]) for r in reader] == expected
+        dataset = Dataset(prepared.data_dir, split=name, seed=3).shuffle()
+        got = [int(rk.decode_example(r)[key][0]) for r in dataset]
+        assert sorted(got) == sorted(expected)
+    with pytest.raises(rk.ManifestError, match="choose one with split="):
+        rk.open(prepared.data_dir)
 
 
 @pytest.mark.interop

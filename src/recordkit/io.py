@@ -526,7 +526,7 @@ def _read_dataset(path: str) -> tuple[str, Manifest] | None:
         if os.path.isfile(os.path.join(path, MANIFEST_NAME)):
             return path, load_manifest(path)
         if os.path.isfile(os.path.join(path, _TFDS_INFO)):
-            from recordkit.formats.tfds import manifest_from_tfds  # type: ignore[import-not-found]
+            from recordkit.formats.tfds import manifest_from_tfds
 
             return path, manifest_from_tfds(path)
         return None

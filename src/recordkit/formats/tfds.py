@@ -28,7 +28,6 @@ the JSON files; :func:`recordkit.open` reads the shards.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -119,9 +118,9 @@ def manifest_from_tfds(directory: str | os.PathLike[str]) -> Manifest:
     Raises
     ------
     FileNotFoundError
-        There is no ``dataset_info.json``, or a shard it lists is missing (its size cannot be known).
+        There is no ``dataset_info.json``.
     ManifestError
-        ``dataset_info.json`` is not valid JSON, a field is malformed, the file format is not tfrecord
+        A shard it lists is missing (its size cannot be known), ``dataset_info.json`` is not valid JSON, a field is malformed, the file format is not tfrecord
         (``array_record``, ``riegeli``, ``parquet``), or a file name template cannot be expanded.
     """
     directory = os.fspath(directory)
@@ -305,8 +304,8 @@ def _shard_size(directory: str, relative: str) -> int:
     try:
         return os.stat(path).st_size
     except FileNotFoundError:
-        raise FileNotFoundError(
-            errno.ENOENT, f"a shard listed in {INFO_NAME} is missing", path
+        raise ManifestError(
+            f"the shard {relative} listed in {INFO_NAME} is missing", path=path
         ) from None
 
 
@@ -415,7 +414,7 @@ def _tfds_splits(directory: str, manifest: Manifest, name: str) -> dict[str, lis
                 f"the shard {shard.path!r} is not named as TFDS names the shards of {name!r} "
                 f"(like {expected!r})",
                 path=directory,
-                index=number,
+                shard=number,
             )
         if not any(char.isalnum() for char in match["split"]):
             raise ManifestError(f"{match['split']!r} is not a TFDS split name", path=directory)
