@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         ReadRange,
         commit_manifest,
         plan_reads,
+        prepare_output,
         read_range,
         task_shard_path,
     )
@@ -44,7 +45,14 @@ _LAZY = {
     **dict.fromkeys(["OpenShard", "write_shard"], "recordkit.shards.shardfile"),
     "ShardWriter": "recordkit.shards.writer",
     **dict.fromkeys(
-        ["ReadRange", "commit_manifest", "plan_reads", "read_range", "task_shard_path"],
+        [
+            "ReadRange",
+            "commit_manifest",
+            "plan_reads",
+            "prepare_output",
+            "read_range",
+            "task_shard_path",
+        ],
         "recordkit.shards.tasks",
     ),
 }
