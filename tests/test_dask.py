@@ -23,12 +23,12 @@ dask = pytest.importorskip("dask")
 distributed = pytest.importorskip("distributed")
 cloudpickle = pytest.importorskip("cloudpickle")
 
-import dask.bag as db  # noqa: E402
-from dask.delayed import Delayed  # noqa: E402
+import dask.bag as db
+from dask.delayed import Delayed
 
-import recordkit as rk  # noqa: E402
-import recordkit.dask as rkd  # noqa: E402
-from recordkit.shards import MANIFEST_NAME, load_manifest, prepare_output  # noqa: E402
+import recordkit as rk
+import recordkit.dask as rkd
+from recordkit.shards import MANIFEST_NAME, load_manifest, prepare_output
 
 N = 100_000
 SUFFIX = {"ffrecord": ".ffr", "tfrecord": ".tfrecord", "ofrecord": ".ofrecord"}
@@ -293,7 +293,7 @@ def test_a_corrupt_shard_raises_recordkit_errors_through_compute(client, tmp_pat
     assert unchecked[:999] + unchecked[1000:] == records[:999] + records[1000:]
     # A shard whose size no longer matches the manifest.
     damaged.write_bytes(bytes(data[:-1]))
-    with pytest.raises(rk.ManifestError, match="part-00001.ffr"):
+    with pytest.raises(rk.ManifestError, match=r"part-00001\.ffr"):
         rkd.read_records(out).compute()
 
 
@@ -314,3 +314,14 @@ def test_bad_options_fail_before_anything_runs(client, tmp_path):
     with pytest.raises(rk.UnknownFormatError):
         rkd.write_records(bag, tmp_path / "out", format="nope")
     assert not (tmp_path / "out").exists()
+
+
+def test_without_a_cluster_the_local_schedulers_work_too(tmp_path):
+    # recordkit.dask needs no distributed: the synchronous and the threaded schedulers run it as well.
+    records = [rk.encode_example({"label": i}) for i in range(300)]
+    with dask.config.set(scheduler="sync"):
+        manifest = rkd.write_records(
+            db.from_sequence(records, npartitions=3), tmp_path, format="ofrecord"
+        )
+    assert [shard.records for shard in manifest.shards] == [100, 100, 100]
+    assert rkd.read_records(tmp_path).compute(scheduler="threads") == records
