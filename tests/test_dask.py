@@ -325,3 +325,48 @@ def test_without_a_cluster_the_local_schedulers_work_too(tmp_path):
         )
     assert [shard.records for shard in manifest.shards] == [100, 100, 100]
     assert rkd.read_records(tmp_path).compute(scheduler="threads") == records
+
+
+def test_relative_paths_are_the_callers(client, tmp_path, monkeypatch):
+    # The workers' working directory is not the caller's: paths are made absolute where the bag is made.
+    monkeypatch.chdir(tmp_path)
+    records = [b"%d" % i for i in range(100)]
+    rkd.write_records(db.from_sequence(records, npartitions=2), "rel/out", format="tfrecord")
+    assert (tmp_path / "rel" / "out" / MANIFEST_NAME).is_file()
+    assert rkd.read_records("rel/out").compute() == records
+    assert rkd.read_records("rel/out/*.tfrecord").compute() == records
+
+
+class FailOnce:
+    """``encode`` that raises the first time it meets ``victim`` (a transient error)."""
+
+    def __init__(self, victim: int, marker: Path) -> None:
+        self.victim, self.marker = victim, marker
+
+    def __call__(self, i: int) -> bytes:
+        if i == self.victim and not self.marker.exists():
+            self.marker.touch()
+            raise OSError("transient")
+        return record_of(i)
+
+
+def test_client_retries_rewrite_a_failed_shard(client, tmp_path):
+    out = tmp_path / "data"
+    encode = FailOnce(1_500, tmp_path / "failed")
+    bag = db.range(2_000, npartitions=2)
+    write = rkd.write_records(bag, out, format="tfrecord", encode=encode, compute=False)
+    manifest = client.compute(write, retries=2).result()
+    assert (tmp_path / "failed").exists()  # the first attempt did fail
+    assert_manifest_matches_files(out, "tfrecord", [1_000, 1_000])
+    assert counted(rkd.read_records(out)) == Counter(record_of(i) for i in range(2_000))
+    assert manifest == load_manifest(out)
+
+
+def test_the_dask_page_runs_as_shown(client, tmp_path, monkeypatch, capsys):
+    from _markdown import run_python_blocks
+
+    monkeypatch.chdir(tmp_path)
+    run_python_blocks(Path(__file__).parent.parent / "docs" / "dask.md")
+    shards, counts = capsys.readouterr().out.splitlines()
+    assert shards == str([(f"part-{i:05d}.tfrecord", 2_500) for i in range(4)])
+    assert counts == "4 1000"

@@ -84,6 +84,7 @@ NOT_RUN = {
     'pip install ".[cli]"': "a subset of .[all], installed in a fresh venv by .ci/run",
     'pip install ".[all]"': "the README's install-and-run command installs it in a fresh venv in .ci/run",
     'pip install ".[torch]"': "pulls PyTorch with GBs of CUDA libraries; CI installs the pinned CPU build",
+    'pip install ".[dask]" distributed': "the test extra installs both; tests/test_dask.py runs the page",
     'pip install "recordkit[all] @ git+https://github.com/recordkit/recordkit"': (
         "installs the published repository from the network, not the checkout under test"
     ),

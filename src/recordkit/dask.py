@@ -22,6 +22,7 @@ that Dask retries writes it again. See ``docs/dask.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -32,6 +33,7 @@ import dask.bag
 from recordkit.formats import get_format
 from recordkit.formats.base import normalize_compression
 from recordkit.formats.manifest import Manifest, Shard
+from recordkit.io import _is_url
 from recordkit.shards.shardfile import write_shard
 from recordkit.shards.tasks import (
     ReadRange,
@@ -60,7 +62,8 @@ def read_records(
     ----------
     paths
         What :func:`recordkit.open` accepts: files, directories, glob patterns, fsspec URLs, a dataset
-        directory with a manifest, or a list of them. The workers must be able to open the same paths.
+        directory with a manifest, or a list of them. The workers must be able to open the same paths; a
+        relative local path is relative to the calling process's working directory.
     format
         The record format, when suffixes and content do not tell.
     split
@@ -87,11 +90,25 @@ def read_records(
     Listing the files, reading the manifest and reading FFRecord headers (to count their records) happen
     on the calling machine, when the bag is made; no record is read there.
     """
-    ranges = plan_reads(paths, format=format, split=split, records_per_range=records_per_partition)
+    planned = plan_reads(paths, format=format, split=split, records_per_range=records_per_partition)
+    ranges = [_absolute_range(item) for item in planned]
     if not ranges:
         return dask.bag.from_sequence([], npartitions=1)
     plan = dask.bag.from_sequence(ranges, npartitions=len(ranges))
     return plan.map_partitions(_read_partition, check_crc=check_crc, decode=decode)
+
+
+def _absolute(path: str) -> str:
+    """``path`` made absolute against this process's working directory (URLs are left alone).
+
+    The workers' working directory is not the caller's, so a relative path means what it means here.
+    """
+    return path if _is_url(path) else os.path.abspath(path)
+
+
+def _absolute_range(item: ReadRange) -> ReadRange:
+    directory = None if item.directory is None else _absolute(item.directory)
+    return dataclasses.replace(item, path=_absolute(item.path), directory=directory)
 
 
 def _read_partition(
@@ -130,7 +147,7 @@ def write_records(
         into them.
     path
         The dataset directory (a local path or an fsspec URL), created if missing. The workers must be able
-        to write there.
+        to write there; a relative local path is relative to the calling process's working directory.
     format, compression, level
         As for :func:`recordkit.open` in mode ``"w"``.
     encode
@@ -164,7 +181,7 @@ def write_records(
     directory. Shard files of an earlier write that this one does not replace (it had more partitions)
     also stay, but the manifest does not list them.
     """
-    directory = os.fspath(path)
+    directory = _absolute(os.fspath(path))
     fmt = get_format(format)
     comp = normalize_compression(compression or "")
     if comp and comp not in fmt.capabilities.compression:
