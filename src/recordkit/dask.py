@@ -34,15 +34,9 @@ from recordkit.formats import get_format
 from recordkit.formats.base import normalize_compression
 from recordkit.formats.manifest import Manifest, Shard
 from recordkit.io import _is_url
+from recordkit.shards import tasks
 from recordkit.shards.shardfile import write_shard
-from recordkit.shards.tasks import (
-    ReadRange,
-    commit_manifest,
-    plan_reads,
-    prepare_output,
-    read_range,
-    task_shard_path,
-)
+from recordkit.shards.tasks import ReadRange
 
 __all__ = ["read_records", "write_records"]
 
@@ -90,7 +84,9 @@ def read_records(
     Listing the files, reading the manifest and reading FFRecord headers (to count their records) happen
     on the calling machine, when the bag is made; no record is read there.
     """
-    planned = plan_reads(paths, format=format, split=split, records_per_range=records_per_partition)
+    planned = tasks.plan_reads(
+        paths, format=format, split=split, records_per_range=records_per_partition
+    )
     ranges = [_absolute_range(item) for item in planned]
     if not ranges:
         return dask.bag.from_sequence([], npartitions=1)
@@ -117,7 +113,7 @@ def _read_partition(
     """Read the range(s) of one partition (there is one) into a list, decoding each record if asked."""
     out: list[Any] = []
     for item in items:
-        for chunk in read_range(item, check_crc=check_crc):
+        for chunk in tasks.read_range(item, check_crc=check_crc):
             out.extend(chunk if decode is None else map(decode, chunk))
     return out
 
@@ -188,7 +184,7 @@ def write_records(
         raise ValueError(f"the {fmt.name} format does not support {comp!r} compression")
     options = {"format": fmt.name, "compression": comp, "level": level, "index": index}
     options.update(split=split, fsync=fsync)
-    ready = dask.delayed(prepare_output, pure=False)(directory)
+    ready = dask.delayed(tasks.prepare_output, pure=False)(directory)
     entries = [
         dask.delayed(_write_partition, pure=False)(
             part, ready, number, encode=encode, prefix=prefix, options=options
@@ -211,7 +207,7 @@ def _write_partition(
     options: Mapping[str, Any],
 ) -> Shard:
     """Write partition ``number`` to its shard, atomically; return the shard's manifest entry."""
-    target = task_shard_path(
+    target = tasks.task_shard_path(
         directory,
         number,
         format=options["format"],
@@ -224,4 +220,4 @@ def _write_partition(
 
 def _commit(entries: list[Shard], directory: str, **options: Any) -> Manifest:
     """Write the manifest of the shards of every partition (the write's last task)."""
-    return commit_manifest(directory, entries, **options)
+    return tasks.commit_manifest(directory, entries, **options)

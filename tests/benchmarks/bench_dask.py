@@ -11,13 +11,14 @@ then 2 worker processes (one thread each), it times:
 * ``write``: ``recordkit.dask.write_records`` of a persisted bag (the records already in the workers'
   memory, one partition per shard) to TFRecord shards with their indexes, manifest included;
 * ``read``: ``recordkit.dask.read_records`` of that directory (checksums checked, and not);
-* ``peer read``: the same TFRecord files through
+* ``peer read``: a bag of the same TFRecord files' records made with
   ``dask.bag.from_sequence(files, npartitions=len(files)).map_partitions(...)`` over vahidk's
   ``tfrecord.reader.tfrecord_iterator`` (which checks no checksum; its records are copied to ``bytes``
   because it yields views of one reused buffer).
 
-Every read reduces on the workers (count and bytes per partition): gathering every record in this
-process would time ``distributed``'s transfer of many small objects, whichever library read them.
+Both bags hold each partition's records as a list, and every read then reduces on the workers (count and
+bytes per partition): gathering every record in this process would time ``distributed``'s transfer of
+many small objects, whichever library read them.
 Contenders take turns, one pass each per round, after a warm-up pass; figures are medians. MB/s counts
 payload bytes (10^6).
 """
@@ -48,16 +49,10 @@ def _totals(records: list[Any]) -> list[tuple[int, int]]:
     return [(len(records), sum(len(record) for record in records))]
 
 
-def _vahidk_partition(files: list[str]) -> list[tuple[int, int]]:
+def _vahidk_partition(files: list[str]) -> list[bytes]:
     from tfrecord.reader import tfrecord_iterator
 
-    count = size = 0
-    for path in files:
-        for view in tfrecord_iterator(path):
-            record = bytes(view)
-            count += 1
-            size += len(record)
-    return [(count, size)]
+    return [bytes(view) for path in files for view in tfrecord_iterator(path)]
 
 
 def _sum(parts: list[tuple[int, int]]) -> tuple[int, int]:
@@ -86,7 +81,7 @@ def contenders(out: str, bag: Any) -> dict[str, Callable[[], tuple[int, int]]]:
             os.path.join(out, name) for name in os.listdir(out) if name.endswith(".tfrecord")
         )
         plan = db.from_sequence(files, npartitions=len(files))
-        return _sum(plan.map_partitions(_vahidk_partition).compute())
+        return _sum(plan.map_partitions(_vahidk_partition).map_partitions(_totals).compute())
 
     found = {"write": write, "read": read(True), "read, check_crc=False": read(False)}
     try:
@@ -151,15 +146,27 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=None, help="timed rounds (default 3; 1 quick)"
     )
+    parser.add_argument(
+        "--malloc-trim-threshold",
+        type=int,
+        default=None,
+        help="MALLOC_TRIM_THRESHOLD_ for the workers (distributed's nannies set 65536 by default)",
+    )
     args = parser.parse_args()
     rounds = args.rounds or (1 if args.quick else 3)
     total = 2 << 20 if args.quick else 100_000_000
     import dask
     import distributed
 
+    if args.malloc_trim_threshold is not None:
+        key = "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_"
+        dask.config.set({key: args.malloc_trim_threshold})
+
     print(
         f"dask {dask.__version__}, distributed {distributed.__version__}, Python "
-        f"{platform.python_version()}, {os.cpu_count()} CPUs; {args.shards} shards, {rounds} rounds"
+        f"{platform.python_version()}, {os.cpu_count()} CPUs; {args.shards} shards, {rounds} rounds; "
+        "workers' MALLOC_TRIM_THRESHOLD_="
+        f"{dask.config.get('distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_', None)}"
     )
     print(f"{'records':>8} {'workers':>7}  {'case':<38} {'records/s':>10} {'MB/s':>8}")
     sizes = {size: max(args.shards, total // size) for size in (1 * KIB, 100 * KIB)}
