@@ -84,12 +84,14 @@ NOT_RUN = {
     'pip install ".[cli]"': "a subset of .[all], installed in a fresh venv by .ci/run",
     'pip install ".[all]"': "the README's install-and-run command installs it in a fresh venv in .ci/run",
     'pip install ".[torch]"': "pulls PyTorch with GBs of CUDA libraries; CI installs the pinned CPU build",
+    'pip install ".[dask]" distributed': "the test extra installs both; tests/test_dask.py runs the page",
     'pip install "recordkit[all] @ git+https://github.com/recordkit/recordkit"': (
         "installs the published repository from the network, not the checkout under test"
     ),
     "python tests/benchmarks/run.py --json report.json": "full benchmark, minutes of machine time",
     "python tests/benchmarks/run.py --only read --only write --repeat 7": "full-size data, minutes",
     "python tests/benchmarks/run.py --full": "ten million records; the smoke test runs --quick",
+    "python tests/benchmarks/bench_dask.py": "200 MB through four clusters, minutes; --quick is run",
     "MALLOC_TRIM_THRESHOLD_=1073741824 python train.py": "train.py stands for the reader's own script",
     "python -m tests.fuzz --cases 100000": "a long fuzzing session; the page's shorter runs are run",
     "recordkit cat --json train.tfrecord | jq -c '.label'": (

@@ -15,7 +15,10 @@ import pytest
 
 # (module imported, modules that must then be absent: a name also forbids its submodules)
 RULES: list[tuple[str, tuple[str, ...]]] = [
-    ("recordkit", ("google.protobuf", "torch", "numpy", "recordkit.formats", "recordkit._proto")),
+    (
+        "recordkit",
+        ("google.protobuf", "torch", "numpy", "recordkit.formats", "recordkit._proto", "dask"),
+    ),
     ("recordkit.errors", ("google.protobuf", "torch", "numpy")),
     (
         "recordkit.formats",
@@ -47,6 +50,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("recordkit.data", ("torch", "recordkit.cli")),
     ("recordkit.cli", ("torch",)),
+    # The Dask adapter needs dask's bags only: not distributed (a cluster is the user's choice).
+    ("recordkit.dask", ("torch", "recordkit.cli", "recordkit.data", "distributed")),
 ]
 
 PROBE = "import importlib, json, sys; importlib.import_module(sys.argv[1]); print(json.dumps(sorted(sys.modules)))"

@@ -26,6 +26,7 @@ from recordkit.shards.tasks import (
     ReadRange,
     commit_manifest,
     plan_reads,
+    prepare_output,
     read_range,
     task_shard_path,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "load_manifest",
     "merge_manifests",
     "plan_reads",
+    "prepare_output",
     "read_range",
     "task_shard_path",
     "verify_dataset",

@@ -5,13 +5,15 @@ same way:
 
 * :func:`plan_reads` turns sources into :class:`ReadRange` items, splitting a large random-access shard into
   several ranges; :func:`read_range` reads one, on any machine that can open the files.
-* :func:`task_shard_path` names the shard of write task ``i``; :func:`write_shard` writes it atomically (so a
+* :func:`prepare_output` readies the output directory before the write tasks start;
+  :func:`task_shard_path` names the shard of write task ``i``; :func:`write_shard` writes it atomically (so a
   retried task replaces it) and returns its entry; :func:`commit_manifest` writes the manifest once, at the
   end, from the entries of the tasks that succeeded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -32,6 +34,7 @@ __all__ = [
     "ReadRange",
     "commit_manifest",
     "plan_reads",
+    "prepare_output",
     "read_range",
     "task_shard_path",
 ]
@@ -230,6 +233,34 @@ def task_shard_path(
         suffix += {"gzip": ".gz", "zlib": ".zlib"}.get(compression, "")
     directory = os.fspath(directory)
     return _join(directory, f"{prefix}-{task:05d}{suffix}")
+
+
+def prepare_output(directory: str | os.PathLike[str]) -> str:
+    """Ready the output directory of a set of write tasks: call it once, before the tasks start.
+
+    The directory is created (with its parents) where it is missing, and a manifest that an earlier write
+    left there is deleted: while the tasks replace shards, and if one of them fails for good, the directory
+    then has no manifest, rather than one that describes other shards. Shard files are not touched.
+
+    Returns
+    -------
+    str
+        The directory, as a string.
+    """
+    directory = os.fspath(directory)
+    if _is_url(directory):
+        from recordkit.io import _fsspec
+
+        fs, inner = _fsspec().core.url_to_fs(directory)
+        fs.makedirs(inner, exist_ok=True)
+        manifest = posixpath.join(inner, MANIFEST_NAME)
+        if fs.exists(manifest):
+            fs.rm(manifest)
+        return directory
+    os.makedirs(directory, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(directory, MANIFEST_NAME))
+    return directory
 
 
 def commit_manifest(

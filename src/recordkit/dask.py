@@ -1,0 +1,223 @@
+"""Dask integration: read record files as a ``dask.bag.Bag``, write a bag as a dataset of shards.
+
+Install it with ``pip install "recordkit[dask]"``::
+
+    import recordkit as rk
+    import recordkit.dask as rkd
+
+    bag = rkd.read_records("data/train/", decode=rk.decode_example)
+    examples = bag.filter(lambda example: example["label"][0] == 1)
+
+    rkd.write_records(bag.map(rk.encode_example), "data/ones/", format="ffrecord")
+
+:func:`read_records` makes one partition per read range of :func:`recordkit.shards.plan_reads`: one per
+file, and several per large random-access shard. Nothing is read until the bag is computed, and then each
+partition is read by the worker that computes it.
+
+:func:`write_records` writes each partition as one shard (``part-00000.tfrecord``, ...) and, once every
+partition is written, the manifest ``_recordkit_manifest.json`` that lists them. Each shard appears under
+its name only when it is complete, so a worker that dies mid-write leaves no partial shard, and the task
+that Dask retries writes it again. See ``docs/dask.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import dask
+import dask.bag
+
+from recordkit.formats import get_format
+from recordkit.formats.base import normalize_compression
+from recordkit.formats.manifest import Manifest, Shard
+from recordkit.io import _is_url
+from recordkit.shards import tasks
+from recordkit.shards.shardfile import write_shard
+from recordkit.shards.tasks import ReadRange
+
+__all__ = ["read_records", "write_records"]
+
+
+def read_records(
+    paths: Any,
+    *,
+    format: str | None = None,
+    split: str | None = None,
+    check_crc: bool = True,
+    records_per_partition: int | None = None,
+    decode: Callable[[bytes], Any] | None = None,
+) -> dask.bag.Bag:
+    """Read record files as a bag: one partition per file, or per range of a large random-access shard.
+
+    Parameters
+    ----------
+    paths
+        What :func:`recordkit.open` accepts: files, directories, glob patterns, fsspec URLs, a dataset
+        directory with a manifest, or a list of them. The workers must be able to open the same paths; a
+        relative local path is relative to the calling process's working directory.
+    format
+        The record format, when suffixes and content do not tell.
+    split
+        The split of a dataset directory whose manifest has several.
+    check_crc
+        Verify each record's checksum while reading.
+    records_per_partition
+        Split each random-access shard whose count is known (a manifest's shards, FFRecord files) into
+        partitions of at most this many records. Default: 100,000. TFRecord and OFRecord files without a
+        manifest, and compressed files, are one partition each: their count is only known by reading them.
+    decode
+        A function applied to each record (``bytes``) on the worker, e.g. :func:`recordkit.decode_example`.
+        Default: the items are the records' bytes.
+
+    Returns
+    -------
+    dask.bag.Bag
+        The records (or what ``decode`` returns), in file order. Computing a partition raises recordkit's
+        errors for damaged data (:class:`~recordkit.CorruptRecordError` and its subclasses, e.g.
+        :class:`~recordkit.ManifestError` for a shard that changed since its manifest was written).
+
+    Notes
+    -----
+    Listing the files, reading the manifest and reading FFRecord headers (to count their records) happen
+    on the calling machine, when the bag is made; no record is read there.
+    """
+    planned = tasks.plan_reads(
+        paths, format=format, split=split, records_per_range=records_per_partition
+    )
+    ranges = [_absolute_range(item) for item in planned]
+    if not ranges:
+        return dask.bag.from_sequence([], npartitions=1)
+    plan = dask.bag.from_sequence(ranges, npartitions=len(ranges))
+    return plan.map_partitions(_read_partition, check_crc=check_crc, decode=decode)
+
+
+def _absolute(path: str) -> str:
+    """``path`` made absolute against this process's working directory (URLs are left alone).
+
+    The workers' working directory is not the caller's, so a relative path means what it means here.
+    """
+    return path if _is_url(path) else os.path.abspath(path)
+
+
+def _absolute_range(item: ReadRange) -> ReadRange:
+    directory = None if item.directory is None else _absolute(item.directory)
+    return dataclasses.replace(item, path=_absolute(item.path), directory=directory)
+
+
+def _read_partition(
+    items: Sequence[ReadRange], *, check_crc: bool, decode: Callable[[bytes], Any] | None
+) -> list[Any]:
+    """Read the range(s) of one partition (there is one) into a list, decoding each record if asked."""
+    out: list[Any] = []
+    for item in items:
+        for chunk in tasks.read_range(item, check_crc=check_crc):
+            out.extend(chunk if decode is None else map(decode, chunk))
+    return out
+
+
+def write_records(
+    bag: dask.bag.Bag,
+    path: str | os.PathLike[str],
+    *,
+    format: str,
+    compression: str | None = None,
+    level: int | None = None,
+    encode: Callable[[Any], Any] | None = None,
+    prefix: str = "part",
+    index: bool = True,
+    split: str | None = None,
+    schema: Mapping[str, Any] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    fsync: bool = False,
+    compute: bool = True,
+) -> Any:
+    """Write a bag as a dataset directory: one shard per partition, then the manifest.
+
+    Parameters
+    ----------
+    bag
+        The records: ``bytes`` (or bytes-like objects, or protobuf messages), or items that ``encode`` turns
+        into them.
+    path
+        The dataset directory (a local path or an fsspec URL), created if missing. The workers must be able
+        to write there; a relative local path is relative to the calling process's working directory.
+    format, compression, level
+        As for :func:`recordkit.open` in mode ``"w"``.
+    encode
+        A function applied to each item on the worker, returning the record, e.g.
+        :func:`recordkit.encode_example`.
+    prefix
+        Partition ``i`` is written to ``<path>/<prefix>-<i:05d><suffix>``
+        (:func:`recordkit.shards.task_shard_path`).
+    index
+        Also write the sidecar offset index of each uncompressed TFRecord or OFRecord shard.
+    split
+        The split every shard belongs to, recorded in the manifest.
+    schema, metadata
+        JSON objects stored in the manifest.
+    fsync
+        Flush each shard and the manifest to stable storage.
+    compute
+        Write now and return the manifest; with ``False``, return a ``dask.delayed`` object that does the
+        whole write when it is computed (and then returns the manifest).
+
+    Returns
+    -------
+    Manifest or dask.delayed.Delayed
+        The manifest written, which lists every shard once, in partition order.
+
+    Notes
+    -----
+    A manifest already in the directory is deleted before the first shard is written, and the new one is
+    written only after every partition has been written. If a partition fails for good (its ``encode``
+    raises, say), no manifest is written; the shards of the partitions that succeeded stay in the
+    directory. Shard files of an earlier write that this one does not replace (it had more partitions)
+    also stay, but the manifest does not list them.
+    """
+    directory = _absolute(os.fspath(path))
+    fmt = get_format(format)
+    comp = normalize_compression(compression or "")
+    if comp and comp not in fmt.capabilities.compression:
+        raise ValueError(f"the {fmt.name} format does not support {comp!r} compression")
+    options = {"format": fmt.name, "compression": comp, "level": level, "index": index}
+    options.update(split=split, fsync=fsync)
+    ready = dask.delayed(tasks.prepare_output, pure=False)(directory)
+    entries = [
+        dask.delayed(_write_partition, pure=False)(
+            part, ready, number, encode=encode, prefix=prefix, options=options
+        )
+        for number, part in enumerate(bag.to_delayed())
+    ]
+    manifest = dask.delayed(_commit, pure=False)(
+        entries, ready, format=fmt.name, compression=comp, schema=schema, metadata=metadata
+    )
+    return manifest.compute() if compute else manifest
+
+
+def _write_partition(
+    records: Sequence[Any],
+    directory: str,
+    number: int,
+    *,
+    encode: Callable[[Any], Any] | None,
+    prefix: str,
+    options: Mapping[str, Any],
+) -> Shard:
+    """Write partition ``number`` to its shard, atomically; return the shard's manifest entry."""
+    target = tasks.task_shard_path(
+        directory,
+        number,
+        format=options["format"],
+        compression=options["compression"],
+        prefix=prefix,
+    )
+    items = records if encode is None else map(encode, records)
+    return write_shard(items, target, root=directory, **options)
+
+
+def _commit(entries: list[Shard], directory: str, **options: Any) -> Manifest:
+    """Write the manifest of the shards of every partition (the write's last task)."""
+    return tasks.commit_manifest(directory, entries, **options)
