@@ -169,9 +169,18 @@ def _cut(item: ReadRange, size: int) -> Iterator[ReadRange]:
 
 
 def read_range(
-    item: ReadRange, *, check_crc: bool = True, batch: int = 1024
+    item: ReadRange,
+    *,
+    check_crc: bool = True,
+    batch: int = 1024,
+    batch_bytes: int = 4 << 20,
 ) -> Iterator[list[bytes]]:
-    """Read one range; yield its records in lists of at most ``batch``.
+    """Read one range; yield its records in lists of at most ``batch`` records and about ``batch_bytes``.
+
+    A range that covers its whole file is read in order, through the reader's large windowed reads; a part
+    of a file is read by index, a few MiB per call. Lists of a few MiB are fastest to fill: larger ones
+    hold more freshly allocated memory at once (100 KiB records: 2.3 GB/s in 4 MiB lists, 1.1 GB/s in
+    128 MiB lists, on the development machine).
 
     Raises
     ------
@@ -180,6 +189,8 @@ def read_range(
     CorruptRecordError
         A record is damaged.
     """
+    if batch < 1 or batch_bytes < 1:
+        raise ValueError("batch and batch_bytes must be at least 1")
     if item.shard is not None and item.directory is not None:
         reader = open_shard(
             item.directory,
@@ -193,21 +204,39 @@ def read_range(
             item.path, format=item.format, compression=item.compression, check_crc=check_crc
         )
     with reader:
-        if item.start == 0 and (item.stop is None or not reader.supports_random_access):
-            yield from _chunks(iter(reader), batch)
-            return
-        stop = len(reader) if item.stop is None else item.stop
-        for first in range(item.start, stop, batch):
-            yield reader.read(range(first, min(first + batch, stop)))
+        whole = item.start == 0 and (
+            item.stop is None or not reader.supports_random_access or item.stop == len(reader)
+        )
+        records = iter(reader) if whole else _indexed(reader, item)
+        yield from _chunks(records, batch, batch_bytes)
 
 
-def _chunks(records: Iterator[bytes], batch: int) -> Iterator[list[bytes]]:
+_READ_BYTES = 4 << 20
+"""About how many bytes one indexed read asks for: large enough to amortise the call, small enough that
+the records it returns are not copied out of one huge buffer (measured: 64 records of 100 KiB per call
+read six times faster than 1024)."""
+
+
+def _indexed(reader: Any, item: ReadRange) -> Iterator[bytes]:
+    stop = len(reader) if item.stop is None else item.stop
+    first, count = item.start, 16
+    while first < stop:
+        records = reader.read(range(first, min(first + count, stop)))
+        yield from records
+        first += len(records)
+        average = max(1, sum(map(len, records)) // max(1, len(records)))
+        count = max(1, min(4096, _READ_BYTES // average))
+
+
+def _chunks(records: Iterator[bytes], batch: int, batch_bytes: int) -> Iterator[list[bytes]]:
     chunk: list[bytes] = []
+    size = 0
     for record in records:
         chunk.append(record)
-        if len(chunk) == batch:
+        size += len(record)
+        if len(chunk) >= batch or size >= batch_bytes:
             yield chunk
-            chunk = []
+            chunk, size = [], 0
     if chunk:
         yield chunk
 
