@@ -273,3 +273,13 @@ def test_quickstart_page_code_runs(tmp_path, monkeypatch):
     assert python_blocks(page)
     monkeypatch.chdir(tmp_path)
     run_python_blocks(page)
+
+
+@pytest.mark.slow
+def test_scale_out_page_code_runs(tmp_path, monkeypatch):
+    """The page's one-machine, Ray and Dask writers produce the same records, as it says."""
+    pytest.importorskip("ray")
+    pytest.importorskip("dask.bag")
+    page = DOCS / "scale-out.md"
+    monkeypatch.chdir(tmp_path)
+    run_python_blocks(page)
