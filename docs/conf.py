@@ -40,9 +40,10 @@ suppress_warnings = ["ref.python"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True, "show-inheritance": True}
-# PyTorch is optional and heavy: document recordkit.data.torch without importing it. pytest is not part of
-# the docs extra: recordkit.testing (a pytest suite) is documented against a stand-in.
-autodoc_mock_imports = ["torch", "pytest"]
+# PyTorch and Ray are optional and heavy: document recordkit.data.torch and recordkit.ray without importing
+# them. pytest is not part of the docs extra: recordkit.testing (a pytest suite) is documented against a
+# stand-in.
+autodoc_mock_imports = ["torch", "pytest", "ray", "pyarrow"]
 
 html_theme = "furo"
 html_title = f"recordkit {release}"

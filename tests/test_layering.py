@@ -15,7 +15,10 @@ import pytest
 
 # (module imported, modules that must then be absent: a name also forbids its submodules)
 RULES: list[tuple[str, tuple[str, ...]]] = [
-    ("recordkit", ("google.protobuf", "torch", "numpy", "recordkit.formats", "recordkit._proto")),
+    (
+        "recordkit",
+        ("google.protobuf", "torch", "numpy", "recordkit.formats", "recordkit._proto", "ray"),
+    ),
     ("recordkit.errors", ("google.protobuf", "torch", "numpy")),
     (
         "recordkit.formats",
@@ -31,6 +34,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("recordkit.recover", ("google.protobuf", "numpy", "torch", "recordkit.example")),
     ("recordkit.data", ("torch", "recordkit.cli")),
     ("recordkit.cli", ("torch",)),
+    ("recordkit.ray", ("torch", "recordkit.cli", "recordkit.data")),
 ]
 
 PROBE = "import importlib, json, sys; importlib.import_module(sys.argv[1]); print(json.dumps(sorted(sys.modules)))"

@@ -13,8 +13,12 @@ count runs in a fresh process with ``ray.init(num_cpus=N)``. In each process, pe
   serialized Examples, by ``write_records(encode="example")`` from the ``data`` column, and by Ray's
   ``write_tfrecords`` from the ``data`` column: ``--shards`` TFRecord files each;
 * Ray's shards are read back by ``read_records`` (raw records, CRC checks on), by ``read_records`` with a
-  spec (the ``data`` column parsed from the Examples, CRC checks on), and by Ray's ``read_tfrecords``
-  (which checks no CRC). A read is consumed to the end with ``iter_batches(batch_format="pyarrow")``.
+  spec (the ``data`` column parsed from the Examples, CRC checks on), by Ray's ``read_tfrecords`` (which
+  checks no CRC), and by Ray's ``read_binary_files``, which loads each file whole as one row: no framing,
+  no parsing, the floor that Ray's own machinery sets for reading these bytes. Every read asks for one
+  block per file (``override_num_blocks=--shards``, what Ray's file readers do anyway when there are fewer
+  files than its default parallelism, but without the block splitting it then adds), and is consumed to
+  the end with ``iter_batches(batch_size=None, batch_format="pyarrow")`` (whole blocks, no re-batching).
 
 Each contender runs once to warm up (Ray's reader imports TensorFlow in each worker), then the contenders take
 turns, one timed pass each per round; figures are medians. "ratio" is recordkit's rate divided by Ray's.
@@ -64,10 +68,13 @@ def _datasets(size: int, count: int, shards: int) -> tuple[Any, Any]:
 
 
 def _consume(dataset: Any) -> int:
-    return sum(batch.num_rows for batch in dataset.iter_batches(batch_format="pyarrow"))
+    batches = dataset.iter_batches(batch_size=None, batch_format="pyarrow")
+    return sum(batch.num_rows for batch in batches)
 
 
-def _contenders(work: str, serialized: Any, columns: Any, count: int) -> dict[str, Any]:
+def _contenders(
+    work: str, serialized: Any, columns: Any, count: int, shards: int
+) -> dict[str, Any]:
     """Name -> (kind, recordkit or ray, a callable running one pass and returning its record count)."""
     import numpy as np
     import ray
@@ -99,6 +106,12 @@ def _contenders(work: str, serialized: Any, columns: Any, count: int) -> dict[st
     columns.write_tfrecords(source)
     files = sorted(os.path.join(source, name) for name in os.listdir(source))
     spec = {"data": rk.FixedLen((), np.object_)}
+    blocks = {"override_num_blocks": shards}
+
+    def floor() -> int:
+        _consume(ray.data.read_binary_files(files, **blocks))
+        return count  # one row per file
+
     return {
         "write": {
             "recordkit": rk_write,
@@ -106,9 +119,10 @@ def _contenders(work: str, serialized: Any, columns: Any, count: int) -> dict[st
             "ray write_tfrecords": ray_write,
         },
         "read": {
-            "recordkit": lambda: _consume(rkray.read_records(files)),
-            "recordkit spec=": lambda: _consume(rkray.read_records(files, spec=spec)),
-            "ray read_tfrecords": lambda: _consume(ray.data.read_tfrecords(files)),
+            "recordkit": lambda: _consume(rkray.read_records(files, **blocks)),
+            "recordkit spec=": lambda: _consume(rkray.read_records(files, spec=spec, **blocks)),
+            "ray read_tfrecords": lambda: _consume(ray.data.read_tfrecords(files, **blocks)),
+            "floor: ray read_binary_files": floor,
         },
     }
 
@@ -128,11 +142,13 @@ def _child(cpus: int, shards: int, rounds: int, quick: bool) -> dict[str, Any]:
     ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     results: dict[str, Any] = {}
-    work = tempfile.mkdtemp(prefix="bench-ray-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    work = tempfile.mkdtemp(
+        prefix="bench-ray-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+    )
     try:
         for label, (size, count) in (QUICK_SIZES if quick else SIZES).items():
             serialized, columns = _datasets(size, count, shards)
-            for case, contenders in _contenders(work, serialized, columns, count).items():
+            for case, contenders in _contenders(work, serialized, columns, count, shards).items():
                 for run in contenders.values():
                     _time(run, count)  # warm-up
                 samples: dict[str, list[float]] = {name: [] for name in contenders}
@@ -154,12 +170,12 @@ def _report(cpus: int, results: dict[str, Any]) -> None:
     print(f"\n== {cpus} Ray worker(s) (ray.init(num_cpus={cpus})) ==")
     for case, result in results.items():
         medians = {name: statistics.median(s) for name, s in result["seconds"].items()}
-        ray_name = next(name for name in medians if name.startswith("ray"))
+        ray_name = next(name for name in medians if name.startswith("ray "))
         print(f"{case}:")
         for name, seconds in medians.items():
             rate = result["records"] / seconds
             mbps = result["bytes"] / seconds / 1e6
-            ratio = "" if name == ray_name else f"  {medians[ray_name] / seconds:5.2f}x ray"
+            ratio = "" if name.startswith("ray ") else f"  {medians[ray_name] / seconds:5.2f}x ray"
             print(f"  {name:28s} {rate / 1e3:8.1f}k rec/s {mbps:8.1f} MB/s{ratio}")
 
 
