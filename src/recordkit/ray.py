@@ -94,13 +94,14 @@ class RecordDatasource(Datasource):
         if self._records_per_task is not None:
             min_ranges = 1
         if min_ranges not in self._plans:
-            self._plans[min_ranges] = plan_reads(
+            planned = plan_reads(
                 self._paths,
                 format=self._format,
                 split=self._split,
                 records_per_range=self._records_per_task,
                 min_ranges=min_ranges,
             )
+            self._plans[min_ranges] = [_absolute(item) for item in planned]
         return self._plans[min_ranges]
 
     def get_name(self) -> str:
@@ -162,6 +163,15 @@ def _read_task(
     if "schema" in {field.name for field in dataclasses.fields(BlockMetadata)}:
         return ReadTask(read, BlockMetadata(schema=schema, **fields))  # type: ignore[call-arg]
     return ReadTask(read, BlockMetadata(**fields), schema=schema, per_task_row_limit=limit)
+
+
+def _absolute(item: ReadRange) -> ReadRange:
+    """The range with absolute local paths: Ray's workers do not run in the driver's directory."""
+    directory = item.directory
+    if directory is not None and not _is_url(directory):
+        directory = os.path.abspath(directory)
+    path = item.path if _is_url(item.path) else os.path.abspath(item.path)
+    return dataclasses.replace(item, path=path, directory=directory)
 
 
 def _groups(ranges: list[ReadRange], tasks: int) -> list[list[ReadRange]]:
@@ -301,7 +311,8 @@ class RecordDatasink(Datasink):  # type: ignore[type-arg]
         rows_per_shard: int | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
-        self.path = os.fspath(path)
+        # Absolute: Ray's workers do not run in the driver's directory.
+        self.path = os.fspath(path) if _is_url(os.fspath(path)) else os.path.abspath(path)
         self.format = get_format(format).name
         self.compression = compression or ""
         self._column = column
