@@ -40,10 +40,10 @@ suppress_warnings = ["ref.python"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True, "show-inheritance": True}
-# PyTorch and dask are optional (and PyTorch heavy): document recordkit.data.torch and recordkit.dask without
-# importing them. pytest is not part of the docs extra: recordkit.testing (a pytest suite) is documented
-# against a stand-in.
-autodoc_mock_imports = ["torch", "pytest", "dask"]
+# PyTorch, Ray and Dask are optional and heavy: document recordkit.data.torch, recordkit.ray and
+# recordkit.dask without importing them. pytest is not part of the docs extra: recordkit.testing (a pytest
+# suite) is documented against a stand-in.
+autodoc_mock_imports = ["torch", "pytest", "ray", "pyarrow", "dask"]
 
 html_theme = "furo"
 html_title = f"recordkit {release}"

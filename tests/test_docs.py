@@ -92,6 +92,9 @@ NOT_RUN = {
     "python tests/benchmarks/run.py --only read --only write --repeat 7": "full-size data, minutes",
     "python tests/benchmarks/run.py --full": "ten million records; the smoke test runs --quick",
     "python tests/benchmarks/bench_dask.py": "200 MB through four clusters, minutes; --quick is run",
+    "python tests/benchmarks/bench_ray.py --json report-ray.json": (
+        "minutes of machine time, and needs Ray and TensorFlow"
+    ),
     "MALLOC_TRIM_THRESHOLD_=1073741824 python train.py": "train.py stands for the reader's own script",
     "python -m tests.fuzz --cases 100000": "a long fuzzing session; the page's shorter runs are run",
     "recordkit cat --json train.tfrecord | jq -c '.label'": (

@@ -17,7 +17,7 @@ import pytest
 RULES: list[tuple[str, tuple[str, ...]]] = [
     (
         "recordkit",
-        ("google.protobuf", "torch", "numpy", "recordkit.formats", "recordkit._proto", "dask"),
+        ("google.protobuf", "torch", "numpy", "recordkit.formats", "recordkit._proto", "dask", "ray"),
     ),
     ("recordkit.errors", ("google.protobuf", "torch", "numpy")),
     (
@@ -52,6 +52,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("recordkit.cli", ("torch",)),
     # The Dask adapter needs dask's bags only: not distributed (a cluster is the user's choice).
     ("recordkit.dask", ("torch", "recordkit.cli", "recordkit.data", "distributed")),
+    ("recordkit.ray", ("torch", "recordkit.cli", "recordkit.data")),
 ]
 
 PROBE = "import importlib, json, sys; importlib.import_module(sys.argv[1]); print(json.dumps(sorted(sys.modules)))"
