@@ -17,7 +17,15 @@ import pytest
 RULES: list[tuple[str, tuple[str, ...]]] = [
     (
         "recordkit",
-        ("google.protobuf", "torch", "numpy", "recordkit.formats", "recordkit._proto", "dask", "ray"),
+        (
+            "google.protobuf",
+            "torch",
+            "numpy",
+            "recordkit.formats",
+            "recordkit._proto",
+            "dask",
+            "ray",
+        ),
     ),
     ("recordkit.errors", ("google.protobuf", "torch", "numpy")),
     (

@@ -338,13 +338,25 @@ def test_encode_example_from_columns(tmp_path):
     np.testing.assert_array_equal(columns["emb"][order][:, 0], np.arange(300, dtype=np.float32))
 
 
-def test_an_existing_dataset_is_not_overwritten(tmp_path, examples):
+def test_a_second_write_replaces_the_dataset(tmp_path, examples):
     out = tmp_path / "out"
     rkray.write_records(_dataset(examples[:100], blocks=1), out, format="tfrecord")
-    before = (out / MANIFEST_NAME).read_bytes()
-    with pytest.raises(FileExistsError, match="already holds a dataset"):
-        rkray.write_records(_dataset(examples[:10], blocks=1), out, format="tfrecord")
-    assert (out / MANIFEST_NAME).read_bytes() == before
+    rkray.write_records(_dataset(examples[:10], blocks=1), out, format="tfrecord")
+    assert collections.Counter(rk.open(out)) == collections.Counter(examples[:10])
+
+
+def test_a_write_that_fails_leaves_no_manifest(tmp_path, examples):
+    out = tmp_path / "out"
+    rkray.write_records(_dataset(examples[:100], blocks=1), out, format="tfrecord")
+
+    def broken(row):
+        raise RuntimeError("cannot encode")
+
+    with pytest.raises(Exception, match="cannot encode"):
+        rkray.write_records(
+            _dataset(examples[:10], blocks=1), out, format="tfrecord", encode=broken
+        )
+    assert not (out / MANIFEST_NAME).exists()
 
 
 def test_a_missing_or_non_binary_column_is_refused(tmp_path):

@@ -28,13 +28,14 @@ import numpy as np
 
 from recordkit.errors import RecordKitError
 from recordkit.formats import get_format
-from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
+from recordkit.formats.manifest import Manifest, Shard
 from recordkit.io import _is_url
 from recordkit.shards.shardfile import write_shard
 from recordkit.shards.tasks import (
     ReadRange,
     commit_manifest,
     plan_reads,
+    prepare_output,
     read_range,
     task_shard_path,
 )
@@ -333,14 +334,8 @@ class RecordDatasink(Datasink):  # type: ignore[type-arg]
         return self._rows_per_shard
 
     def on_write_start(self, schema: Any = None) -> None:
-        """Create the directory; refuse one that already holds a dataset (its manifest would be lost)."""
-        if _is_url(self.path):
-            return
-        if os.path.exists(os.path.join(self.path, MANIFEST_NAME)):
-            raise FileExistsError(
-                f"{self.path} already holds a dataset ({MANIFEST_NAME}); write into a new directory"
-            )
-        os.makedirs(self.path, exist_ok=True)
+        """Ready the directory: create it, and delete an earlier write's manifest before shards change."""
+        prepare_output(self.path)
 
     def write(self, blocks: Iterable[Any], ctx: Any) -> Shard | None:
         """Write this task's rows to its own shard, atomically; return the shard's entry."""
@@ -511,7 +506,8 @@ def write_records(
     ds
         The dataset.
     path
-        The directory (created if needed; a local path or an fsspec URL). It must not hold a manifest yet.
+        The directory (created if needed; a local path or an fsspec URL). A manifest an earlier write left
+        there is deleted before any shard is written, so a write that fails leaves no manifest.
     format, compression
         The shards' format and compression (``"gzip"``/``"zlib"``, TFRecord only).
     column
