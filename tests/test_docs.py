@@ -82,6 +82,8 @@ NOT_RUN = {
     'pip install ".[fast]"': "a subset of .[all], installed in a fresh venv by .ci/run",
     'pip install ".[remote]"': "a subset of .[all], installed in a fresh venv by .ci/run",
     'pip install ".[cli]"': "a subset of .[all], installed in a fresh venv by .ci/run",
+    'pip install ".[ray]"': "installed with the other extras by .ci/run; tests/test_ray.py uses it",
+    'pip install ".[dask]"': "installed with the other extras by .ci/run; tests/test_dask.py uses it",
     'pip install ".[all]"': "the README's install-and-run command installs it in a fresh venv in .ci/run",
     'pip install ".[torch]"': "pulls PyTorch with GBs of CUDA libraries; CI installs the pinned CPU build",
     'pip install ".[dask]" distributed': "the test extra installs both; tests/test_dask.py runs the page",
@@ -279,6 +281,7 @@ def test_quickstart_page_code_runs(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings(r"ignore::DeprecationWarning:ray\..*")
 def test_scale_out_page_code_runs(tmp_path, monkeypatch):
     """The page's one-machine, Ray and Dask writers produce the same records, as it says."""
     pytest.importorskip("ray")
