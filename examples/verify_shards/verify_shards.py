@@ -46,7 +46,7 @@ def main(folder: Path) -> None:
     assert recordkit("verify", str(shards)).returncode == 0
 
     # Damage one byte in the middle of the third shard.
-    victim = sorted(shards.iterdir())[2]
+    victim = sorted(shards.glob("*.tfrecord"))[2]
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0x40
     victim.write_bytes(bytes(data))
