@@ -6,6 +6,7 @@ themselves (hashlib, os.stat), record contents from TensorFlow's reader, counts 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -467,3 +468,37 @@ def test_plain_forms(dataset: Path) -> None:
     assert len([r for r in rk.open(dataset)]) == 35  # noqa: C416 - the comprehension is the form tested
     assert len(rk.open(str(dataset / MANIFEST_NAME))) == 35
     assert sum(1 for _ in Dataset(str(dataset))) == 35
+
+
+def _rewrite_with_more_records(path: Path, extra: int) -> None:
+    records = list(rk.open(path))
+    with rk.open(path, "w") as writer:
+        writer.write_many(records + [b"extra"] * extra)
+
+
+@pytest.mark.parametrize("extra", [2, -1])
+def test_a_shard_whose_count_changed_is_never_read_silently(tmp_path: Path, extra: int) -> None:
+    """The size check cannot see it when the manifest records no size (TFDS) or sizes collide."""
+    with rk.ShardWriter(str(tmp_path / "d-{shard}.ffr"), max_records=10) as writer:
+        writer.write_many(b"r%03d" % i for i in range(25))
+    manifest = shards.load_manifest(tmp_path)
+    victim = tmp_path / "d-1.ffr"
+    if extra > 0:
+        _rewrite_with_more_records(victim, extra)
+    else:
+        records = list(rk.open(victim))[:-1]
+        with rk.open(victim, "w") as writer:
+            writer.write_many(records)
+    # Record the new size, as a TFDS directory would (its sizes come from the file system).
+    entries = [
+        dataclasses.replace(s, size=(tmp_path / s.path).stat().st_size) for s in manifest.shards
+    ]
+    dataclasses.replace(manifest, shards=tuple(entries)).save(tmp_path)
+    with pytest.raises(rk.ManifestError, match="manifest says 10") as info:
+        list(rk.open(tmp_path))
+    assert info.value.shard == 1
+    with pytest.raises(rk.ManifestError, match="manifest says 10"):
+        rk.open(tmp_path)[15]
+    with pytest.raises(rk.ManifestError, match="manifest says 10"):
+        list(Dataset(tmp_path).shuffle())
+    assert len(rk.open(tmp_path)[:10]) == 10  # the first shard is intact

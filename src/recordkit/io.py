@@ -735,7 +735,10 @@ class RecordReader(_RecordFile):
         self._frames = [frames for frames, _ in parts]
         self._opened = [opened for _, opened in parts]
         # Record counts known without reading (a manifest's) make len() free, even of compressed files.
+        # Each part is checked against its count when it is first read at random or read to its end.
+        self._counts = None if counts is None else list(counts)
         self._starts = None if counts is None else list(itertools.accumulate(counts, initial=0))
+        self._counted: set[int] = set()
         self._reopen = reopen
         # The first part that can only be read in order (it raises the error random access gets).
         self._sequential = next((f for f in self._frames if not f.random_access), None)
@@ -786,10 +789,40 @@ class RecordReader(_RecordFile):
     def _records(self) -> Iterator[bytes]:
         # A generator method: the iterator holds the reader, whose finalizer would otherwise close the
         # files of an unnamed reader (``for r in recordkit.open(p)``) while the iteration still reads them.
-        if len(self._frames) == 1:
+        if self._counts is not None:
+            yield from self._counted_records()
+        elif len(self._frames) == 1:
             yield from self._frames[0]
         else:
             yield from itertools.chain.from_iterable(self._frames)
+
+    def _counted_records(self) -> Iterator[bytes]:
+        """Every record, each part checked against the count its manifest gives once it is read through."""
+        assert self._counts is not None
+        for part, (frames, expected) in enumerate(zip(self._frames, self._counts, strict=True)):
+            found = 0
+            for found, record in enumerate(frames, 1):  # noqa: B007 - found is the count afterwards
+                yield record
+            if found != expected:
+                raise self._count_mismatch(part, found)
+
+    def _count_mismatch(self, part: int, found: int) -> ManifestError:
+        assert self._counts is not None
+        return ManifestError(
+            f"the shard holds {found} records, but the manifest says {self._counts[part]}: it changed "
+            "after the manifest was written (recordkit manifest build describes it again)",
+            path=self._frames[part].path,
+            shard=part,
+        )
+
+    def _check_count(self, part: int) -> None:
+        """Before the first random access to a part with a known count: the file must hold that many."""
+        if self._counts is None or part in self._counted:
+            return
+        found = len(self._frames[part])
+        if found != self._counts[part]:
+            raise self._count_mismatch(part, found)
+        self._counted.add(part)
 
     def _part_starts(self) -> list[int]:
         if self._starts is None:
@@ -825,9 +858,11 @@ class RecordReader(_RecordFile):
 
     def _locate(self, i: int) -> tuple[FrameReader, int]:
         if len(self._frames) == 1:
+            self._check_count(0)
             return self._frames[0], i
         starts = self._part_starts()
         part = bisect.bisect_right(starts, i) - 1
+        self._check_count(part)
         return self._frames[part], i - starts[part]
 
     @overload
@@ -857,6 +892,7 @@ class RecordReader(_RecordFile):
         if wanted and (min(wanted) < 0 or max(wanted) >= total or type(wanted[0]) is not int):
             wanted = [self._normalize(i, total) for i in wanted]
         if len(self._frames) == 1:
+            self._check_count(0)
             return self._frames[0].read_many(wanted)
         starts = self._part_starts()
         by_part: dict[int, list[int]] = {}
@@ -864,6 +900,7 @@ class RecordReader(_RecordFile):
             by_part.setdefault(bisect.bisect_right(starts, i) - 1, []).append(i)
         found: dict[int, bytes] = {}
         for part, members in by_part.items():
+            self._check_count(part)
             base = starts[part]
             records = self._frames[part].read_many([i - base for i in members])
             found.update(zip(members, records, strict=True))
