@@ -598,3 +598,13 @@ def test_the_docs_page_runs(tfds, tmp_path, monkeypatch):
         exec(compile(block, page, "exec"), namespace)  # noqa: S102 - running the documented code
     ids = [int(example["id"][0]) for example in namespace["read_split"]("mydata", "train")]
     assert ids == list(range(10))
+
+
+def test_a_missing_shard_of_another_split_does_not_matter(tmp_path):
+    directory = _tfds_dir(tmp_path, BASE_INFO)
+    os.remove(tmp_path / "toy-test.tfrecord-00000-of-00001")
+    assert len(rk.open(directory, split="train")) == len(list(rk.open(directory, split="train")))
+    with pytest.raises(rk.ManifestError, match="missing"):
+        rk.open(directory, split="test")
+    with pytest.raises(rk.ManifestError, match="no split 'dev'"):
+        rk.open(directory, split="dev")

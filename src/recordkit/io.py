@@ -502,7 +502,7 @@ def find_dataset(source: Any, *, split: str | None = None) -> tuple[str, Manifes
     if not isinstance(source, (str, os.PathLike)):
         return None
     path = os.fspath(source)
-    found = _read_dataset(path)
+    found = _read_dataset(path, split)
     if found is None:
         return None
     directory, manifest = found
@@ -512,7 +512,7 @@ def find_dataset(source: Any, *, split: str | None = None) -> tuple[str, Manifes
         raise ManifestError(exc.reason, path=path) from None
 
 
-def _read_dataset(path: str) -> tuple[str, Manifest] | None:
+def _read_dataset(path: str, split: str | None) -> tuple[str, Manifest] | None:
     if _is_url(path):
         if path.endswith("/" + MANIFEST_NAME):
             return path[: -len(MANIFEST_NAME) - 1], _load_remote_manifest(path)
@@ -528,7 +528,7 @@ def _read_dataset(path: str) -> tuple[str, Manifest] | None:
         if os.path.isfile(os.path.join(path, _TFDS_INFO)):
             from recordkit.formats.tfds import manifest_from_tfds
 
-            return path, manifest_from_tfds(path)
+            return path, manifest_from_tfds(path, split=split)
         return None
     if os.path.basename(path) == MANIFEST_NAME and os.path.isfile(path):
         return os.path.dirname(path) or ".", load_manifest(path)

@@ -96,7 +96,7 @@ def is_tfds_directory(directory: str | os.PathLike[str]) -> bool:
 # -- reading -----------------------------------------------------------------------------------------
 
 
-def manifest_from_tfds(directory: str | os.PathLike[str]) -> Manifest:
+def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None = None) -> Manifest:
     """Describe a TFDS dataset directory as a recordkit :class:`~recordkit.formats.manifest.Manifest`.
 
     Each shard listed in ``dataset_info.json`` becomes one :class:`~recordkit.formats.manifest.Shard`, split
@@ -109,6 +109,9 @@ def manifest_from_tfds(directory: str | os.PathLike[str]) -> Manifest:
     ----------
     directory
         A local directory holding ``dataset_info.json``.
+    split
+        Describe only this split's shards (the others' files are then not looked at, so a shard missing
+        from another split does not matter).
 
     Returns
     -------
@@ -136,22 +139,27 @@ def manifest_from_tfds(directory: str | os.PathLike[str]) -> Manifest:
     if not splits:
         raise info.error("the dataset has no splits")
     listed: dict[str, tuple[int, str]] = {}
-    names: set[str] = set()
-    for split in splits:
-        split_name = split.string("name")
+    names: dict[str, None] = {}
+    for entry in splits:
+        split_name = entry.string("name")
         if not split_name or split_name in names:
-            raise split.error(f"{'a repeated' if split_name else 'no'} split name")
-        names.add(split_name)
+            raise entry.error(f"{'a repeated' if split_name else 'no'} split name")
+        names[split_name] = None
         values = {"DATASET": name, "SPLIT": split_name, "FILEFORMAT": file_format}
-        for relative, records in _split_files(split, values):
+        for relative, records in _split_files(entry, values):
             if relative in listed:
-                raise split.error(f"two shards have the file name {relative!r}")
+                raise entry.error(f"two shards have the file name {relative!r}")
             listed[relative] = (records, split_name)
+    if split is not None and split not in names:
+        raise info.error(
+            f"the dataset has no split {split!r}; it has the splits {', '.join(names)}"
+        )
     shards = tuple(
         Shard(
             path=relative, records=records, size=_shard_size(directory, relative), split=split_name
         )
         for relative, (records, split_name) in listed.items()
+        if split is None or split_name == split
     )
     metadata = {"tfds": {"name": name, "version": info.string("version")}}
     return Manifest(format=_FILE_FORMAT, compression="", shards=shards, metadata=metadata)
