@@ -502,3 +502,47 @@ def test_a_shard_whose_count_changed_is_never_read_silently(tmp_path: Path, extr
     with pytest.raises(rk.ManifestError, match="manifest says 10"):
         list(Dataset(tmp_path).shuffle())
     assert len(rk.open(tmp_path)[:10]) == 10  # the first shard is intact
+
+
+def test_rebuilding_a_manifest_keeps_the_splits(tmp_path: Path) -> None:
+    for split in ("train", "test"):
+        pattern = str(tmp_path / f"{split}-{{shard:05d}}-of-{{num_shards:05d}}.tfrecord")
+        with rk.ShardWriter(pattern, max_records=3, split=split) as writer:
+            writer.write_many(b"%s%d" % (split.encode(), i) for i in range(5))
+    _rewrite_with_more_records(tmp_path / "train-00001-of-00002.tfrecord", 1)
+    with pytest.raises(rk.ManifestError, match="manifest build"):
+        rk.open(tmp_path, split="train")
+    rebuilt = shards.build_manifest(tmp_path)
+    assert rebuilt.splits == ["test", "train"]
+    expected = [b"train%d" % i for i in range(5)] + [b"extra"]
+    assert list(rk.open(tmp_path, split="train")) == expected
+
+
+def test_a_manifest_of_another_name_is_read_and_verified(tmp_path: Path) -> None:
+    with rk.ShardWriter(
+        str(tmp_path / "p-{shard}.tfrecord"), manifest=str(tmp_path / "w0.json")
+    ) as w:
+        w.write_many([b"a", b"b"])
+    assert list(rk.open(tmp_path / "w0.json")) == [b"a", b"b"]
+    assert [check.ok for check in shards.verify_dataset(tmp_path / "w0.json")] == [True]
+
+
+def test_merge_into_a_new_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for worker in range(2):
+        with rk.ShardWriter(str(tmp_path / "parts" / f"w{worker}" / "p-{shard}.ffr")) as writer:
+            writer.write(b"%d" % worker)
+    result = run_cli(
+        capsys,
+        "manifest",
+        "merge",
+        tmp_path / "parts",
+        tmp_path / "parts/w0",
+        tmp_path / "parts/w1",
+    )
+    assert result.code == 0, result.err
+    assert sorted(rk.open(tmp_path / "parts")) == [b"0", b"1"]
+    # A destination that is not a directory yet is one (unless it ends with .json): shards outside it are refused.
+    result = run_cli(capsys, "manifest", "merge", tmp_path / "elsewhere", tmp_path / "parts/w0")
+    assert result.code != 0
+    assert "outside" in result.err
+    assert not (tmp_path / "elsewhere").exists()

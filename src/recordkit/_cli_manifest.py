@@ -19,9 +19,9 @@ _SCHEMA_SAMPLE = 1000
 
 
 def is_dataset_directory(path: str) -> bool:
-    """Whether ``path`` is a directory holding a recordkit manifest (``verify`` then checks it)."""
+    """Whether ``path`` is a directory holding a recordkit manifest, or a manifest file (``.json``)."""
     return os.path.isfile(os.path.join(path, MANIFEST_NAME)) or (
-        os.path.basename(path) == MANIFEST_NAME and os.path.isfile(path)
+        path.endswith(".json") and os.path.isfile(path)
     )
 
 

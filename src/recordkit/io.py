@@ -26,6 +26,7 @@ import glob
 import itertools
 import operator
 import os
+import posixpath
 import re
 import stat
 import weakref
@@ -484,8 +485,10 @@ def find_dataset(source: Any, *, split: str | None = None) -> tuple[str, Manifes
     """Return ``(directory, manifest)`` when ``source`` names a dataset with a manifest, else ``None``.
 
     A dataset is a local directory holding a ``_recordkit_manifest.json`` or, failing that, a
-    tensorflow-datasets ``dataset_info.json``; or the path or URL of a manifest file itself; or a URL ending
-    in ``/`` whose directory holds a manifest. Shard paths in the manifest are relative to ``directory``.
+    tensorflow-datasets ``dataset_info.json``; or the path or URL of a manifest file itself (any name ending
+    in ``.json``, e.g. one a :class:`~recordkit.ShardWriter` wrote with ``manifest="w3.json"``); or a URL
+    ending in ``/`` whose directory holds a manifest. Shard paths in the manifest are relative to
+    ``directory``.
 
     Parameters
     ----------
@@ -514,8 +517,8 @@ def find_dataset(source: Any, *, split: str | None = None) -> tuple[str, Manifes
 
 def _read_dataset(path: str, split: str | None) -> tuple[str, Manifest] | None:
     if _is_url(path):
-        if path.endswith("/" + MANIFEST_NAME):
-            return path[: -len(MANIFEST_NAME) - 1], _load_remote_manifest(path)
+        if path.endswith(".json"):
+            return posixpath.dirname(path), _load_remote_manifest(path)
         if path.endswith("/"):
             candidate = path + MANIFEST_NAME
             return (
@@ -530,8 +533,13 @@ def _read_dataset(path: str, split: str | None) -> tuple[str, Manifest] | None:
 
             return path, manifest_from_tfds(path, split=split)
         return None
-    if os.path.basename(path) == MANIFEST_NAME and os.path.isfile(path):
-        return os.path.dirname(path) or ".", load_manifest(path)
+    if path.endswith(".json") and os.path.isfile(path):
+        directory = os.path.dirname(path) or "."
+        if os.path.basename(path) == _TFDS_INFO:
+            from recordkit.formats.tfds import manifest_from_tfds
+
+            return directory, manifest_from_tfds(directory, split=split)
+        return directory, load_manifest(path)
     return None
 
 

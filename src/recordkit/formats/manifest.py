@@ -192,7 +192,8 @@ class Manifest:
         return _parse(document, path)
 
     def save(self, path: str | os.PathLike[str]) -> str:
-        """Write the manifest atomically to ``path`` (a file, or a directory to hold ``MANIFEST_NAME``).
+        """Write the manifest atomically to ``path``: a ``.json`` file, or a directory (created if needed)
+        to hold ``MANIFEST_NAME``.
 
         Returns
         -------
@@ -200,6 +201,7 @@ class Manifest:
             The file written.
         """
         target = manifest_path(path)
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
         atomic = AtomicFile(target)
         try:
             atomic.file.write(self.to_json().encode("utf-8"))
@@ -221,9 +223,13 @@ def sha256_of(file: BinaryIO) -> tuple[int, str]:
 
 
 def manifest_path(path: str | os.PathLike[str]) -> str:
-    """Return the manifest file meant by ``path``: ``path`` itself, or ``MANIFEST_NAME`` inside a directory."""
+    """Return the manifest file meant by ``path``.
+
+    A path ending in ``.json`` is the manifest file itself; anything else is a directory, whose manifest is
+    ``MANIFEST_NAME`` inside it.
+    """
     path = os.fspath(path)
-    return os.path.join(path, MANIFEST_NAME) if os.path.isdir(path) else path
+    return path if path.endswith(".json") else os.path.join(path, MANIFEST_NAME)
 
 
 def load_manifest(path: str | os.PathLike[str]) -> Manifest:
@@ -262,8 +268,8 @@ def merge_manifests(
         Manifest files (or directories holding one), or ``(directory, Manifest)`` pairs. Each shard path is
         rewritten relative to the directory of ``destination``, which must contain every shard.
     destination
-        Where the merged manifest will be written: a directory or a file path. Nothing is written here; call
-        :meth:`Manifest.save`.
+        Where the merged manifest will be written: a directory, or a path ending in ``.json``. Nothing is
+        written here; call :meth:`Manifest.save`.
     metadata
         The merged manifest's metadata; by default the inputs' metadata, merged key by key (later wins).
 
@@ -274,8 +280,7 @@ def merge_manifests(
         two inputs name the same shard with different contents.
     """
     destination = os.fspath(destination)
-    root = destination if os.path.isdir(destination) else os.path.dirname(destination)
-    root = os.path.abspath(root or ".")
+    root = os.path.abspath(os.path.dirname(manifest_path(destination)) or ".")
     loaded = [_load_item(item) for item in manifests]
     if not loaded:
         raise ManifestError("no manifests to merge", path=destination)

@@ -44,8 +44,9 @@ def build_manifest(
     format
         Take only the files of this format (otherwise the files must all share one format).
     split
-        The split of every shard. Default: read from tensorflow-datasets names
-        (``mnist-train.tfrecord-00000-of-00004``), else none.
+        The split of every shard. Default: the split an existing manifest of the directory gives the
+        shard, else the one a tensorflow-datasets name says (``mnist-train.tfrecord-00000-of-00004``),
+        else none.
     checksum
         Record each shard's SHA-256 (one more read of each file).
     schema, metadata
@@ -62,10 +63,14 @@ def build_manifest(
     """
     directory = os.fspath(directory)
     files = [f for f in expand_sources(directory, format=format) if isinstance(f, str)]
+    known_splits = _previous_splits(directory)
     shards: list[Shard] = []
     kinds: set[tuple[str, str]] = set()
     for path in files:
-        own_split = split if split is not None else _split_from_name(os.path.basename(path))
+        own_split = split
+        if own_split is None:
+            name = os.path.relpath(path, directory).replace(os.sep, "/")
+            own_split = known_splits.get(name) or _split_from_name(os.path.basename(path))
         shard, found_format, found_compression = describe_shard(
             path, root=directory, format=format, split=own_split, checksum=checksum
         )
@@ -89,6 +94,15 @@ def build_manifest(
     if save:
         manifest.save(os.path.join(directory, MANIFEST_NAME))
     return manifest
+
+
+def _previous_splits(directory: str) -> dict[str, str]:
+    """The splits an existing manifest gives its shards: a rebuilt manifest keeps them."""
+    try:
+        previous = load_manifest(os.path.join(directory, MANIFEST_NAME))
+    except (FileNotFoundError, ManifestError):
+        return {}
+    return {shard.path: shard.split for shard in previous.shards if shard.split is not None}
 
 
 def _split_from_name(name: str) -> str | None:
@@ -135,7 +149,7 @@ def verify_dataset(
     Parameters
     ----------
     directory
-        The dataset directory (or its manifest file).
+        The dataset directory, or its manifest file (a path ending in ``.json``).
     split
         Check only this split.
     checksum
@@ -154,9 +168,9 @@ def verify_dataset(
         The manifest is malformed.
     """
     path = os.fspath(directory)
-    if os.path.basename(path) == MANIFEST_NAME:
-        path = os.path.dirname(path) or "."
     manifest = load_manifest(path)
+    if path.endswith(".json"):
+        path = os.path.dirname(path) or "."
     if split is not None:
         manifest = manifest.select(split)
     return [_check(path, manifest, shard, checksum) for shard in manifest.shards]
