@@ -414,7 +414,7 @@ def test_cli_manifest_build_show_verify(tmp_path: Path, capsys: pytest.CaptureFi
         writer.write_many(payloads(12))
     with rk.open(tmp_path / "b.tfrecord", "w") as writer:
         writer.write_many(payloads(5, seed=1))
-    result = run_cli(capsys, "manifest", "build", tmp_path, "-q")
+    result = run_cli(capsys, "manifest", "build", tmp_path)
     assert result.code == 0
     assert "2 shards, 17 records" in result.out
     result = run_cli(capsys, "manifest", "show", tmp_path)
@@ -546,3 +546,16 @@ def test_merge_into_a_new_directory(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert result.code != 0
     assert "outside" in result.err
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_cli_reads_the_shards_a_manifest_lists(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with rk.ShardWriter(str(tmp_path / "p-{shard}.ffr"), max_records=3) as writer:
+        writer.write_many([b"a"] * 7)
+    with rk.open(tmp_path / "stale-9.ffr", "w") as stale:  # not in the manifest
+        stale.write(b"zzz")
+    result = run_cli(capsys, "count", tmp_path)
+    assert result.out.splitlines()[-1].split() == ["7", "total"]
+    result = run_cli(capsys, "cat", tmp_path, "--raw")
+    assert len(result.out.splitlines()) == 7

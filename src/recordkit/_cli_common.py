@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 import recordkit as rk
-from recordkit.io import expand_sources, natural_key
+from recordkit.io import expand_sources, find_dataset, natural_key, shard_path
 
 __all__ = [
     "EXIT_CORRUPT",
@@ -53,7 +53,10 @@ class CliError(Exception):
 def expand_inputs(paths: Iterable[str], *, format: str | None = None) -> list[str]:
     """Replace each directory and glob pattern by the record files it names, in natural order.
 
-    The expansion of :func:`recordkit.io.expand_sources`, the same as :func:`recordkit.open`'s: a directory
+    A dataset directory with a manifest (or a tensorflow-datasets ``dataset_info.json``) contributes the
+    shards its manifest lists, every split, in the manifest's order: files beside them that it does not
+    list (left over from an earlier write) are not read. Any other directory or glob is expanded by
+    :func:`recordkit.io.expand_sources`, the same as :func:`recordkit.open`'s expansion: a directory
     contributes its files whose suffix names a record format (with ``--format``: that format), or, when it
     has none, its files without such a suffix (OneFlow's ``part-0``, ``part-1``, ...); hidden files, sidecar
     ``*.idx`` indexes and links out of the directory are left out. A quoted glob pattern is expanded here.
@@ -64,7 +67,21 @@ def expand_inputs(paths: Iterable[str], *, format: str | None = None) -> list[st
     FileNotFoundError
         A directory holds no record file, or a glob pattern matches nothing.
     """
-    return expand_sources(list(paths), format=format, missing_ok=True)
+    files: list[str] = []
+    plain: list[str] = []
+    for path in paths:
+        dataset = find_dataset(path, all_splits=True)
+        if dataset is None:
+            plain.append(path)
+            continue
+        if plain:
+            files.extend(expand_sources(plain, format=format, missing_ok=True))
+            plain = []
+        directory, manifest = dataset
+        files.extend(shard_path(directory, shard) for shard in manifest.shards)
+    if plain:
+        files.extend(expand_sources(plain, format=format, missing_ok=True))
+    return files
 
 
 def open_reader(path: str | list[str], *, format: str | None) -> rk.RecordReader:

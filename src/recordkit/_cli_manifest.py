@@ -73,7 +73,8 @@ def cmd_build(args: argparse.Namespace) -> int:
             metadata=manifest.metadata,
         )
     target = manifest.save(os.path.join(args.directory, MANIFEST_NAME))
-    print(f"{target}: {_summary(manifest)}")
+    if not args.quiet:
+        print(f"{target}: {_summary(manifest)}")
     return EXIT_OK
 
 
@@ -81,7 +82,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """Merge the manifests of several writers into one, for the directory that holds all their shards."""
     merged = merge_manifests(args.manifests, args.output)
     target = merged.save(args.output)
-    print(f"{target}: {_summary(merged)}")
+    if not args.quiet:
+        print(f"{target}: {_summary(merged)}")
     return EXIT_OK
 
 

@@ -481,7 +481,9 @@ def _display_path(src: Any) -> str | None:
 _TFDS_INFO = "dataset_info.json"
 
 
-def find_dataset(source: Any, *, split: str | None = None) -> tuple[str, Manifest] | None:
+def find_dataset(
+    source: Any, *, split: str | None = None, all_splits: bool = False
+) -> tuple[str, Manifest] | None:
     """Return ``(directory, manifest)`` when ``source`` names a dataset with a manifest, else ``None``.
 
     A dataset is a local directory holding a ``_recordkit_manifest.json`` or, failing that, a
@@ -496,6 +498,8 @@ def find_dataset(source: Any, *, split: str | None = None) -> tuple[str, Manifes
         What the user passed to :func:`open` or :class:`recordkit.data.Dataset`.
     split
         Keep only this split's shards (:meth:`Manifest.select`).
+    all_splits
+        Return every shard, whatever its split (``split`` is then ignored).
 
     Raises
     ------
@@ -505,9 +509,9 @@ def find_dataset(source: Any, *, split: str | None = None) -> tuple[str, Manifes
     if not isinstance(source, (str, os.PathLike)):
         return None
     path = os.fspath(source)
-    found = _read_dataset(path, split)
-    if found is None:
-        return None
+    found = _read_dataset(path, None if all_splits else split)
+    if found is None or all_splits:
+        return found
     directory, manifest = found
     try:
         return directory, manifest.select(split)
