@@ -7,6 +7,7 @@ themselves (hashlib, os.stat), record contents from TensorFlow's reader, counts 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import hashlib
 import json
 import os
@@ -459,8 +460,24 @@ def test_a_writer_dropped_without_close_leaves_no_manifest_and_no_hidden_shards(
     writer = rk.ShardWriter(str(tmp_path / "p-{shard}-of-{num_shards}.tfrecord"), max_records=1)
     writer.write_many([b"a", b"b", b"c"])
     assert len(list(tmp_path.iterdir())) > 0  # two finished shards wait, one is being written
-    del writer
+    with pytest.warns(ResourceWarning, match="without close"):
+        del writer
+        gc.collect()
     assert list(tmp_path.iterdir()) == []
+    # Without {num_shards}, finished shards are in place; the warning says they stay unlisted.
+    writer = rk.ShardWriter(str(tmp_path / "q-{shard}.tfrecord"), max_records=2)
+    writer.write_many([b"a", b"b", b"c"])
+    with pytest.warns(ResourceWarning, match="1 shards it finished stay"):
+        del writer
+        gc.collect()
+    assert not (tmp_path / MANIFEST_NAME).exists()
+
+
+def test_fields_may_name_directories(tmp_path: Path) -> None:
+    with rk.ShardWriter(str(tmp_path / "{shard:02d}" / "data.tfrecord"), max_records=2) as writer:
+        writer.write_many([b"a", b"b", b"c"])
+    assert [s.path for s in writer.manifest.shards] == ["00/data.tfrecord", "01/data.tfrecord"]  # type: ignore[union-attr]
+    assert list(rk.open(tmp_path)) == [b"a", b"b", b"c"]
 
 
 def test_plain_forms(dataset: Path) -> None:

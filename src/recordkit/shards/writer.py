@@ -8,6 +8,7 @@ import os
 import posixpath
 import re
 import string
+import warnings
 import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -43,7 +44,8 @@ class ShardWriter(Closing):
         optionally ``{num_shards}`` (the number of shards, known at :meth:`close`), e.g.
         ``"out/train-{shard:05d}-of-{num_shards:05d}.tfrecord"``, the naming of tensorflow-datasets. With
         ``{num_shards}``, finished shards wait under hidden names and are renamed at :meth:`close`. A local
-        path (its directory is created if needed) or an fsspec URL.
+        path (its directories are created as needed; the fields may also name directories, as in
+        ``"out/{shard:03d}/data.tfrecord"``) or an fsspec URL.
     format, compression, level
         As for :func:`recordkit.open` in mode ``"w"``; the format defaults to the one the suffix names.
     max_records
@@ -56,7 +58,8 @@ class ShardWriter(Closing):
     split
         The split all shards belong to (``"train"``), recorded in the manifest.
     manifest
-        ``True`` (the default) writes ``_recordkit_manifest.json`` in the pattern's directory; a path writes
+        ``True`` (the default) writes ``_recordkit_manifest.json`` in the pattern's directory (the last one
+        before a field); a path writes
         it there (it must be in that directory or above it); ``False`` writes none. If the manifest exists,
         its shards are kept, except the ones this writer's pattern names, which are removed from it when
         the writer opens.
@@ -119,7 +122,7 @@ class ShardWriter(Closing):
         }
         fmt, comp = _resolve_format(None, self._name(0, 1), format, compression)
         self._format = (fmt.name, comp or "")
-        self._directory = _parent(self._pattern)
+        self._directory = _static_parent(self._pattern)
         if not _is_url(self._directory):
             os.makedirs(self._directory, exist_ok=True)
         self._manifest_path = _manifest_target(manifest, self._directory)
@@ -130,14 +133,15 @@ class ShardWriter(Closing):
         self._current: OpenShard | None = None
         self._current_bytes = 0
         self._pending: list[tuple[str, Shard]] = []
-        if "num_shards" in self._fields:
-            # A writer dropped without close() removes the shards still waiting under hidden names.
-            weakref.finalize(self, _discard_files, self._pending)
         self.shards: list[Shard] = []
         self.manifest: Manifest | None = None
         self._closed = False
         if self._manifest_path:
             self._forget_own_shards()
+        # A writer dropped without close() warns, and removes the shards waiting under hidden names.
+        self._abandoned = weakref.finalize(
+            self, _abandon, self._pending, self._pattern, "num_shards" in self._fields
+        )
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -191,6 +195,8 @@ class ShardWriter(Closing):
     def _open_shard(self, number: int) -> OpenShard:
         final = self._name(number, None)
         path = _pending_name(final) if "num_shards" in self._fields else final
+        if not _is_url(path):
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         return OpenShard(path, root=self._root, **self._options)
 
     def _name(self, number: int, total: int | None) -> str:
@@ -214,6 +220,7 @@ class ShardWriter(Closing):
         if self._closed:
             return
         self._closed = True
+        self._abandoned.detach()
         try:
             self._finish_shard()
             if "num_shards" in self._fields:
@@ -231,6 +238,7 @@ class ShardWriter(Closing):
         Shards already under their final names stay, but no manifest names them. Idempotent.
         """
         self._closed = True
+        self._abandoned.detach()
         if self._current is not None:
             self._current.abort()
             self._current = None
@@ -359,6 +367,28 @@ def _move(source: str, target: str) -> None:
         fs.mv(inner, fs._strip_protocol(target))
     else:
         os.replace(source, target)
+
+
+def _abandon(pending: list[tuple[str, Shard]], pattern: str, hidden: bool) -> None:
+    if hidden:
+        _discard_files(pending)
+    left = (
+        "" if hidden or not pending else f"; the {len(pending)} shards it finished stay, unlisted"
+    )
+    warnings.warn(
+        f"a ShardWriter for {pattern} was dropped without close(): no manifest was written{left}",
+        ResourceWarning,
+        stacklevel=2,
+    )
+
+
+def _static_parent(pattern: str) -> str:
+    """The directory of ``pattern`` up to its first component with a field: where the manifest goes."""
+    separators = "/" if _is_url(pattern) else "/" + (os.altsep or "") + os.sep
+    parent = _parent(pattern)
+    while "{" in os.path.basename(parent.rstrip(separators)) and parent not in ("", "."):
+        parent = _parent(parent)
+    return parent
 
 
 def _discard_files(pending: list[tuple[str, Shard]]) -> None:
