@@ -573,3 +573,13 @@ def test_cli_reads_the_shards_a_manifest_lists(
     assert result.out.splitlines()[-1].split() == ["7", "total"]
     result = run_cli(capsys, "cat", tmp_path, "--raw")
     assert len(result.out.splitlines()) == 7
+
+
+def test_an_empty_dataset_reads_as_empty(tmp_path: Path) -> None:
+    with rk.ShardWriter(str(tmp_path / "p-{shard}.tfrecord")):
+        pass
+    reader = rk.open(tmp_path)
+    assert len(reader) == 0
+    assert list(reader) == []
+    assert list(Dataset(tmp_path)) == []
+    assert [check.ok for check in shards.verify_dataset(tmp_path)] == []

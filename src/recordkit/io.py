@@ -1059,8 +1059,6 @@ def _open_reader(
         root, manifest = dataset
         format, compression = _manifest_format(manifest, format, compression)
         files = [shard_path(root, shard) for shard in manifest.shards]
-        if not files:
-            raise ManifestError("the manifest lists no shards", path=_display_path(src))
         spec = _Reopen(files, _display_path(src), check_crc, index, lenient, manifest.shards)
         return _read_files(spec, format=format, compression=compression)
     if split is not None:
@@ -1100,6 +1098,9 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
         for _, opened in parts:
             opened.close()
         raise
+    if not formats:  # a dataset whose manifest lists no shards: an empty reader
+        assert spec.shards is not None and format is not None
+        formats.append((format, compression or ""))
     name, comp = formats[0]
     counts = None if spec.shards is None else [shard.records for shard in spec.shards]
     return RecordReader(
