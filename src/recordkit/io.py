@@ -1099,7 +1099,7 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
             opened.close()
         raise
     if not formats:  # a dataset whose manifest lists no shards: an empty reader
-        assert spec.shards is not None and format is not None
+        assert format is not None  # the manifest's
         formats.append((format, compression or ""))
     name, comp = formats[0]
     counts = None if spec.shards is None else [shard.records for shard in spec.shards]
