@@ -98,3 +98,20 @@ def test_memory_and_targets(report):
                 if target["at_most"]
                 else target["measured"] >= target["goal"]
             )
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_ray_scaling_benchmark_runs(tmp_path):
+    """bench_ray_scaling.py --quick: a table per size, and the JSON samples."""
+    pytest.importorskip("ray")
+    script = Path(__file__).parent / "benchmarks" / "bench_ray_scaling.py"
+    out = tmp_path / "scaling.json"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--quick", "--workers", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "read_records" in proc.stdout
+    samples = json.loads(out.read_text())
+    assert set(samples["1"]) == {"1 KiB", "100 KiB"}

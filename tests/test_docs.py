@@ -94,6 +94,12 @@ NOT_RUN = {
     "python tests/benchmarks/run.py --only read --only write --repeat 7": "full-size data, minutes",
     "python tests/benchmarks/run.py --full": "ten million records; the smoke test runs --quick",
     "python tests/benchmarks/bench_dask.py": "200 MB through four clusters, minutes; --quick is run",
+    "python tests/benchmarks/bench_ray_scaling.py --workers 1 2 4 8 16 --rounds 2 --consume driver": (
+        "minutes of a 16-core machine; test_benchmarks_smoke runs the script with --quick"
+    ),
+    "python tests/benchmarks/bench_ray_scaling.py --workers 16 1 --rounds 1": (
+        "minutes of a 16-core machine; test_benchmarks_smoke runs the script with --quick"
+    ),
     "python tests/benchmarks/bench_ray.py --json report-ray.json": (
         "minutes of machine time, and needs Ray and TensorFlow"
     ),
