@@ -333,6 +333,8 @@ BROKEN = {
     "total disagrees": lambda d: d.update(records=4),
     "duplicate shard": lambda d: d["shards"].append(dict(d["shards"][0])),
     "missing bytes": lambda d: d["shards"][0].pop("bytes"),
+    "Infinity, not JSON": lambda d: d.update(schema={"x": float("inf")}),
+    "NaN, not JSON": lambda d: d["shards"][0].update(records=float("nan")),
 }
 
 

@@ -186,7 +186,7 @@ class Manifest:
             The text is not a manifest of a version this recordkit reads, or any field is malformed.
         """
         try:
-            document = json.loads(text)
+            document = json.loads(text, parse_constant=_no_constant)
         except (ValueError, RecursionError) as exc:
             raise ManifestError(f"not valid JSON ({exc})", path=path) from None
         return _parse(document, path)
@@ -210,6 +210,11 @@ class Manifest:
             raise
         atomic.commit()
         return target
+
+
+def _no_constant(name: str) -> None:
+    """``NaN`` and ``Infinity`` are Python's JSON extensions, not JSON: a manifest holding one is refused."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def sha256_of(file: BinaryIO) -> tuple[int, str]:
