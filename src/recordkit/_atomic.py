@@ -21,7 +21,7 @@ import tempfile
 import weakref
 from typing import IO, Any
 
-__all__ = ["AtomicFile", "UploadOnCommit", "remove_leftovers", "temporary_name"]
+__all__ = ["AtomicFile", "UploadOnCommit", "remove_leftovers", "temporary_name", "write_atomically"]
 
 
 def temporary_name(target: str) -> str:
@@ -186,3 +186,14 @@ class UploadOnCommit:
     def discard(self) -> None:
         """Delete the local file without uploading. Idempotent."""
         self._finalizer()
+
+
+def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` through an :class:`AtomicFile`: the whole file appears, or nothing."""
+    target = AtomicFile(path)
+    try:
+        target.file.write(data)
+    except BaseException:
+        target.discard()
+        raise
+    target.commit()

@@ -19,7 +19,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO
 
-from recordkit._atomic import AtomicFile
+from recordkit._atomic import write_atomically
 from recordkit.errors import StaleIndexError
 
 __all__ = ["INDEX_SUFFIX", "default_index_path", "format_index", "load_index", "save_index"]
@@ -45,13 +45,7 @@ def default_index_path(path: str | os.PathLike[str]) -> str:
 
 def save_index(offsets: array[int], index_path: str | os.PathLike[str]) -> None:
     """Write an offset table (``len + 1`` frame boundaries) as a sidecar index, atomically."""
-    target = AtomicFile(index_path)
-    try:
-        target.file.write(format_index(offsets))
-    except BaseException:
-        target.discard()
-        raise
-    target.commit()
+    write_atomically(index_path, format_index(offsets))
 
 
 def format_index(offsets: array[int]) -> bytes:

@@ -19,7 +19,7 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, BinaryIO
 
-from recordkit._atomic import AtomicFile
+from recordkit._atomic import write_atomically
 from recordkit.errors import ManifestError
 
 __all__ = [
@@ -202,13 +202,7 @@ class Manifest:
         """
         target = manifest_path(path)
         os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-        atomic = AtomicFile(target)
-        try:
-            atomic.file.write(self.to_json().encode("utf-8"))
-        except BaseException:
-            atomic.discard()
-            raise
-        atomic.commit()
+        write_atomically(target, self.to_json().encode("utf-8"))
         return target
 
 

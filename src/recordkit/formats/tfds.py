@@ -35,7 +35,7 @@ import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from recordkit._atomic import AtomicFile
+from recordkit._atomic import write_atomically
 from recordkit.errors import ManifestError
 from recordkit.formats.manifest import Manifest, Shard
 
@@ -512,11 +512,5 @@ def _shape_json(key: str, shape: Any) -> dict[str, Any]:
 
 def _write_json(path: str, document: Mapping[str, Any], *, indent: int) -> str:
     text = json.dumps(document, indent=indent, sort_keys=True, ensure_ascii=False)
-    atomic = AtomicFile(path)
-    try:
-        atomic.file.write(text.encode("utf-8"))
-    except BaseException:
-        atomic.discard()
-        raise
-    atomic.commit()
+    write_atomically(path, text.encode("utf-8"))
     return path

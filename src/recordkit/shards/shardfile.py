@@ -16,7 +16,7 @@ from array import array
 from collections.abc import Iterable
 from typing import Any
 
-from recordkit._atomic import AtomicFile
+from recordkit._atomic import write_atomically
 from recordkit._index import default_index_path, format_index
 from recordkit.formats.manifest import IndexFile, Manifest, Shard, load_manifest, sha256_of
 from recordkit.io import _fsspec, _is_url, _load_remote_manifest, _open_writer, scan_offsets
@@ -26,6 +26,7 @@ __all__ = [
     "OpenShard",
     "describe_shard",
     "file_sha256",
+    "parent_directory",
     "read_manifest",
     "relative_path",
     "save_manifest",
@@ -104,7 +105,7 @@ class OpenShard:
         n: int | None = None,
     ) -> None:
         self.path = os.fspath(path)
-        self._root = os.fspath(root) if root is not None else _parent(self.path)
+        self._root = os.fspath(root) if root is not None else parent_directory(self.path)
         self._split = split
         self._facts: dict[str, Any] = {}
         self._writer = _open_writer(
@@ -162,7 +163,8 @@ def _inspect(facts: dict[str, Any], format: str, want_index: bool, temporary: st
             facts["offsets"] = scan_offsets(temporary, format=format)
 
 
-def _parent(path: str) -> str:
+def parent_directory(path: str) -> str:
+    """The directory of a local path or an fsspec URL (``"."`` for a bare name)."""
     return (posixpath.dirname(path) if _is_url(path) else os.path.dirname(path)) or "."
 
 
@@ -204,13 +206,7 @@ def _write_index(offsets: array[int], index_path: str, root: str) -> IndexFile:
         with _fsspec().open(index_path, "wb") as remote:
             remote.write(data)
     else:
-        target = AtomicFile(index_path)
-        try:
-            target.file.write(data)
-        except BaseException:
-            target.discard()
-            raise
-        target.commit()
+        write_atomically(index_path, data)
     return IndexFile(
         path=relative_path(index_path, root or "."), sha256=hashlib.sha256(data).hexdigest()
     )

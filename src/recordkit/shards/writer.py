@@ -19,7 +19,13 @@ from recordkit.errors import ManifestError
 from recordkit.formats.base import as_bytes
 from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
 from recordkit.io import _fsspec, _is_url, _resolve_format
-from recordkit.shards.shardfile import OpenShard, read_manifest, relative_path, save_manifest
+from recordkit.shards.shardfile import (
+    OpenShard,
+    parent_directory,
+    read_manifest,
+    relative_path,
+    save_manifest,
+)
 
 __all__ = ["ShardWriter"]
 
@@ -126,7 +132,9 @@ class ShardWriter(Closing):
         if not _is_url(self._directory):
             os.makedirs(self._directory, exist_ok=True)
         self._manifest_path = _manifest_target(manifest, self._directory)
-        self._root = _parent(self._manifest_path) if self._manifest_path else self._directory
+        self._root = (
+            parent_directory(self._manifest_path) if self._manifest_path else self._directory
+        )
         self._schema, self._metadata = schema, dict(metadata or {})
         self._kept: tuple[Shard, ...] = ()
         self._previous: Manifest | None = None
@@ -336,10 +344,6 @@ def _pattern_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(parts))
 
 
-def _parent(path: str) -> str:
-    return (posixpath.dirname(path) if _is_url(path) else os.path.dirname(path)) or "."
-
-
 def _manifest_target(manifest: bool | str | os.PathLike[str], directory: str) -> str | None:
     if manifest is False:
         return None
@@ -385,9 +389,9 @@ def _abandon(pending: list[tuple[str, Shard]], pattern: str, hidden: bool) -> No
 def _static_parent(pattern: str) -> str:
     """The directory of ``pattern`` up to its first component with a field: where the manifest goes."""
     separators = "/" if _is_url(pattern) else "/" + (os.altsep or "") + os.sep
-    parent = _parent(pattern)
+    parent = parent_directory(pattern)
     while "{" in os.path.basename(parent.rstrip(separators)) and parent not in ("", "."):
-        parent = _parent(parent)
+        parent = parent_directory(parent)
     return parent
 
 
