@@ -30,8 +30,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import recordkit as rk
-from recordkit._cli_common import progress
-from recordkit._cli_payload import bytes_json, detect_payload, float_json
+from recordkit.cli.common import progress
+from recordkit.cli.payload import bytes_json, detect_payload, float_json
 
 TF_FILES = [
     "examples.tfrecord",

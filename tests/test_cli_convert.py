@@ -11,7 +11,7 @@ from _cli import run_cli
 
 import recordkit as rk
 import recordkit.shards
-from recordkit._cli_convert import shard_sizes
+from recordkit.cli.convert import shard_sizes
 
 
 def _read(path, **options):

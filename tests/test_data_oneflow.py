@@ -13,7 +13,7 @@ from _data_files import write
 
 import recordkit as rk
 from recordkit.data import OFRecordReader, part_files
-from recordkit.ofrecord import raw_decoder
+from recordkit.decode.oneflow import raw_decoder
 
 
 @pytest.mark.parametrize(

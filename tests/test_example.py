@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import recordkit as rk
 from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2, feature_pb2
-from recordkit.example import Feature
+from recordkit.decode.messages import Feature
 
 # --------------------------------------------------------------------------------------------------------------
 # Helpers

@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent(
     import sys
 
     for name in sys.argv[1:]:
-        importlib.import_module("recordkit.example" if name == "recordkit" else name)
+        importlib.import_module("recordkit.decode.messages" if name == "recordkit" else name)
 
     import recordkit as rk
 
@@ -88,7 +88,7 @@ def test_recordkit_registers_its_own_proto_names() -> None:
     """The generated files are registered under recordkit-owned file and package names."""
     from google.protobuf import descriptor_pool
 
-    import recordkit.example  # noqa: F401  (registers the generated classes)
+    import recordkit.decode.messages  # noqa: F401  (registers the generated classes)
 
     pool = descriptor_pool.Default()
     for full_name in (

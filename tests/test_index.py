@@ -203,7 +203,7 @@ def test_index_of_compressed_or_ffrecord_files_is_refused(tmp_path):
 def test_vahidk_tfrecord_reads_our_index(tmp_path):
     if importlib.util.find_spec("tfrecord") is None:  # not imported here: see below
         pytest.skip("the tfrecord package is not installed")
-    encode_example = pytest.importorskip("recordkit.example").encode_example
+    encode_example = pytest.importorskip("recordkit.decode.messages").encode_example
     records = [encode_example({"label": [i], "name": [b"n%d" % i]}) for i in range(10)]
     _write(tmp_path / "a.tfrecord", records)
     index_path = write_index(tmp_path / "a.tfrecord")

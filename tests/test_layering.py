@@ -38,12 +38,20 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ),
     (
         "recordkit.io",
-        ("google.protobuf", "numpy", "torch", "recordkit.example", "recordkit.parsing"),
+        (
+            "google.protobuf",
+            "numpy",
+            "torch",
+            "recordkit.decode",
+        ),
     ),
-    ("recordkit.example", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
-    ("recordkit.parsing", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
-    ("recordkit._wire", ("recordkit.formats", "recordkit.io", "torch")),
-    ("recordkit.recover", ("google.protobuf", "numpy", "torch", "recordkit.example")),
+    # The decoding layer: nothing from the framing or reader layers, nothing above it.
+    ("recordkit.decode", ("google.protobuf", "numpy", "recordkit.formats", "recordkit.io")),
+    ("recordkit.decode.messages", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
+    ("recordkit.decode.parsing", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
+    ("recordkit.decode._wire", ("google.protobuf", "recordkit.formats", "recordkit.io", "torch")),
+    ("recordkit.decode.oneflow", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
+    ("recordkit.recover", ("google.protobuf", "numpy", "torch", "recordkit.decode.messages")),
     ("recordkit.formats.manifest", ("google.protobuf", "numpy", "recordkit.io")),
     (
         "recordkit.shards",
@@ -51,7 +59,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
             "google.protobuf",
             "numpy",
             "torch",
-            "recordkit.example",
+            "recordkit.decode",
             "recordkit.data",
             "recordkit.cli",
         ),
@@ -110,5 +118,10 @@ def test_import_recordkit_loads_only_errors_and_version() -> None:
 
 def test_rules_name_real_modules() -> None:
     """A typo in RULES would make a rule skip forever; the core modules must exist."""
-    for module in ("recordkit", "recordkit.errors", "recordkit.example"):
+    for module in (
+        "recordkit",
+        "recordkit.errors",
+        "recordkit.decode.messages",
+        "recordkit.cli.commands",
+    ):
         assert exists(module)

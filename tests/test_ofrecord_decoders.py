@@ -12,8 +12,8 @@ import pytest
 
 import recordkit as rk
 from recordkit._proto.oneflow import record_pb2
+from recordkit.decode.oneflow import bytes_decoder, raw_decoder
 from recordkit.errors import DecodeError
-from recordkit.ofrecord import bytes_decoder, raw_decoder
 
 # The dtypes the datasets' own loaders ask for: ofrecord_raw_decoder(name, shape, dtype).
 LOADER_DTYPE = {

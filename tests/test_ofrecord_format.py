@@ -69,8 +69,8 @@ def test_writer_framing(tmp_path):
 
 
 def test_encoded_ofrecords_round_trip(tmp_path):
-    encode = pytest.importorskip("recordkit.example").encode_ofrecord
-    decode = pytest.importorskip("recordkit.example").decode_ofrecord
+    encode = pytest.importorskip("recordkit.decode.messages").encode_ofrecord
+    decode = pytest.importorskip("recordkit.decode.messages").decode_ofrecord
     with rk.open(tmp_path / "part-0", "w", format="ofrecord") as writer:
         writer.write(encode({"labels": [1, 2]}))
     with rk.open(tmp_path / "part-0") as reader:

@@ -1,4 +1,4 @@
-"""Feature specs and the shapes, defaults, errors and containers of recordkit.parsing (no TensorFlow)."""
+"""Feature specs and the shapes, defaults, errors and containers of recordkit.decode.parsing (no TensorFlow)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import recordkit as rk
 from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2
+from recordkit.decode.oneflow import bytes_decoder, raw_decoder
 from recordkit.errors import DecodeError
-from recordkit.ofrecord import bytes_decoder, raw_decoder
 
 
 def example(**features: object) -> bytes:

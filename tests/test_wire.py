@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recordkit as rk
-from recordkit import _columns, _wire
 from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2
+from recordkit.decode import _columns, _wire
 from recordkit.errors import DecodeError
 
 SPECS = {

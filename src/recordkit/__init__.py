@@ -42,7 +42,7 @@ from recordkit.errors import (
 )
 
 if TYPE_CHECKING:
-    from recordkit.example import (
+    from recordkit.decode.messages import (
         bytes_feature,
         decode_example,
         decode_ofrecord,
@@ -55,14 +55,7 @@ if TYPE_CHECKING:
         int32_feature,
         int64_feature,
     )
-    from recordkit.formats import (
-        available_formats,
-        detect_format,
-        get_format,
-        register_format,
-    )
-    from recordkit.io import RecordReader, RecordWriter, open
-    from recordkit.parsing import (
+    from recordkit.decode.parsing import (
         FixedLen,
         FixedLenSequence,
         Ragged,
@@ -73,6 +66,13 @@ if TYPE_CHECKING:
         parse_sequence_example,
         parse_sequence_examples,
     )
+    from recordkit.formats import (
+        available_formats,
+        detect_format,
+        get_format,
+        register_format,
+    )
+    from recordkit.io import RecordReader, RecordWriter, open
     from recordkit.shards.writer import ShardWriter
 
 # Public name -> module that defines it. Loaded lazily by __getattr__ below.
@@ -96,7 +96,7 @@ _LAZY = {
             "int32_feature",
             "int64_feature",
         ],
-        "recordkit.example",
+        "recordkit.decode.messages",
     ),
     **dict.fromkeys(
         [
@@ -110,7 +110,7 @@ _LAZY = {
             "parse_sequence_example",
             "parse_sequence_examples",
         ],
-        "recordkit.parsing",
+        "recordkit.decode.parsing",
     ),
 }
 
@@ -163,8 +163,16 @@ __all__ = [
 ]
 
 
+# Public submodules, so that ``rk.example.Feature`` works after a plain ``import recordkit as rk``.
+_SUBMODULES = frozenset(
+    ["cli", "data", "example", "ffrecord", "formats", "io", "ofrecord", "parsing", "shards", "testing"]
+)
+
+
 def __getattr__(name: str) -> Any:
     """Import the module behind a public name on first access (PEP 562)."""
+    if name in _SUBMODULES:
+        return importlib.import_module(f"recordkit.{name}")
     module_name = _LAZY.get(name)
     if module_name is None:
         raise AttributeError(f"module 'recordkit' has no attribute {name!r}")

@@ -52,7 +52,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without Ray
 if TYPE_CHECKING:
     import ray.data
 
-    from recordkit.parsing import Spec
+    from recordkit.decode.parsing import Spec
 
 __all__ = ["RecordDatasink", "RecordDatasource", "read_records", "recordkit_error", "write_records"]
 
@@ -232,7 +232,7 @@ def _raw_table(records: Sequence[bytes], column: str) -> pa.Table:
 
 
 def _check_spec(spec: Mapping[str, Spec]) -> None:
-    from recordkit.parsing import FixedLen, VarLen
+    from recordkit.decode.parsing import FixedLen, VarLen
 
     for name, feature in spec.items():
         if not isinstance(feature, (FixedLen, VarLen)):
@@ -247,7 +247,7 @@ def _parsed_table(
     records: list[bytes], spec: Mapping[str, Spec], group: list[ReadRange]
 ) -> pa.Table:
     """Parse ``records`` (Examples, or OFRecords when the files are OFRecord) into Arrow columns."""
-    from recordkit.parsing import parse_examples, parse_ofrecords
+    from recordkit.decode.parsing import parse_examples, parse_ofrecords
 
     ofrecord = group[0].format == "ofrecord" or (
         group[0].format is None and _suffix_format(group[0].path) == "ofrecord"
@@ -265,7 +265,7 @@ def _suffix_format(path: str) -> str | None:
 
 def _arrow_column(value: Any) -> pa.Array:
     """One parsed feature as an Arrow column: scalars plain, arrays as Ray tensors, Ragged as lists."""
-    from recordkit.parsing import Ragged
+    from recordkit.decode.parsing import Ragged
 
     if isinstance(value, Ragged):
         assert isinstance(value.values, np.ndarray)  # Examples and OFRecords have one ragged level
@@ -399,7 +399,7 @@ def _column_records(table: pa.Table, column: str) -> Iterator[Any]:
 def _encoder(encode: Callable[[dict[str, Any]], Any] | str | None) -> Callable[..., Any] | None:
     if encode is None or callable(encode):
         return encode
-    from recordkit.example import encode_example, encode_ofrecord
+    from recordkit.decode.messages import encode_example, encode_ofrecord
 
     encoders = {"example": encode_example, "ofrecord": encode_ofrecord}
     if encode not in encoders:

@@ -481,8 +481,8 @@ def _ofrecord_length(buffer: Any, pos: int, size: int) -> int | None:
 
 def _ofrecord_frame(buffer: Any, pos: int, size: int) -> int | None:
     """The end of a plausible OFRecord frame at ``pos``, or ``None``."""
+    from recordkit.decode.messages import decode_ofrecord
     from recordkit.errors import DecodeError
-    from recordkit.example import decode_ofrecord
 
     length = _ofrecord_length(buffer, pos, size)
     if length is None:

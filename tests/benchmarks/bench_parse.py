@@ -35,8 +35,8 @@ from collections.abc import Callable
 import numpy as np
 
 import recordkit as rk
-from recordkit import _columns
 from recordkit._proto.tensorflow import example_pb2
+from recordkit.decode import _columns
 
 BATCH = 256
 

@@ -7,7 +7,7 @@ repeated value fields of one map entry, repeated keys, value-before-key entries,
 value, unknown fields of every wire type (groups too) at every level, over-long varints, tags and lengths,
 negative integers, NaN/-0.0/infinite floats with any bit pattern, empty and non-UTF-8 bytes values, and
 repeated ``Features``/``FeatureLists`` messages. About half the batches hold a group of 8 or more records of
-one length and layout, so the batch template path of ``recordkit._columns`` runs as well as the scanner.
+one length and layout, so the batch template path of ``recordkit.decode._columns`` runs as well as the scanner.
 
 The oracle is protobuf's own parser. From the message it reads, the expected result of every spec is derived
 (see ``docs/parsing.md`` for the rules) and compared exactly with what ``parse_examples``,

@@ -15,10 +15,10 @@ import os
 from collections.abc import Iterator
 
 import recordkit as rk
-from recordkit._cli_common import CliError, expand_inputs, open_reader, progress
-from recordkit._cli_payload import convert_payload as convert_record
-from recordkit._cli_payload import detect_payload
 from recordkit._index import default_index_path
+from recordkit.cli.common import CliError, expand_inputs, open_reader, progress
+from recordkit.cli.payload import convert_payload as convert_record
+from recordkit.cli.payload import detect_payload
 from recordkit.formats import format_for_path
 from recordkit.formats.manifest import Shard
 from recordkit.shards.shardfile import OpenShard

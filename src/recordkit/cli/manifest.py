@@ -8,8 +8,8 @@ import os
 from typing import Any
 
 import recordkit as rk
-from recordkit._cli_common import EXIT_CORRUPT, EXIT_OK
-from recordkit._cli_payload import Schema, detect_payload
+from recordkit.cli.common import EXIT_CORRUPT, EXIT_OK
+from recordkit.cli.payload import Schema, detect_payload
 from recordkit.formats.manifest import MANIFEST_NAME, Manifest, load_manifest, merge_manifests
 from recordkit.shards.build import build_manifest, verify_dataset
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 import recordkit as rk
-from recordkit._cli_common import CliError
+from recordkit.cli.common import CliError
 
 __all__ = [
     "PAYLOAD_KINDS",

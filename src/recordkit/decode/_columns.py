@@ -11,7 +11,7 @@ Two paths fill the columns, and both give the same result:
   then checked to have exactly the same bytes everywhere else (one vectorised comparison), and the
   payloads of the whole group are cut out of a 2-D byte array at once. Records that differ anywhere that
   matters fall back to the scanner.
-* **scanner path** -- :mod:`recordkit._wire` walks each record, and the payloads of the batch are joined
+* **scanner path** -- :mod:`recordkit.decode._wire` walks each record, and the payloads of the batch are joined
   and decoded with one ``np.frombuffer`` or one vectorised varint decode per feature.
 """
 
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from recordkit import _wire
+from recordkit.decode import _wire
 from recordkit.errors import DecodeError
 
 if TYPE_CHECKING:

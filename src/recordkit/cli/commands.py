@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import recordkit as rk
-from recordkit._cli_common import (
+from recordkit.cli.common import (
     EXIT_CORRUPT,
     EXIT_ERROR,
     EXIT_OK,
@@ -36,9 +36,9 @@ from recordkit._cli_common import (
     open_reader,
     progress,
 )
-from recordkit._cli_convert import run_convert
-from recordkit._cli_manifest import add_manifest_command, is_dataset_directory, verify_directory
-from recordkit._cli_payload import (
+from recordkit.cli.convert import run_convert
+from recordkit.cli.manifest import add_manifest_command, is_dataset_directory, verify_directory
+from recordkit.cli.payload import (
     PAYLOAD_KINDS,
     Schema,
     decode_payload,

@@ -1,0 +1,13 @@
+"""The decoding layer: record payloads to and from Python values and numpy arrays.
+
+Modules, bottom up:
+
+* ``_wire`` -- a protobuf wire-format scanner over any buffer (no protobuf runtime);
+* ``messages`` -- encode and decode one ``tf.train.Example``, ``SequenceExample`` or ``OFRecord``;
+* ``_columns`` and ``parsing`` -- batches of payloads to numpy arrays, described by specs;
+* ``oneflow`` -- OneFlow's OFRecord decoders by name and semantics.
+
+Users import the public names from ``recordkit`` (``rk.parse_examples``, ``rk.FixedLen``), or from the
+public modules :mod:`recordkit.example`, :mod:`recordkit.parsing` and :mod:`recordkit.ofrecord`, which
+re-export what is defined here. This package imports nothing until one of its modules is imported.
+"""

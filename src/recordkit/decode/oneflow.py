@@ -1,0 +1,143 @@
+"""OneFlow's OFRecord decoders, by name and semantics, without OneFlow and without its memory bugs.
+
+:func:`raw_decoder` is ``flow.nn.OFRecordRawDecoder`` (the ``ofrecord_raw_decoder`` kernel) and
+:func:`bytes_decoder` is ``flow.nn.OFRecordBytesDecoder``, applied to a batch of serialized
+``oneflow.OFRecord`` payloads (e.g. what ``recordkit.open(path, format="ofrecord")`` yields).
+
+Where OneFlow's kernel writes past the slot of a sample or leaves memory uninitialised, recordkit raises a
+:class:`~recordkit.errors.DecodeError` or fills with zeros instead; where OneFlow aborts the process
+(``CHECK`` failures: a missing feature, a wrong number of values), recordkit raises ``DecodeError``.
+
+Examples
+--------
+>>> import numpy as np
+>>> from recordkit._proto.oneflow import record_pb2
+>>> rec = record_pb2.OFRecord()
+>>> rec.feature["ids"].int32_list.value.extend([5, 6, 7])
+>>> raw_decoder([rec.SerializeToString()], "ids", (4,), np.int64, truncate=True)
+array([[5, 6, 7, 0]])
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from recordkit.decode import _columns
+from recordkit.decode.parsing import _pad_rows, _Reader, _shape, _value_type
+from recordkit.errors import DecodeError
+
+__all__ = ["bytes_decoder", "raw_decoder"]
+
+
+def _column(records: Iterable[Any], name: str) -> _columns.Column:
+    """The feature ``name`` over the batch; a record without it is an error, as in OneFlow."""
+    batch = _columns.as_records(records)
+    column = _columns.collect(batch, [name], ofrecord=True)[name]
+    missing = column.kinds == 0
+    if missing.any():
+        i = int(np.argmax(missing))
+        raise DecodeError(
+            f"record {i}: feature {name!r} not found (or has no list set)", index=i, feature=name
+        )
+    return column
+
+
+def raw_decoder(
+    records: Iterable[Any],
+    name: str,
+    shape: Any,
+    dtype: Any,
+    *,
+    dim1_varying_length: bool = False,
+    truncate: bool = False,
+) -> np.ndarray[Any, Any]:
+    """Decode one feature of every record into a ``(batch, *shape)`` array, as ``OFRecordRawDecoder``.
+
+    Parameters
+    ----------
+    records
+        Serialized ``oneflow.OFRecord`` payloads.
+    name
+        The feature to decode (OneFlow's ``blob_name``).
+    shape
+        The shape of one sample; each record supplies ``prod(shape)`` values.
+    dtype
+        The output dtype: ``np.float32``, ``np.float64``, ``np.int32``, ``np.int64``, ``np.int8`` or
+        ``np.uint8``. Values of any numeric list kind are cast to it as C++ ``static_cast`` does (a float
+        outside the range of an integer dtype gives an unspecified value, in OneFlow as here).
+    dim1_varying_length
+        Accept records with fewer than ``prod(shape)`` values, zero-filling the rest of their sample. A
+        record with *more* values raises :class:`~recordkit.errors.DecodeError`: OneFlow copies all of
+        them, writing past the sample into the next one (and past the end of the batch for the last).
+    truncate
+        Copy the first ``prod(shape)`` values of each record and zero-fill the rest of its sample.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(len(records), *shape)`` of ``dtype``.
+
+    Raises
+    ------
+    DecodeError
+        A record lacks the feature, holds a bytes list with other than one value, or (without
+        ``truncate`` or ``dim1_varying_length``) holds other than ``prod(shape)`` values.
+
+    Notes
+    -----
+    A feature stored as a ``bytes_list`` must hold exactly one value, whose bytes are read as *signed*
+    8-bit numbers and cast to ``dtype`` (so byte 0xFF is -1.0 as float, 255 as uint8), as OneFlow does.
+    Like OneFlow, the byte count is not checked against ``shape``: extra bytes are ignored; where OneFlow
+    leaves the rest of a short sample uninitialised, recordkit writes zeros.
+    """
+    value_type = _value_type(dtype)
+    if isinstance(value_type, str):
+        raise TypeError("raw_decoder decodes numbers; use bytes_decoder for bytes")
+    dims = _shape(shape)
+    size = math.prod(dims)
+    column = _column(records, name)
+    reader = _Reader(ofrecord=True)
+    _, counts, flat = reader.flat(name, column, value_type)
+    from_bytes = column.kinds == 1
+    if not truncate:
+        too_many = (counts > size) & ~from_bytes
+        too_few = (counts < size) & ~from_bytes & (not dim1_varying_length)
+        wrong = too_many | too_few
+        if wrong.any():
+            i = int(np.argmax(wrong))
+            raise reader.error(
+                name,
+                i,
+                f"expected {size} values (shape {dims}), found {int(counts[i])}"
+                + ("" if dim1_varying_length else "; pass truncate=True to cut or zero-fill"),
+            )
+    kept = np.minimum(counts, size)
+    if (kept != counts).any():
+        starts = np.cumsum(counts) - counts
+        row_of = np.repeat(np.arange(len(counts)), counts)
+        flat = flat[np.arange(len(flat)) - starts[row_of] < size]
+    return _pad_rows(flat, kept, size, 0).reshape((len(counts), *dims))
+
+
+def bytes_decoder(records: Iterable[Any], name: str) -> list[bytes]:
+    """Return the single bytes value of feature ``name`` of every record, as ``OFRecordBytesDecoder``.
+
+    Raises
+    ------
+    DecodeError
+        A record lacks the feature, or it is not a ``bytes_list`` with exactly one value (OneFlow aborts
+        on both).
+    """
+    column = _column(records, name)
+    reader = _Reader(ofrecord=True)
+    _, counts, flat = reader.flat(name, column, "bytes")
+    wrong = counts != 1
+    if wrong.any():
+        i = int(np.argmax(wrong))
+        raise reader.error(name, i, f"expected exactly 1 bytes value, found {int(counts[i])}")
+    values: list[bytes] = flat.tolist()
+    return values
