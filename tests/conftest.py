@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Timings never decide a test: Hypothesis's per-example deadline is a timing check, and a loaded CI machine
+# trips it on tests that are correct, so it is off for every property test.
+settings.register_profile("recordkit", deadline=None)
+settings.load_profile("recordkit")
 
 TESTS_DIR = Path(__file__).resolve().parent
 GOLDEN_DIR = TESTS_DIR / "data" / "golden"
