@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from _markdown import ShellCommand, python_blocks, run_python_blocks, shell_commands
+from _scripts import run_script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -329,14 +330,7 @@ def _run_script(code: str, folder: Path) -> None:
     # A process of its own: TensorFlow and vahidk tfrecord cannot be imported into one process.
     script = folder / "page.py"
     script.write_text(code, encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    proc = run_script(script, folder)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

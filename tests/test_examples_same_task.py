@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _scripts import run_script
 
 import recordkit
 
 FOLDER = Path(__file__).resolve().parent.parent / "examples" / "same_task"
 
-# Each version, the modules it imports beyond the standard library, and what it prints first.
+# Each version, the modules it imports beyond the standard library, and the name its report starts with.
 VERSIONS = {
     "with_recordkit.py": (["numpy", "PIL", "torch"], "recordkit"),
     "with_tfdata.py": (["numpy", "PIL", "tensorflow"], "tf.data"),
@@ -26,12 +25,8 @@ SLOW = {"with_tfdata.py", "with_streaming.py"}  # over 20 s on a shared 2-core m
 
 
 def _count_lines() -> dict[str, int]:
-    proc = subprocess.run(
-        [sys.executable, str(FOLDER / "count_lines.py")],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    proc = run_script(FOLDER / "count_lines.py", FOLDER)
+    assert proc.returncode == 0, proc.stderr
     return {name: int(count) for name, count in (line.split() for line in proc.stdout.splitlines())}
 
 
@@ -50,14 +45,7 @@ def test_version_reads_one_epoch_of_decoded_batches(script, tmp_path):
         pytest.skip(f"{script} needs {', '.join(missing)}")
     if script == "with_recordkit.py" and not hasattr(recordkit, "Image"):
         pytest.skip("with_recordkit.py needs recordkit.Image")
-    proc = subprocess.run(
-        [sys.executable, str(FOLDER / script)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    proc = run_script(FOLDER / script, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
     assert re.fullmatch(rf"{re.escape(label)}: 1000 samples, images of .*uint8'?>?", last), last
