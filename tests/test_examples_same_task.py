@@ -21,7 +21,6 @@ VERSIONS = {
     "with_webdataset.py": (["numpy", "PIL", "torch", "webdataset"], "webdataset"),
     "with_streaming.py": (["numpy", "PIL", "torch", "streaming"], "streaming"),
 }
-SLOW = {"with_tfdata.py", "with_streaming.py"}  # over 20 s on a shared 2-core machine
 
 
 def _count_lines() -> dict[str, int]:
@@ -34,10 +33,7 @@ def test_every_version_is_here_and_tested():
     assert {script.name for script in FOLDER.glob("with_*.py")} == VERSIONS.keys()
 
 
-@pytest.mark.parametrize(
-    "script",
-    [pytest.param(name, marks=[pytest.mark.slow] if name in SLOW else []) for name in VERSIONS],
-)
+@pytest.mark.parametrize("script", list(VERSIONS))
 def test_version_reads_one_epoch_of_decoded_batches(script, tmp_path):
     modules, label = VERSIONS[script]
     missing = [name for name in modules if importlib.util.find_spec(name) is None]
