@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from _markdown import ShellCommand, python_blocks, run_python_blocks, shell_commands
+from _scripts import run_script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -295,3 +297,63 @@ def test_scale_out_page_code_runs(tmp_path, monkeypatch):
     page = DOCS / "scale-out.md"
     monkeypatch.chdir(tmp_path)
     run_python_blocks(page)
+
+
+# -- docs/coming-from.md: every block runs, recordkit's and the other libraries' -----------------------
+
+COMING_FROM = DOCS / "coming-from.md"
+CAPTIONED_BLOCK = re.compile(
+    r"^```\{code-block\} python\n:caption: ([^\n]+)\n(.*?)^```", re.DOTALL | re.MULTILINE
+)
+# Caption -> the module the block needs.
+PEERS = {
+    "tf.data": "tensorflow",
+    "vahidk tfrecord": "tfrecord",
+    "HFAiLab ffrecord": "ffrecord",
+    "webdataset": "webdataset",
+}
+
+
+def _coming_from_blocks() -> list[tuple[str, str]]:
+    blocks = CAPTIONED_BLOCK.findall(COMING_FROM.read_text(encoding="utf-8"))
+    assert blocks[0][0] == "recordkit", "the page starts with the block that writes its files"
+    return blocks
+
+
+def test_coming_from_page_has_both_sides_of_each_library():
+    captions = [caption for caption, _ in _coming_from_blocks()]
+    assert set(captions) == {"recordkit", *PEERS}
+    assert python_blocks(COMING_FROM) == [], "captioned code-block directives only, run below"
+
+
+def _run_script(code: str, folder: Path) -> None:
+    # A process of its own: TensorFlow and vahidk tfrecord cannot be imported into one process.
+    script = folder / "page.py"
+    script.write_text(code, encoding="utf-8")
+    proc = run_script(script, folder)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.torch
+def test_coming_from_page_recordkit_code_runs(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("PIL")
+    import recordkit
+
+    if not hasattr(recordkit, "Image"):
+        pytest.skip("the page decodes images with recordkit.Image")
+    blocks = [code for caption, code in _coming_from_blocks() if caption == "recordkit"]
+    _run_script("\n".join(blocks), tmp_path)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("library", sorted(PEERS))
+def test_coming_from_page_peer_code_runs(library, tmp_path):
+    """Their side of the page runs too, with the library installed, on the files the page writes."""
+    # Looked up, not imported: TensorFlow and vahidk tfrecord cannot share this process.
+    missing = [name for name in (PEERS[library], "torch") if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}")
+    blocks = _coming_from_blocks()
+    code = [blocks[0][1], *(code for caption, code in blocks if caption == library)]
+    _run_script("\n".join(code), tmp_path)

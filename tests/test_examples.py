@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _scripts import run_script
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-SCRIPTS = sorted(EXAMPLES.glob("*/*.py"))
+# same_task holds one task written with several libraries; tests/test_examples_same_task.py runs it.
+SCRIPTS = sorted(path for path in EXAMPLES.glob("*/*.py") if path.parent.name != "same_task")
 PEP723 = re.compile(r"^# /// script\n((?:#.*\n)*?)# ///$", re.MULTILINE)
 
 
@@ -41,13 +41,6 @@ def test_example_runs(script, tmp_path):
     missing = [name for name in _dependencies(script) if importlib.util.find_spec(name) is None]
     if missing:
         pytest.skip(f"{script.name} needs {', '.join(missing)}")
-    proc = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    proc = run_script(script, tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip(), "an example should say what it did"
