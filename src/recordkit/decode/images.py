@@ -19,6 +19,7 @@ array([  0,   0, 255], dtype=uint8)
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 from collections.abc import Callable, Sequence
@@ -149,21 +150,91 @@ def decode_images(
     images: list[np.ndarray[Any, Any]] = []
     for i, data in enumerate(values):
         try:
-            pixels = _decode_one(PILImageModule, data, spec, crop)
+            slot = None if stacked is None else stacked[i]
+            pixels = _decode_one(PILImageModule, data, spec, crop, slot)
         except _BadImage as exc:
             index = i if rows is None else int(rows[i])
             raise DecodeError(
                 f"record {index}: feature {feature!r}: {exc}", index=index, feature=feature
             ) from exc.__cause__
         if stacked is None:
-            images.append(np.array(pixels, order="C"))  # writable and contiguous
-        else:
+            images.append(np.require(pixels, requirements=["C", "W"]))  # copies views only
+        elif pixels is not slot:
             stacked[i] = pixels
     return images if stacked is None else stacked
 
 
-def _decode_one(pil: Any, data: bytes, spec: Image, crop: Cropper | None) -> np.ndarray[Any, Any]:
-    """One image as ``(H, W, C)`` uint8 in ``spec``'s colour space and size."""
+def _decode_one(
+    pil: Any, data: bytes, spec: Image, crop: Cropper | None, slot: np.ndarray[Any, Any] | None
+) -> np.ndarray[Any, Any]:
+    """One image as ``(H, W, C)`` uint8 in ``spec``'s colour space and size (``slot`` itself if it
+    was decoded straight into it)."""
+    pixels = _decode_jpeg_fast(pil, data, spec, crop, slot)
+    return _decode_pillow(pil, data, spec, crop) if pixels is None else pixels
+
+
+@functools.lru_cache(maxsize=1)
+def _simplejpeg() -> Any:
+    """The simplejpeg module when it is installed (the ``image-fast`` extra), else ``None``."""
+    try:
+        import simplejpeg
+    except ImportError:
+        return None
+    return simplejpeg
+
+
+def _decode_jpeg_fast(
+    pil: Any, data: bytes, spec: Image, crop: Cropper | None, slot: np.ndarray[Any, Any] | None
+) -> np.ndarray[Any, Any] | None:
+    """An RGB or BGR YCbCr or gray JPEG decoded by simplejpeg, or ``None`` where it does not apply.
+
+    simplejpeg and Pillow call the same libjpeg-turbo functions with the same settings (accurate integer
+    IDCT, fancy upsampling), so the pixels are the same; simplejpeg skips Pillow's image object and its
+    copies, and decodes straight into ``slot`` when the image already has the batch's size. Anything
+    else (gray output, other JPEG colour spaces, damaged data) goes to Pillow, which decides.
+    """
+    simplejpeg = _simplejpeg()
+    if (
+        simplejpeg is None
+        or spec.color_space == "GRAY"
+        or data[:3] != b"\xff\xd8\xff"
+        or (spec.formats is not None and "JPEG" not in spec.formats)
+    ):
+        return None
+    try:
+        height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
+    except ValueError:  # not a header simplejpeg reads: Pillow decides what is wrong
+        return None
+    if colorspace not in ("YCbCr", "Gray"):
+        return None
+    _check_pixels(pil, width, height)
+    direct = slot is not None and crop is None and slot.shape[:2] == (height, width)
+    try:
+        pixels: np.ndarray[Any, Any] = simplejpeg.decode_jpeg(
+            data, colorspace=spec.color_space, buffer=slot if direct else None
+        )
+    except ValueError:  # strict mode refuses damaged data that Pillow may still decode
+        return None
+    if direct:
+        return slot
+    if crop is not None:
+        window = crop(height, width)
+        pixels = pixels[
+            window.top : window.top + window.height, window.left : window.left + window.width
+        ]
+    if spec.size is not None and pixels.shape[:2] != spec.size:
+        # Pillow's bilinear filter works channel by channel, so BGR resizes as RGB does.
+        resized = pil.fromarray(np.ascontiguousarray(pixels), "RGB").resize(
+            (spec.size[1], spec.size[0]), pil.Resampling.BILINEAR
+        )
+        pixels = np.asarray(resized)
+    return pixels
+
+
+def _decode_pillow(
+    pil: Any, data: bytes, spec: Image, crop: Cropper | None
+) -> np.ndarray[Any, Any]:
+    """One image decoded, cropped, converted and resized by Pillow."""
     image = _open(pil, data, spec.formats)
     if crop is not None:
         window = crop(image.height, image.width)
@@ -192,17 +263,22 @@ def _open(pil: Any, data: bytes, formats: tuple[str, ...] | None) -> PILImage:
         raise _BadImage(f"decompression bomb refused: {exc}") from exc
     except Exception as exc:  # Pillow's header parsers raise many types
         raise _BadImage(f"cannot read the image header: {exc}") from exc
-    limit = pil.MAX_IMAGE_PIXELS
-    if limit is not None and image.width * image.height > limit:
-        raise _BadImage(
-            f"decompression bomb refused: {image.width}x{image.height} is over "
-            f"PIL.Image.MAX_IMAGE_PIXELS ({limit}) pixels"
-        )
+    _check_pixels(pil, image.width, image.height)
     try:
         image.load()
     except Exception as exc:  # truncated or corrupt data: OSError, SyntaxError, zlib.error, ...
         raise _BadImage(f"cannot decode the {image.format} image: {exc}") from exc
     return image
+
+
+def _check_pixels(pil: Any, width: int, height: int) -> None:
+    """Refuse an image over Pillow's limit (Pillow itself only warns up to twice the limit)."""
+    limit = pil.MAX_IMAGE_PIXELS
+    if limit is not None and width * height > limit:
+        raise _BadImage(
+            f"decompression bomb refused: {width}x{height} is over "
+            f"PIL.Image.MAX_IMAGE_PIXELS ({limit}) pixels"
+        )
 
 
 def _convert(pil: Any, image: PILImage, target: str) -> PILImage:
