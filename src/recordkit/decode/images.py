@@ -347,7 +347,8 @@ def random_crop_window(
     pixels; the first window that fits in the image and whose rounded area fraction and aspect ratio are
     still inside the ranges is taken. If none is, the fallback window is the whole image with its aspect
     ratio clamped into ``random_aspect_ratio`` (cutting the longer side), shrunk, keeping its shape, to at
-    most ``random_area[1]`` of the image. Either window is placed uniformly at random in the image.
+    most ``random_area[1]`` of the image (no side shorter than one pixel). Either window is placed
+    uniformly at random in the image.
 
     Parameters
     ----------
