@@ -198,7 +198,7 @@ def ofrecord_image_decoder_random_crop(
     """Decode a random crop of every record's image, as ``OFRecordImageDecoderRandomCrop``.
 
     The crop window follows OneFlow's Inception-style rule (see
-    :func:`~recordkit.decode.images.random_crop_window`): a random area fraction in ``random_area`` and
+    :func:`~recordkit.ofrecord.random_crop_window`): a random area fraction in ``random_area`` and
     aspect ratio (width / height) in ``random_aspect_ratio``, at most ``num_attempts`` tries, then a
     fallback window. The crop is not resized.
 

@@ -616,7 +616,7 @@ def parse_examples(records: Iterable[Any], features: Mapping[str, Spec]) -> dict
         An iterable of bytes-like serialized Examples.
     features
         Feature name -> :class:`FixedLen`, :class:`VarLen`, :class:`FixedLenSequence` or
-        :class:`~recordkit.decode.images.Image` (an encoded image in a bytes feature).
+        :class:`~recordkit.parsing.Image` (an encoded image in a bytes feature).
 
     Returns
     -------
