@@ -87,6 +87,8 @@ NOT_RUN = {
     'pip install ".[ray]"': "installed with the other extras by .ci/run; tests/test_ray.py uses it",
     'pip install ".[dask]"': "installed with the other extras by .ci/run; tests/test_dask.py uses it",
     'pip install ".[all]"': "the README's install-and-run command installs it in a fresh venv in .ci/run",
+    'pip install ".[image]"': "a subset of .[image-fast], installed with the other extras by .ci/run",
+    'pip install ".[image-fast]"': "installed with the other extras by .ci/run; tests/test_images.py",
     'pip install ".[torch]"': "pulls PyTorch with GBs of CUDA libraries; CI installs the pinned CPU build",
     'pip install ".[dask]" distributed': "the test extra installs both; tests/test_dask.py runs the page",
     'pip install "recordkit[all] @ git+https://github.com/recordkit/recordkit"': (

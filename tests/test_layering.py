@@ -25,6 +25,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
             "recordkit._proto",
             "dask",
             "ray",
+            "PIL",
         ),
     ),
     ("recordkit.errors", ("google.protobuf", "torch", "numpy")),
@@ -48,9 +49,20 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     # The decoding layer: nothing from the framing or reader layers, nothing above it.
     ("recordkit.decode", ("google.protobuf", "numpy", "recordkit.formats", "recordkit.io")),
     ("recordkit.decode.messages", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
-    ("recordkit.decode.parsing", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
+    (
+        "recordkit.decode.parsing",
+        ("recordkit.formats", "recordkit.io", "recordkit.data", "torch", "PIL"),
+    ),
     ("recordkit.decode._wire", ("google.protobuf", "recordkit.formats", "recordkit.io", "torch")),
-    ("recordkit.decode.oneflow", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
+    (
+        "recordkit.decode.oneflow",
+        ("recordkit.formats", "recordkit.io", "recordkit.data", "torch", "PIL"),
+    ),
+    # Pillow and simplejpeg are loaded on the first decoded image, never on import.
+    (
+        "recordkit.decode.images",
+        ("PIL", "simplejpeg", "recordkit.formats", "recordkit.io", "recordkit.data", "torch"),
+    ),
     ("recordkit.recover", ("google.protobuf", "numpy", "torch", "recordkit.decode.messages")),
     ("recordkit.formats.manifest", ("google.protobuf", "numpy", "recordkit.io")),
     (

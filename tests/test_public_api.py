@@ -19,6 +19,7 @@ EXPECTED_ALL = [
     "FixedLen",
     "FixedLenSequence",
     "HeaderError",
+    "Image",
     "LegacyFormatWarning",
     "ManifestError",
     "NoLengthError",

@@ -42,6 +42,7 @@ from recordkit.errors import (
 )
 
 if TYPE_CHECKING:
+    from recordkit.decode.images import Image
     from recordkit.decode.messages import (
         bytes_feature,
         decode_example,
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
 _LAZY = {
     **dict.fromkeys(["open", "RecordReader", "RecordWriter"], "recordkit.io"),
     "ShardWriter": "recordkit.shards.writer",
+    "Image": "recordkit.decode.images",
     **dict.fromkeys(
         ["available_formats", "detect_format", "get_format", "register_format"], "recordkit.formats"
     ),
@@ -122,6 +124,7 @@ __all__ = [
     "FixedLen",
     "FixedLenSequence",
     "HeaderError",
+    "Image",
     "LegacyFormatWarning",
     "ManifestError",
     "NoLengthError",

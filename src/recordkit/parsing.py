@@ -3,6 +3,7 @@
 The public home of the specs and batch parsers; they are defined in :mod:`recordkit.decode.parsing`.
 """
 
+from recordkit.decode.images import Image
 from recordkit.decode.parsing import (
     FixedLen,
     FixedLenSequence,
@@ -18,6 +19,7 @@ from recordkit.decode.parsing import (
 __all__ = [
     "FixedLen",
     "FixedLenSequence",
+    "Image",
     "Ragged",
     "VarLen",
     "parse_example",

@@ -1,8 +1,10 @@
 """OneFlow's OFRecord decoders, by name and semantics, without OneFlow and without its memory bugs.
 
 :func:`raw_decoder` is ``flow.nn.OFRecordRawDecoder`` (the ``ofrecord_raw_decoder`` kernel) and
-:func:`bytes_decoder` is ``flow.nn.OFRecordBytesDecoder``, applied to a batch of serialized
-``oneflow.OFRecord`` payloads (e.g. what ``recordkit.open(path, format="ofrecord")`` yields).
+:func:`bytes_decoder` is ``flow.nn.OFRecordBytesDecoder``, :func:`ofrecord_image_decoder` and
+:func:`ofrecord_image_decoder_random_crop` are ``flow.nn.OFRecordImageDecoder`` and
+``flow.nn.OFRecordImageDecoderRandomCrop``, each applied to a batch of serialized ``oneflow.OFRecord``
+payloads (e.g. what ``recordkit.open(path, format="ofrecord")`` yields).
 
 Where OneFlow's kernel writes past the slot of a sample or leaves memory uninitialised, recordkit raises a
 :class:`~recordkit.errors.DecodeError` or fills with zeros instead; where OneFlow aborts the process
@@ -21,16 +23,28 @@ array([[5, 6, 7, 0]])
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from recordkit.decode import _columns
+from recordkit.decode.images import (
+    CropWindow,
+    Image,
+    check_crop_ranges,
+    decode_images,
+    random_crop_window,
+)
 from recordkit.decode.parsing import _pad_rows, _Reader, _shape, _value_type
 from recordkit.errors import DecodeError
 
-__all__ = ["bytes_decoder", "raw_decoder"]
+__all__ = [
+    "bytes_decoder",
+    "ofrecord_image_decoder",
+    "ofrecord_image_decoder_random_crop",
+    "raw_decoder",
+]
 
 
 def _column(records: Iterable[Any], name: str) -> _columns.Column:
@@ -141,3 +155,102 @@ def bytes_decoder(records: Iterable[Any], name: str) -> list[bytes]:
         raise reader.error(name, i, f"expected exactly 1 bytes value, found {int(counts[i])}")
     values: list[bytes] = flat.tolist()
     return values
+
+
+def ofrecord_image_decoder(
+    records: Iterable[Any], blob_name: str, color_space: str = "BGR"
+) -> list[np.ndarray[Any, Any]]:
+    """Decode the encoded image of feature ``blob_name`` of every record, as ``OFRecordImageDecoder``.
+
+    Parameters
+    ----------
+    records
+        Serialized ``oneflow.OFRecord`` payloads.
+    blob_name
+        The feature holding one encoded image (JPEG, PNG, or another format Pillow opens) per record.
+    color_space
+        ``"BGR"`` (OneFlow's default), ``"RGB"`` or ``"GRAY"``.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One ``(H, W, 3)`` uint8 array per record (``(H, W, 1)`` for ``"GRAY"``), each of its image's own
+        size: OneFlow's output is a TensorBuffer of such images.
+
+    Raises
+    ------
+    DecodeError
+        A record lacks the feature, it is not one bytes value, or the bytes are not a decodable image
+        (where OneFlow aborts the process); ``.index`` is the record.
+    """
+    return _decode(records, blob_name, color_space, None)
+
+
+def ofrecord_image_decoder_random_crop(
+    records: Iterable[Any],
+    blob_name: str,
+    color_space: str = "BGR",
+    num_attempts: int = 10,
+    seed: int | np.random.Generator | None = None,
+    random_area: Sequence[float] = (0.08, 1.0),
+    random_aspect_ratio: Sequence[float] = (0.75, 1.333333),
+) -> list[np.ndarray[Any, Any]]:
+    """Decode a random crop of every record's image, as ``OFRecordImageDecoderRandomCrop``.
+
+    The crop window follows OneFlow's Inception-style rule (see
+    :func:`~recordkit.ofrecord.random_crop_window`): a random area fraction in ``random_area`` and
+    aspect ratio (width / height) in ``random_aspect_ratio``, at most ``num_attempts`` tries, then a
+    fallback window. The crop is not resized.
+
+    Parameters
+    ----------
+    records, blob_name, color_space
+        As :func:`ofrecord_image_decoder`.
+    num_attempts
+        Windows drawn before the fallback, at least 1.
+    seed
+        An int for a reproducible batch (the same records and seed give the same crops), a
+        ``numpy.random.Generator`` to draw from (successive batches then get fresh crops), or ``None``
+        for fresh entropy. OneFlow calls it ``random_seed``; its random stream differs from numpy's, so
+        a seed does not give OneFlow's windows.
+    random_area
+        ``(min, max)`` fraction of the image's area, ``0 <= min <= max <= 1``.
+    random_aspect_ratio
+        ``(min, max)`` width / height of the window, ``0 < min <= max``.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One ``(h, w, C)`` uint8 crop per record, in record order.
+
+    Raises
+    ------
+    DecodeError
+        As :func:`ofrecord_image_decoder`.
+    """
+    area, ratio = check_crop_ranges(num_attempts, random_area, random_aspect_ratio)
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+
+    def crop(height: int, width: int) -> CropWindow:
+        return random_crop_window(
+            height,
+            width,
+            rng,
+            num_attempts=num_attempts,
+            random_area=area,
+            random_aspect_ratio=ratio,
+        )
+
+    return _decode(records, blob_name, color_space, crop)
+
+
+def _decode(
+    records: Iterable[Any],
+    name: str,
+    color_space: str,
+    crop: Callable[[int, int], CropWindow] | None,
+) -> list[np.ndarray[Any, Any]]:
+    spec = Image(color_space=color_space)
+    images = decode_images(bytes_decoder(records, name), spec, name, crop=crop)
+    assert isinstance(images, list)  # a spec without a size gives one array per record
+    return images

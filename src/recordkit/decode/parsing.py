@@ -36,6 +36,7 @@ import numpy as np
 
 from recordkit.decode import _columns
 from recordkit.decode._columns import Column, _Piece, as_records
+from recordkit.decode.images import Image, decode_images
 from recordkit.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -240,7 +241,7 @@ class FixedLenSequence:
         object.__setattr__(self, "allow_missing", bool(allow_missing))
 
 
-Spec = Union[FixedLen, VarLen, FixedLenSequence]  # noqa: UP007 - a runtime alias on Python 3.10
+Spec = Union[FixedLen, VarLen, FixedLenSequence, Image]  # noqa: UP007 - a runtime alias on Python 3.10
 
 
 @dataclass(frozen=True, eq=False)
@@ -327,6 +328,10 @@ class Ragged:
         if default is None:
             default = _fill_value("bytes" if self.values.dtype == object else self.values.dtype)
         return _pad_rows(self.values, lengths, width, default)
+
+
+#: What a spec parses into: an array, a Ragged, or (an Image spec without a size) a list of arrays.
+Parsed = Union[np.ndarray[Any, Any], Ragged, list[np.ndarray[Any, Any]]]  # noqa: UP007 - a runtime alias
 
 
 def _pad_rows(
@@ -533,11 +538,24 @@ class _Reader:
             )
         return _pad_items(flat, counts // size, spec)
 
-    def read(self, name: str, column: Column, spec: Spec) -> np.ndarray[Any, Any] | Ragged:
+    def image(self, name: str, column: Column, spec: Image) -> Parsed:
+        """The single bytes value of every record, decoded as an image (see :class:`Image`)."""
+        present, counts, flat = self.flat(name, column, "bytes")
+        wrong = counts != 1
+        if wrong.any():
+            i = _first(wrong)
+            if not present[i]:
+                raise self.error(name, i, "missing (an Image feature has no default)")
+            raise self.error(name, i, f"expected exactly 1 bytes value, found {int(counts[i])}")
+        return decode_images(flat, spec, name)
+
+    def read(self, name: str, column: Column, spec: Spec) -> Parsed:
         if isinstance(spec, FixedLen):
             return self.fixed(name, column, spec)
         if isinstance(spec, VarLen):
             return self.ragged(name, column, spec)
+        if isinstance(spec, Image):
+            return self.image(name, column, spec)
         return self.padded(name, column, spec)
 
 
@@ -581,17 +599,15 @@ def _check_specs(
 
 def _parse_batch(
     records: Iterable[Any], features: Mapping[str, Spec], *, ofrecord: bool
-) -> dict[str, np.ndarray[Any, Any] | Ragged]:
-    specs = _check_specs(features, (FixedLen, VarLen, FixedLenSequence), "features")
+) -> dict[str, Parsed]:
+    specs = _check_specs(features, (FixedLen, VarLen, FixedLenSequence, Image), "features")
     batch = as_records(records)
     columns = _columns.collect(batch, list(specs), ofrecord=ofrecord)
     reader = _Reader(ofrecord=ofrecord)
     return {name: reader.read(name, columns[name], spec) for name, spec in specs.items()}
 
 
-def parse_examples(
-    records: Iterable[Any], features: Mapping[str, Spec]
-) -> dict[str, np.ndarray[Any, Any] | Ragged]:
+def parse_examples(records: Iterable[Any], features: Mapping[str, Spec]) -> dict[str, Parsed]:
     """Parse a batch of serialized ``tf.train.Example`` messages, like ``tf.io.parse_example``.
 
     Parameters
@@ -599,13 +615,15 @@ def parse_examples(
     records
         An iterable of bytes-like serialized Examples.
     features
-        Feature name -> :class:`FixedLen`, :class:`VarLen` or :class:`FixedLenSequence`.
+        Feature name -> :class:`FixedLen`, :class:`VarLen`, :class:`FixedLenSequence` or
+        :class:`~recordkit.parsing.Image` (an encoded image in a bytes feature).
 
     Returns
     -------
     dict
         Feature name -> ``(batch, *shape)`` array for FixedLen, :class:`Ragged` for VarLen,
-        ``(batch, longest, *shape)`` for FixedLenSequence.
+        ``(batch, longest, *shape)`` for FixedLenSequence, ``(batch, height, width, channels)`` uint8
+        for an Image with a ``size`` (else a list of ``(H, W, channels)`` arrays).
 
     Raises
     ------
@@ -616,7 +634,7 @@ def parse_examples(
     return _parse_batch(records, features, ofrecord=False)
 
 
-def _first_row(value: np.ndarray[Any, Any] | Ragged) -> Any:
+def _first_row(value: Parsed) -> Any:
     return value[0]
 
 
@@ -628,9 +646,7 @@ def parse_example(record: Any, features: Mapping[str, Spec]) -> dict[str, Any]:
     return {name: _first_row(value) for name, value in parse_examples([record], features).items()}
 
 
-def parse_ofrecords(
-    records: Iterable[Any], features: Mapping[str, Spec]
-) -> dict[str, np.ndarray[Any, Any] | Ragged]:
+def parse_ofrecords(records: Iterable[Any], features: Mapping[str, Spec]) -> dict[str, Parsed]:
     """Parse a batch of serialized ``oneflow.OFRecord`` messages with the same specs as Examples.
 
     OneFlow's casting rules apply: any numeric list (float, double, int32, int64) is converted to the
