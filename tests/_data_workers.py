@@ -42,9 +42,7 @@ def every_share(
     return out
 
 
-def share_lengths(
-    make: Callable[[int, int], Any], world_size: int, num_workers: int
-) -> list[int]:
+def share_lengths(make: Callable[[int, int], Any], world_size: int, num_workers: int) -> list[int]:
     """``len()`` of the pipeline as every (rank, worker) sees it."""
     out = []
     for rank in range(world_size):

@@ -29,7 +29,9 @@ def build(paths, rank, world_size, variant: str) -> Dataset:
         "skip": lambda: ds.shuffle().skip(17).take(100),
         "take_after_buffer": lambda: ds.shuffle(3).skip(2).take(40),
         "repeat": lambda: ds.shuffle(2).batch(5).repeat(3),
-        "pad": lambda: Dataset(paths, rank=rank, world_size=world_size, equal_shards="pad").batch(2),
+        "pad": lambda: Dataset(paths, rank=rank, world_size=world_size, equal_shards="pad").batch(
+            2
+        ),
         "drop": lambda: Dataset(paths, rank=rank, world_size=world_size, equal_shards="drop"),
         "interleave": lambda: ds.interleave(3).batch(2),
         "prefetch": lambda: ds.batch(3).prefetch(2),
@@ -112,7 +114,9 @@ def test_len_unknown_says_why(tmp_path, make, reason):
 
 def test_len_of_compressed_files_is_unknown(tmp_path):
     paths, records = make_files(tmp_path, [3, 4], [".ffr", ".tfrecord.gz"])
-    with pytest.raises(TypeError, match=r"file-001\.tfrecord\.gz.*read it through|reading it through"):
+    with pytest.raises(
+        TypeError, match=r"file-001\.tfrecord\.gz.*read it through|reading it through"
+    ):
         len(Dataset(paths))
     # The data is still read in full: len() raising does not stop list().
     assert list(Dataset(paths)) == records
@@ -130,7 +134,7 @@ def test_len_of_a_mix(tmp_path):
     assert len(mix([Dataset(a), Dataset(b)], stop="all_exhausted")) == 95
     assert len(mix([Dataset(a), Dataset(b)], [1, 0], stop="all_exhausted")) == 65
     gz, _ = make_files(tmp_path / "b", [5], [".tfrecord.gz"])
-    with pytest.raises(TypeError, match="mix.*dataset 1.*compressed"):
+    with pytest.raises(TypeError, match=r"mix.*dataset 1.*compressed"):
         len(mix([Dataset(a), Dataset(gz)]))
     with pytest.raises(TypeError, match="filter"):
         len(mix([Dataset(a), Dataset(b).filter(bool)]))

@@ -50,9 +50,7 @@ def test_proportions_follow_the_weights(tmp_path):
     assert abs(share["a"] / 100_000 - 0.7) < 0.01
     assert abs(share["b"] / 100_000 - 0.3) < 0.01
     # Each source's items come in the source's own order.
-    assert [x for x in first if origin(x) == "a"] == list(
-        itertools.islice(Dataset(a), share["a"])
-    )
+    assert [x for x in first if origin(x) == "a"] == list(itertools.islice(Dataset(a), share["a"]))
 
 
 @pytest.mark.parametrize("stop", ["first_exhausted", "all_exhausted"])

@@ -411,7 +411,9 @@ def test_interleave_reads_files_concurrently(suffix, monkeypatch):
     assert collections.Counter(got) == collections.Counter(records)
     assert len(active) >= cycle
     assert not [
-        t for t in threading.enumerate() if t.name == "recordkit-interleave" and t.ident not in before
+        t
+        for t in threading.enumerate()
+        if t.name == "recordkit-interleave" and t.ident not in before
     ]
 
 
@@ -425,7 +427,9 @@ def write_to(handle, records: list[bytes], suffix: str) -> None:
 
 
 def test_interleave_error_is_raised_and_threads_stop(tmp_path):
-    good = [str(write(tmp_path / f"a{i}.tfrecord", [b"x%d" % j for j in range(50)])) for i in range(3)]
+    good = [
+        str(write(tmp_path / f"a{i}.tfrecord", [b"x%d" % j for j in range(50)])) for i in range(3)
+    ]
     bad = tmp_path / "b.tfrecord"
     data = bytearray(write(bad, [b"payload"] * 40).read_bytes())
     data[-3] ^= 0xFF

@@ -538,9 +538,13 @@ class Dataset:
 
     def _length(self, shard: int, num_shards: int) -> int:
         if self._repeat is None:
-            raise TypeError("len() is unknown after repeat() without a count: the dataset never ends")
+            raise TypeError(
+                "len() is unknown after repeat() without a count: the dataset never ends"
+            )
         first = self._epoch
-        return sum(self._epoch_length(e, shard, num_shards) for e in range(first, first + self._repeat))
+        return sum(
+            self._epoch_length(e, shard, num_shards) for e in range(first, first + self._repeat)
+        )
 
     def _epoch_length(self, epoch: int, shard: int, num_shards: int) -> int:
         reason = unknown_length(self._ops)

@@ -225,7 +225,9 @@ class FileSource:
             lo, hi = bounds(self.after, hi - lo)
             return global_length(hi - lo, shard, num_shards, self.equal)
         ra = [bool(x) for x in catalog.random_access]
-        units = plan_pieces(self._pieces(epoch, known), catalog.counts, ra, shard, num_shards, self.equal)
+        units = plan_pieces(
+            self._pieces(epoch, known), catalog.counts, ra, shard, num_shards, self.equal
+        )
         n = plan_length(units)
         if n is None:
             known(next(u.file for u in units if isinstance(u, RangeUnit) and not u.sized))
@@ -238,11 +240,10 @@ class FileSource:
         """The records ``shard`` reads in ``epoch``, without the first ``skip``; readers close at the end."""
         pool = ReaderPool(self.catalog)
         try:
-            stream: ShardStream | InterleavedStream = ShardStream(
-                self.plan(pool, epoch, shard, num_shards), pool
-            )
+            plain = ShardStream(self.plan(pool, epoch, shard, num_shards), pool)
+            stream: ShardStream | InterleavedStream = plain
             if self.cycle > 1:
-                stream = InterleavedStream(stream, self.cycle, self.block)
+                stream = InterleavedStream(plain, self.cycle, self.block)
             spec = self.shuffle
             if spec is None or spec.buffer_size is None or spec.buffer_size <= 1:
                 records = stream.records(skip)

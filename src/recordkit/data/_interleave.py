@@ -107,7 +107,10 @@ class _UnitReader:
             if reader is not None:
                 pool.attach(unit.file, reader)
         self._thread = threading.Thread(
-            target=self._run, args=(stream, unit, start, pool), name="recordkit-interleave", daemon=True
+            target=self._run,
+            args=(stream, unit, start, pool),
+            name="recordkit-interleave",
+            daemon=True,
         )
         self._thread.start()
 
@@ -141,7 +144,7 @@ class _UnitReader:
             if isinstance(item, End):
                 self._done = True
                 return None
-            self._ready.extend(item)  # type: ignore[call-overload]
+            self._ready.extend(item)  # type: ignore[arg-type]
         return self._ready.popleft()
 
     def close(self) -> None:

@@ -138,13 +138,10 @@ class MixSource:
             picker.drop(j)
 
     def _lengths(self, epoch: int, shard: int, num_shards: int) -> list[int | None]:
-        lengths: list[int | None] = []
-        for weight, dataset in zip(self.weights, self.datasets, strict=True):
-            try:
-                lengths.append(dataset._epoch_length(epoch, shard, num_shards) if weight else 0)
-            except TypeError:
-                lengths.append(None)
-        return lengths
+        return [
+            _length_or_none(d, epoch, shard, num_shards) if w else 0
+            for w, d in zip(self.weights, self.datasets, strict=True)
+        ]
 
     def length(self, epoch: int, shard: int, num_shards: int) -> int:
         """The number of items the mix gives ``shard`` in ``epoch``, from its sources' lengths.
@@ -167,13 +164,11 @@ class MixSource:
         # Where the first source runs out depends on the draws: replay them against the lengths.
         taken = [0] * len(known)
         picker = _Picker(self.weights)
-        n = 0
-        for u in _uniforms(self.seed, epoch, shard):
+        for n, u in enumerate(_uniforms(self.seed, epoch, shard)):
             j = self._choose(u, picker, lambda j: taken[j] < known[j])
             if j is None:
                 return n
             taken[j] += 1
-            n += 1
         raise AssertionError("unreachable")  # pragma: no cover - the draws never end
 
     def _why(self, j: int, epoch: int, shard: int, num_shards: int) -> str:
@@ -251,6 +246,13 @@ class MixSource:
 _END = object()
 
 
+def _length_or_none(dataset: Dataset, epoch: int, shard: int, num_shards: int) -> int | None:
+    try:
+        return dataset._epoch_length(epoch, shard, num_shards)
+    except TypeError:
+        return None
+
+
 def mix(
     datasets: Sequence[Dataset],
     weights: Sequence[float] | None = None,
@@ -308,13 +310,17 @@ def mix(
         if not isinstance(d, Dataset):
             raise TypeError(f"mix needs recordkit.data.Dataset objects, not {type(d).__name__}")
         if d._repeat != 1:
-            raise ValueError("a dataset in a mix reads one epoch per epoch of the mix: repeat the mix")
+            raise ValueError(
+                "a dataset in a mix reads one epoch per epoch of the mix: repeat the mix"
+            )
     if stop not in ("first_exhausted", "all_exhausted"):
         raise ValueError(f"stop must be 'first_exhausted' or 'all_exhausted', not {stop!r}")
     checked = _weights(weights, len(datasets))
     ranks = {(d._rank, d._world_size) for d in datasets}
     if len(ranks) > 1:
-        raise ValueError(f"the datasets of a mix must have the same rank and world_size, not {ranks}")
+        raise ValueError(
+            f"the datasets of a mix must have the same rank and world_size, not {ranks}"
+        )
     rank, world_size = ranks.pop()
     source = MixSource(datasets, checked, int(seed), stop)
     return Dataset._from_source(source, rank, world_size)

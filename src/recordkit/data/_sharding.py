@@ -164,9 +164,7 @@ def _ranges(pieces: Sequence[RangeUnit], lo: int, hi: int) -> list[RangeUnit]:
     return units
 
 
-def _sequential_units(
-    pieces: Sequence[RangeUnit], shard: int, num_shards: int
-) -> list[RangeUnit]:
+def _sequential_units(pieces: Sequence[RangeUnit], shard: int, num_shards: int) -> list[RangeUnit]:
     whole, left = divmod(len(pieces), num_shards)
     units = list(pieces[shard : whole * num_shards : num_shards])
     if left:
@@ -369,9 +367,7 @@ def plan_global(
     return [IndexUnit(perm[lo:hi])]
 
 
-def global_length(
-    total: int, shard: int, num_shards: int, equal: EqualShards = None
-) -> int:
+def global_length(total: int, shard: int, num_shards: int, equal: EqualShards = None) -> int:
     """The number of records a shard reads of a global permutation of ``total`` records."""
     lo, hi = _balanced(_equal_size(total, num_shards, equal), shard, num_shards)
     return hi - lo
