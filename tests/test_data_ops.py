@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import collections
 import itertools
-import json
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 from _data_files import make_files, write
-from _data_workers import as_worker, every_share
+from _data_workers import as_worker, every_share, resumes
 
 import recordkit as rk
 from recordkit.data import Dataset, mix
@@ -34,21 +33,6 @@ def odd(record: bytes) -> bool:
 
 def pairs(record: bytes) -> list[bytes]:
     return [record, record + b"'"]
-
-
-def resumes(build, points) -> None:
-    """Stopping after k items and restoring the state in a fresh pipeline gives the rest, exactly."""
-    full = list(build())
-    for k in points:
-        k = min(k, len(full))
-        ds = build()
-        it = iter(ds)
-        head = list(itertools.islice(it, k))
-        state = json.loads(json.dumps(ds.state_dict()))
-        it.close()
-        restored = build()
-        restored.load_state_dict(state)
-        assert head + list(restored) == full, k
 
 
 def shuffled(ds: Dataset, mode: str) -> Dataset:

@@ -33,7 +33,6 @@ __all__ = [
     "plan_global",
     "plan_length",
     "plan_pieces",
-    "plan_shard",
     "resolve_rank",
     "shard_of",
     "whole_files",
@@ -242,32 +241,6 @@ def cut(
             out.append(RangeUnit(p.file, p.start + a - base, p.start + b - base))
         base += n
     return out
-
-
-def plan_shard(
-    order: Sequence[int],
-    counts: Sequence[int | None],
-    random_access: Sequence[bool],
-    shard: int,
-    num_shards: int,
-    equal: EqualShards = None,
-) -> list[Unit]:
-    """Return the units one shard reads in an epoch of whole files (see :func:`plan_pieces`).
-
-    Parameters
-    ----------
-    order
-        The file indexes in this epoch's order.
-    counts
-        The record count of each file, ``None`` where unknown (sequential files not counted).
-    random_access
-        Whether each file can be read by index.
-    shard, num_shards
-        Which shard, of how many.
-    equal
-        As for :func:`plan_pieces`.
-    """
-    return plan_pieces(whole_files(order, counts), counts, random_access, shard, num_shards, equal)
 
 
 def plan_pieces(
