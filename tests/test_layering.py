@@ -65,7 +65,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("recordkit.data", ("torch", "recordkit.cli")),
-    ("recordkit.data._stages", ("numpy", "torch", "recordkit.io", "recordkit.formats")),
+    ("recordkit.data._stages", ("torch", "recordkit.cli", "recordkit.decode")),
     ("recordkit.data._interleave", ("torch", "recordkit.cli", "recordkit.decode")),
     ("recordkit.data._files", ("torch", "recordkit.cli", "recordkit.decode")),
     ("recordkit.data._mix", ("torch", "recordkit.cli", "recordkit.decode")),
