@@ -13,10 +13,16 @@ from recordkit.data._sharding import (
     RangeUnit,
     Unit,
     plan_global,
-    plan_shard,
+    plan_pieces,
     resolve_rank,
     shard_of,
+    whole_files,
 )
+
+
+def plan_shard(order, counts, random_access, shard, num_shards, equal=None) -> list[Unit]:
+    """The plan of an epoch reading whole files in ``order``."""
+    return plan_pieces(whole_files(order, counts), counts, random_access, shard, num_shards, equal)
 
 
 def expand(units: list[Unit], counts: list[int], offsets: list[int]) -> list[tuple[int, int]]:

@@ -77,6 +77,10 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("recordkit.data", ("torch", "recordkit.cli")),
+    ("recordkit.data._stages", ("torch", "recordkit.cli", "recordkit.decode")),
+    ("recordkit.data._interleave", ("torch", "recordkit.cli", "recordkit.decode")),
+    ("recordkit.data._files", ("torch", "recordkit.cli", "recordkit.decode")),
+    ("recordkit.data._mix", ("torch", "recordkit.cli", "recordkit.decode")),
     ("recordkit.cli", ("torch",)),
     # The Dask adapter needs dask's bags only: not distributed (a cluster is the user's choice).
     ("recordkit.dask", ("torch", "recordkit.cli", "recordkit.data", "distributed")),

@@ -3,13 +3,15 @@
 Read many files as one stream, split between distributed ranks and DataLoader workers so that every record
 is seen exactly once per epoch, shuffled deterministically from a seed, and resumable mid-epoch::
 
-    from recordkit.data import Dataset
+    from recordkit.data import Dataset, mix
 
-    ds = Dataset("train-*.tfrecord", seed=0).shuffle(4096).map(decode).batch(32)
+    ds = Dataset("train-*.tfrecord", seed=0).shuffle(4096).map(decode).filter(keep).batch(32)
     for epoch in range(10):
         ds.set_epoch(epoch)
         for batch in ds:
             ...
+
+:func:`mix` samples from several datasets with weights, deterministically and resumably.
 
 With PyTorch, :func:`dataloader` builds a ``DataLoader`` that splits the work between its worker processes
 and can save and restore its position. PyTorch is imported only when one of ``torch_dataset``,
@@ -22,6 +24,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from recordkit.data._dataset import Dataset
+from recordkit.data._mix import mix
 from recordkit.data._oneflow import OFRecordReader
 from recordkit.data._sources import expand_sources, part_files
 
@@ -35,6 +38,7 @@ __all__ = [
     "RecordLoader",
     "dataloader",
     "expand_sources",
+    "mix",
     "part_files",
     "torch_dataset",
 ]

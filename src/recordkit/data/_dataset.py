@@ -1,52 +1,45 @@
-"""The :class:`Dataset` pipeline: sources, sharding, shuffling, mapping, batching, repeating, prefetching."""
+"""The :class:`Dataset` pipeline: sources, sharding, shuffling, per-item stages, repeating, prefetching."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from contextlib import closing
 from typing import Any
 
+from recordkit.data._files import EVERYTHING, FileSource, Shuffle, catalog_of, narrow
 from recordkit.data._prefetch import prefetch
-from recordkit.data._readers import Catalog, ReaderPool, ShardStream
-from recordkit.data._sharding import (
-    EqualShards,
-    Unit,
-    plan_global,
-    plan_shard,
-    resolve_rank,
-    shard_of,
-    worker_info,
+from recordkit.data._readers import Catalog
+from recordkit.data._sharding import EqualShards, resolve_rank, shard_of, worker_info
+from recordkit.data._sources import Sources
+from recordkit.data._stages import (
+    Batch,
+    Filter,
+    Map,
+    Stage,
+    Unbatch,
+    apply,
+    describe,
+    drop,
+    is_batched,
+    length,
+    plan_skip,
+    unknown_length,
 )
-from recordkit.data._shuffle import BufferShuffler, derive_seed, permutation
-from recordkit.data._sources import Sources, expand_sources
 from recordkit.data._state import STATE_VERSION, check_state
-from recordkit.errors import UnsupportedOperationError
 
-__all__ = ["Dataset"]
-
-
-@dataclass(frozen=True)
-class _Shuffle:
-    buffer_size: int | None
-    files: bool
-
-
-@dataclass(frozen=True)
-class _Map:
-    fn: Callable[[Any], Any]
-
-
-@dataclass(frozen=True)
-class _Batch:
-    size: int
-    drop_last: bool
+__all__ = ["EPOCH_END", "Dataset"]
 
 
 def _check_int(value: object, what: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{what} must be an int of at least {minimum}, not {value!r}")
     return value
+
+
+def _check_callable(fn: object, stage: str) -> None:
+    if not callable(fn):
+        raise TypeError(f"{stage} needs a callable, not {type(fn).__name__}")
 
 
 class EpochEnd:
@@ -56,82 +49,31 @@ class EpochEnd:
 EPOCH_END = EpochEnd()
 
 
-def _mapped(items: Iterator[Any], fn: Callable[[Any], Any]) -> Iterator[Any]:
-    try:
-        for item in items:
-            yield fn(item)
-    finally:
-        items.close()  # type: ignore[attr-defined]
+_GLOBAL_INTERLEAVE = (
+    "interleave() reads files side by side, but a global shuffle() reads records by index from every "
+    "file; use shuffle(buffer_size) with interleave()"
+)
 
 
-def _batched(items: Iterator[Any], size: int, drop_last: bool) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    try:
-        for item in items:
-            batch.append(item)
-            if len(batch) == size:
-                yield batch
-                batch = []
-    finally:
-        items.close()  # type: ignore[attr-defined]
-    if batch and not drop_last:
-        yield batch
-
-
-def _buffer_shuffled(stream: ShardStream, size: int, seed: int, skip: int) -> Iterator[bytes]:
-    """The stream's records through a shuffle buffer, without the first ``skip`` outputs."""
-    shuffler = BufferShuffler(size, seed)
-    held: dict[int, bytes] = {}
-    position = 0
-    if skip and stream.random_access and stream.length is not None:
-        # Replay the buffer's choices on positions alone, then read only what it still holds.
-        position = shuffler.replay(stream.length, skip)
-        held.update(zip(shuffler.pending, stream.fetch(shuffler.pending), strict=True))
-        skip = 0
-    source = stream.records(position)
-    try:
-        for record in source:
-            held[position] = record
-            out = shuffler.push(position)
-            position += 1
-            if out is not None:
-                record = held.pop(out)
-                if skip:
-                    skip -= 1
-                else:
-                    yield record
-    finally:
-        source.close()  # type: ignore[attr-defined]
-    for out in shuffler.drain():
-        record = held.pop(out)
-        if skip:
-            skip -= 1
-        else:
-            yield record
-
-
-def _catalog(sources: Sources, format: str | None, split: str | None) -> Catalog:
-    from recordkit.io import find_dataset
-
-    dataset = find_dataset(sources, split=split)
-    if dataset is not None:
-        return Catalog.of_dataset(*dataset)
-    if split is not None:
-        raise ValueError(
-            f"split={split!r} needs a dataset directory with a manifest or a tensorflow-datasets "
-            "dataset_info.json"
-        )
-    return Catalog(expand_sources(sources, format=format), format)
+def _window_text(window: tuple[int, int | None]) -> str:
+    start, stop = window
+    return f"[{start}:{'' if stop is None else stop}]"
 
 
 class Dataset:
-    """Records from many files, split between ranks and workers, shuffled, mapped, batched and repeated.
+    """Records from many files, split between ranks and workers, shuffled, transformed and batched.
 
-    The stages are applied in a fixed order whatever order the methods are called in: **shard** (by rank
-    and DataLoader worker) → **shuffle** → **map** and **batch** (in the order called) → **repeat** →
-    **prefetch**. Each stage method returns a new dataset and leaves this one unchanged. Iterating gives
-    one epoch (or as many as :meth:`repeat` asks for); readers are opened lazily, in the process that
-    iterates, and closed when the iteration ends or is abandoned.
+    Stages run in this order, whatever order the methods are called in: **take/skip** (called before
+    :meth:`shuffle`) → **shuffle** → **take/skip** (called after it) → **shard** (by rank and DataLoader
+    worker) → **interleave** (reading several files of the shard at once) → **map**, **filter**,
+    **batch** and **unbatch** (in the order called) → **repeat** → **prefetch**. :meth:`take` and
+    :meth:`skip` select from the epoch's global order of records, before it is split, so ``take(1000)``
+    gives 1000 records per epoch in all, whatever the number of ranks and workers. Each stage method
+    returns a new dataset and leaves this one unchanged. Iterating gives one epoch (or as many as
+    :meth:`repeat` asks for); readers are opened lazily, in the process that iterates, and closed when the
+    iteration ends or is abandoned. ``len(ds)`` is the number of items this process (rank, or worker inside
+    a DataLoader worker) gets, where it is known without reading payloads. :func:`mix` samples from
+    several datasets.
 
     Parameters
     ----------
@@ -180,13 +122,14 @@ class Dataset:
             raise ValueError(f"equal_shards must be None, 'pad' or 'drop', not {equal_shards!r}")
         if rank is not None or world_size is not None:
             resolve_rank(rank, world_size)  # validate now
-        self._catalog = _catalog(sources, format, split)
-        self._seed = int(seed)
+        catalog = catalog_of(sources, format, split)
+        self._setup(FileSource(catalog, int(seed), equal_shards), rank, world_size)
+
+    def _setup(self, source: Any, rank: int | None, world_size: int | None) -> None:
+        self._source = source
         self._rank = rank
         self._world_size = world_size
-        self._equal: EqualShards = equal_shards
-        self._shuffle: _Shuffle | None = None
-        self._ops: tuple[_Map | _Batch, ...] = ()
+        self._ops: tuple[Stage, ...] = ()
         self._repeat: int | None = 1
         self._prefetch = 0
         self._epoch = 0
@@ -195,6 +138,29 @@ class Dataset:
         self._restored_skip: int | None = None
         self._expected_shard: tuple[int, int] | None = None
         self._last_shard: tuple[int, int] | None = None
+
+    @classmethod
+    def _from_source(cls, source: Any, rank: int | None, world_size: int | None) -> Dataset:
+        """A dataset over another record source (see :func:`recordkit.data.mix`)."""
+        dataset = cls.__new__(cls)
+        dataset._setup(source, rank, world_size)
+        return dataset
+
+    @property
+    def _seed(self) -> int:
+        return self._source.seed  # type: ignore[no-any-return]
+
+    @_seed.setter
+    def _seed(self, seed: int) -> None:
+        self._source = self._source.replace(seed=int(seed))
+
+    @property
+    def _catalog(self) -> Catalog:
+        return self._source.catalog  # type: ignore[no-any-return]
+
+    @property
+    def _equal(self) -> EqualShards:
+        return self._source.equal  # type: ignore[no-any-return]
 
     # -- description ---------------------------------------------------------------------------------
 
@@ -215,27 +181,32 @@ class Dataset:
 
     @property
     def batch_size(self) -> int | None:
-        """The batch size, or ``None`` when the dataset yields single records."""
-        for op in self._ops:
-            if isinstance(op, _Batch):
-                return op.size
-        return None
+        """The batch size, or ``None`` when the dataset yields single items (not batched, or unbatched)."""
+        if not is_batched(self._ops):
+            return None
+        return next(op.size for op in reversed(self._ops) if isinstance(op, Batch))
 
     def __repr__(self) -> str:
-        stages = []
-        if self._shuffle is not None:
-            stages.append(f"shuffle({self._shuffle.buffer_size}, files={self._shuffle.files})")
-        for op in self._ops:
-            if isinstance(op, _Map):
-                stages.append(f"map({getattr(op.fn, '__name__', op.fn)!s})")
-            else:
-                stages.append(f"batch({op.size}, drop_last={op.drop_last})")
+        source = self._source
+        if not isinstance(source, FileSource):
+            stages = [repr(source)]
+        else:
+            stages = [f"Dataset({len(source.catalog)} files, seed={self._seed})"]
+            if source.before != EVERYTHING:
+                stages.append(f"records{_window_text(source.before)}")
+            if source.shuffle is not None:
+                spec = source.shuffle
+                stages.append(f"shuffle({spec.buffer_size}, files={spec.files})")
+            if source.after != EVERYTHING:
+                stages.append(f"records{_window_text(source.after)}")
+            if source.cycle:
+                stages.append(f"interleave({source.cycle}, block_length={source.block})")
+        stages.extend(describe(op) for op in self._ops)
         if self._repeat != 1:
             stages.append(f"repeat({self._repeat})")
         if self._prefetch:
             stages.append(f"prefetch({self._prefetch})")
-        head = f"Dataset({len(self._catalog)} files, seed={self._seed})"
-        return ".".join([head, *stages])
+        return ".".join(stages)
 
     # -- stages --------------------------------------------------------------------------------------
 
@@ -246,6 +217,14 @@ class Dataset:
         new._consumed = 0
         new._restored_skip = None
         return new
+
+    def _files(self, stage: str) -> FileSource:
+        source = self._source
+        if not isinstance(source, FileSource):
+            raise TypeError(
+                f"{stage}() works on the records of files: apply it to the datasets inside the mix"
+            )
+        return source
 
     def shuffle(self, buffer_size: int | None = None, *, files: bool = True) -> Dataset:
         """Shuffle the records, differently each epoch.
@@ -263,15 +242,93 @@ class Dataset:
         Raises
         ------
         ValueError
-            The dataset is already shuffled or batched (shuffle before batching).
+            The dataset is already shuffled or batched (shuffle before batching), or a global shuffle
+            is asked of an interleaved dataset.
+        TypeError
+            The dataset is a :func:`mix` (shuffle its datasets instead).
         """
-        if self._shuffle is not None:
+        source = self._files("shuffle")
+        if source.shuffle is not None:
             raise ValueError("the dataset is already shuffled")
-        if any(isinstance(op, _Batch) for op in self._ops):
+        if any(isinstance(op, Batch) for op in self._ops):
             raise ValueError("shuffle before batch: shuffling batches is not supported")
         if buffer_size is not None:
             _check_int(buffer_size, "buffer_size", 0)
-        return self._with(_shuffle=_Shuffle(buffer_size, bool(files)))
+        elif source.cycle:
+            raise ValueError(_GLOBAL_INTERLEAVE)
+        return self._with(_source=source.replace(shuffle=Shuffle(buffer_size, bool(files))))
+
+    def _window(self, op: str, n: int) -> Dataset:
+        _check_int(n, f"{op}'s count", 0)
+        source = self._files(op)
+        late = [describe(s) for s in self._ops if not isinstance(s, Map)]
+        if late:
+            raise ValueError(
+                f"{op}() selects records from the epoch's global order, before they are split between "
+                f"ranks and workers, so it must come before {late[0]} (it may come after map()); to "
+                "stop after a number of batches, use itertools.islice"
+            )
+        if source.shuffle is None:
+            return self._with(_source=source.replace(before=narrow(source.before, op, n)))
+        return self._with(_source=source.replace(after=narrow(source.after, op, n)))
+
+    def take(self, n: int) -> Dataset:
+        """Keep only the first ``n`` records of each epoch, counted over all ranks and workers together.
+
+        The records are taken from the epoch's global order before it is split: ``take(1000)`` gives 1000
+        records per epoch in all, shared between the ranks and workers as usual. Called before
+        :meth:`shuffle`, it takes the first ``n`` records of the files in their given order (the same
+        records every epoch, then shuffled among themselves); called after it, the first ``n`` of the
+        shuffled order (a global shuffle: ``n`` random records, different each epoch; a buffer shuffle: the
+        first ``n`` records of the epoch's file order, which the buffers then shuffle). ``skip(n)`` and
+        ``take(n)`` at the same point partition the epoch. Sequential (compressed) files are read through
+        once to count them where the cut falls in or after them.
+
+        Raises
+        ------
+        ValueError
+            ``n`` is negative, or a stage other than :meth:`map` (filter, batch, unbatch) came before: the
+            count is of records, before those stages.
+        TypeError
+            The dataset is a :func:`mix`.
+        """
+        return self._window("take", n)
+
+    def skip(self, n: int) -> Dataset:
+        """Leave out the first ``n`` records of each epoch, counted over all ranks and workers together.
+
+        The counterpart of :meth:`take`, with the same rules: ``ds.skip(n)`` and ``ds.take(n)`` partition
+        every epoch, and ``ds.skip(a).take(b)`` is the records ``a`` to ``a + b`` of the epoch's order.
+
+        Raises
+        ------
+        ValueError
+            As for :meth:`take`.
+        """
+        return self._window("skip", n)
+
+    def interleave(self, cycle_length: int, *, block_length: int = 1) -> Dataset:
+        """Read ``cycle_length`` files (or parts of files) of this process's share at once, in threads.
+
+        The records come in a deterministic order: the open files take turns, ``block_length`` records
+        each, and when one ends the next file takes its place (tf.data's deterministic ``interleave``).
+        Each open file is read ahead by a thread of its own, so slow or remote reads overlap. Resuming from
+        :meth:`state_dict` stays exact, and every record is still read once per epoch.
+
+        Raises
+        ------
+        ValueError
+            The counts are not positive, or the dataset has a global shuffle (which reads records by index
+            from every file, not file by file).
+        TypeError
+            The dataset is a :func:`mix`.
+        """
+        _check_int(cycle_length, "cycle_length", 1)
+        _check_int(block_length, "block_length", 1)
+        source = self._files("interleave")
+        if source.shuffle is not None and source.shuffle.is_global:
+            raise ValueError(_GLOBAL_INTERLEAVE)
+        return self._with(_source=source.replace(cycle=cycle_length, block=block_length))
 
     def map(self, fn: Callable[[Any], Any]) -> Dataset:
         """Apply ``fn`` to every item: to every record, or to every batch if called after :meth:`batch`.
@@ -279,9 +336,18 @@ class Dataset:
         ``fn`` runs in the process that iterates (each DataLoader worker) and must be picklable for the
         ``spawn`` start method (a module-level function, not a lambda).
         """
-        if not callable(fn):
-            raise TypeError(f"map needs a callable, not {type(fn).__name__}")
-        return self._with(_ops=(*self._ops, _Map(fn)))
+        _check_callable(fn, "map")
+        return self._with(_ops=(*self._ops, Map(fn)))
+
+    def filter(self, fn: Callable[[Any], Any]) -> Dataset:
+        """Keep the items for which ``fn(item)`` is true (records, or batches after :meth:`batch`).
+
+        Like :meth:`map`, ``fn`` runs in the process that iterates and must be picklable for ``spawn``.
+        After a filter, ``len()`` raises ``TypeError``, and resuming from :meth:`state_dict` runs the stages
+        up to the filter again over the part of the epoch already delivered (to count what it kept).
+        """
+        _check_callable(fn, "filter")
+        return self._with(_ops=(*self._ops, Filter(fn)))
 
     def batch(self, size: int, *, drop_last: bool = False) -> Dataset:
         """Group items into lists of ``size``; the last one is shorter unless ``drop_last``.
@@ -291,7 +357,16 @@ class Dataset:
         _check_int(size, "the batch size", 1)
         if self.batch_size is not None:
             raise ValueError("the dataset is already batched")
-        return self._with(_ops=(*self._ops, _Batch(size, bool(drop_last))))
+        return self._with(_ops=(*self._ops, Batch(size, bool(drop_last))))
+
+    def unbatch(self) -> Dataset:
+        """Split every item into its elements: a list, tuple or array into its entries, a dict of equally
+        long columns into one dict per row (as ``tf.data``'s ``unbatch``).
+
+        After it, ``len()`` raises ``TypeError``; resuming re-runs the stages up to it over the part of the
+        epoch already delivered, as after :meth:`filter`.
+        """
+        return self._with(_ops=(*self._ops, Unbatch()))
 
     def repeat(self, epochs: int | None = None) -> Dataset:
         """Iterate ``epochs`` epochs in one go (``None``: forever), each in its own shuffled order."""
@@ -311,23 +386,23 @@ class Dataset:
     # -- epochs and state ----------------------------------------------------------------------------
 
     def set_epoch(self, epoch: int) -> None:
-        """Start the next iteration at the beginning of ``epoch``."""
+        """Start the next iteration at the beginning of ``epoch`` (a mix passes it to its datasets)."""
         if epoch < 0:
             raise ValueError(f"the epoch must be non-negative, not {epoch}")
         self._epoch = self._first_epoch = int(epoch)
         self._consumed = 0
         self._restored_skip = None
+        for dataset in getattr(self._source, "datasets", ()):
+            dataset.set_epoch(epoch)
 
     def _fingerprint(self) -> dict[str, Any]:
-        shuffle = (
-            None if self._shuffle is None else [self._shuffle.buffer_size, self._shuffle.files]
-        )
+        legacy = all(isinstance(op, (Map, Batch)) for op in self._ops)
+        # Entries added after the first version are None where the pipeline could have been built then,
+        # so that positions saved before still load.
         return {
-            "seed": self._seed,
-            "files": len(self._catalog),
+            **self._source.fingerprint(),
             "batch_size": self.batch_size,
-            "shuffle": shuffle,
-            "equal_shards": self._equal,
+            "stages": None if legacy else [describe(op).split("(")[0] for op in self._ops],
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -367,8 +442,7 @@ class Dataset:
     # -- iteration -----------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
-        rank, world_size = resolve_rank(self._rank, self._world_size)
-        shard, num_shards = shard_of(rank, world_size, *worker_info())
+        shard, num_shards = self._shard()
         if self._restored_skip is not None and self._expected_shard not in (
             None,
             (shard, num_shards),
@@ -426,52 +500,54 @@ class Dataset:
             epoch += 1
             skip = 0
 
-    def _plan(self, pool: ReaderPool, epoch: int, shard: int, num_shards: int) -> list[Unit]:
-        catalog = self._catalog
-        if self._equal is not None:
-            catalog.count_all(pool)
-        else:
-            catalog.describe(pool)
-        spec = self._shuffle
-        if spec is not None and spec.buffer_size is None:
-            sequential = [
-                f for f, ra in zip(catalog.files, catalog.random_access, strict=True) if not ra
-            ]
-            if sequential:
-                raise UnsupportedOperationError(
-                    f"a global shuffle needs random-access files, but {sequential[0]!r} can only be read "
-                    "sequentially (compressed?): decompress it, or use shuffle(buffer_size)"
-                )
-            counts = [n or 0 for n in catalog.counts]
-            return plan_global(counts, shard, num_shards, self._seed, epoch, self._equal)
-        order: list[int] = list(range(len(catalog)))
-        if spec is not None and spec.files:
-            order = permutation(len(catalog), self._seed, epoch, "files").tolist()
-        ra = [bool(x) for x in catalog.random_access]
-        return plan_shard(order, catalog.counts, ra, shard, num_shards, self._equal)
-
     def _epoch_items(self, epoch: int, shard: int, num_shards: int, skip: int) -> Iterator[Any]:
         """One epoch of one shard, without its first ``skip`` items."""
-        pool = ReaderPool(self._catalog)
-        try:
-            stream = ShardStream(self._plan(pool, epoch, shard, num_shards), pool)
-            per_item = self.batch_size or 1
-            items: Iterator[Any] = self._records(stream, epoch, shard, skip * per_item)
-            for op in self._ops:
-                if isinstance(op, _Map):
-                    items = _mapped(items, op.fn)
-                else:
-                    items = _batched(items, op.size, op.drop_last)
-            try:
-                yield from items
-            finally:
-                items.close()  # type: ignore[attr-defined]
-        finally:
-            pool.close()
+        records, cut, dropped = plan_skip(self._ops, skip)
+        items = apply(self._source.records(epoch, shard, num_shards, records), self._ops[:cut])
+        if dropped:
+            items = drop(items, dropped)
+        items = apply(items, self._ops[cut:])
+        with closing(items):  # type: ignore[type-var]
+            yield from items
 
-    def _records(self, stream: ShardStream, epoch: int, shard: int, skip: int) -> Iterator[bytes]:
-        spec = self._shuffle
-        if spec is None or spec.buffer_size is None or spec.buffer_size <= 1:
-            return stream.records(skip)
-        seed = derive_seed(self._seed, epoch, shard, "buffer")
-        return _buffer_shuffled(stream, spec.buffer_size, seed, skip)
+    def _one_epoch(self, epoch: int, shard: int, num_shards: int, skip: int) -> Iterator[Any]:
+        """One epoch of one shard, without its first ``skip`` items, prefetched if asked."""
+        items = self._epoch_items(epoch, shard, num_shards, skip)
+        return prefetch(items, self._prefetch) if self._prefetch else items
+
+    # -- length --------------------------------------------------------------------------------------
+
+    def _shard(self) -> tuple[int, int]:
+        rank, world_size = resolve_rank(self._rank, self._world_size)
+        return shard_of(rank, world_size, *worker_info())
+
+    def __len__(self) -> int:
+        """The number of items this process gets from one iteration (all its epochs, with repeat).
+
+        This process is its rank's share, or, inside a DataLoader worker, the worker's share. The count
+        comes from what is known without reading payloads: FFRecord headers, indexes (TFRecord and OFRecord
+        files without a sidecar index have their headers scanned once), a manifest.
+
+        Raises
+        ------
+        TypeError
+            The count is not known in advance: after filter() or unbatch(), an endless repeat(), a
+            compressed file's record count, or a mix whose datasets' lengths are unknown.
+        """
+        return self._length(*self._shard())
+
+    def _length(self, shard: int, num_shards: int) -> int:
+        if self._repeat is None:
+            raise TypeError(
+                "len() is unknown after repeat() without a count: the dataset never ends"
+            )
+        first = self._epoch
+        return sum(
+            self._epoch_length(e, shard, num_shards) for e in range(first, first + self._repeat)
+        )
+
+    def _epoch_length(self, epoch: int, shard: int, num_shards: int) -> int:
+        reason = unknown_length(self._ops)
+        if reason is not None:
+            raise TypeError(reason)
+        return length(self._ops, self._source.length(epoch, shard, num_shards))

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Iterator
 from typing import TypeVar
 
-__all__ = ["prefetch"]
+__all__ = ["End", "Failure", "prefetch", "put_unless_stopped"]
 
 T = TypeVar("T")
 
@@ -15,16 +15,18 @@ _POLL = 0.05
 """Seconds between checks of the stop flag while the queue is full."""
 
 
-class _End:
-    pass
+class End:
+    """Put on a queue after the last item."""
 
 
-class _Failure:
+class Failure:
+    """Put on a queue instead of an item when producing it raised ``exc``."""
+
     def __init__(self, exc: BaseException) -> None:
         self.exc = exc
 
 
-def _put(out: queue.Queue[object], item: object, stop: threading.Event) -> bool:
+def put_unless_stopped(out: queue.Queue[object], item: object, stop: threading.Event) -> bool:
     """Put ``item`` unless told to stop first; return whether it was put."""
     while not stop.is_set():
         try:
@@ -36,21 +38,21 @@ def _put(out: queue.Queue[object], item: object, stop: threading.Event) -> bool:
 
 
 def _produce(source: Iterator[T], out: queue.Queue[object], stop: threading.Event) -> None:
-    message: object = _End()
+    message: object = End()
     try:
         for item in source:
-            if not _put(out, item, stop):
+            if not put_unless_stopped(out, item, stop):
                 break
     except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which re-raises it
-        message = _Failure(exc)
+        message = Failure(exc)
     close = getattr(source, "close", None)
     try:
         if close is not None:
             close()
     except BaseException as exc:  # noqa: BLE001 - same
-        if isinstance(message, _End):
-            message = _Failure(exc)
-    _put(out, message, stop)
+        if isinstance(message, End):
+            message = Failure(exc)
+    put_unless_stopped(out, message, stop)
 
 
 def prefetch(source: Iterator[T], n: int) -> Iterator[T]:
@@ -77,9 +79,9 @@ def prefetch(source: Iterator[T], n: int) -> Iterator[T]:
     try:
         while True:
             item = out.get()
-            if isinstance(item, _End):
+            if isinstance(item, End):
                 return
-            if isinstance(item, _Failure):
+            if isinstance(item, Failure):
                 raise item.exc
             yield item  # type: ignore[misc]
     finally:

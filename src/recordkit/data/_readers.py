@@ -101,13 +101,22 @@ class Catalog:
     def count_all(self, pool: ReaderPool | None = None) -> None:
         """Count the records of every file, reading sequential files through once."""
         self.describe(pool)
-        for i, n in enumerate(self.counts):
-            if n is None:
-                reader = self.open(i)
-                try:
-                    self.counts[i] = sum(1 for _ in reader)
-                finally:
-                    reader.close()
+        for i in range(len(self.files)):
+            self.count(i)
+
+    def count(self, i: int) -> int:
+        """The record count of file ``i`` (described first), reading it through once if sequential."""
+        n = self.counts[i]
+        if n is None:
+            reader = self.open(i)
+            try:
+                if self.random_access[i] is None:
+                    self.random_access[i] = bool(reader.supports_random_access)
+                n = len(reader) if reader.supports_random_access else sum(1 for _ in reader)
+            finally:
+                reader.close()
+            self.counts[i] = n
+        return n
 
     def offsets(self) -> np.ndarray:
         """The global index of each file's first record (files laid end to end), with the total last."""
@@ -139,6 +148,17 @@ class ReaderPool:
             oldest.close()
         reader = self._readers[i] = self.catalog.open(i)
         return reader
+
+    def detach(self, i: int) -> RecordReader | None:
+        """Remove the reader of file ``i`` from this pool and hand it over (``None`` if none is open)."""
+        if self._pid != os.getpid():
+            return None
+        return self._readers.pop(i, None)
+
+    def attach(self, i: int, reader: RecordReader) -> None:
+        """Take over ``reader`` (of file ``i``, from :meth:`detach`); it is closed with this pool."""
+        self.discard(i)
+        self._readers[i] = reader
 
     def discard(self, i: int) -> None:
         """Close the reader of file ``i`` if this pool has one open."""
@@ -195,13 +215,21 @@ class ShardStream:
                 if start >= n:
                     start -= n
                     continue
-            if isinstance(unit, IndexUnit) or self.pool.catalog.random_access[unit.file]:
-                yield from self._indexed(unit, start)
-                start = 0
-            else:
-                assert isinstance(unit, RangeUnit)
-                skipped = yield from self._sequential(unit, start)
-                start -= skipped
+            skipped = yield from self.unit_records(unit, start)
+            start -= skipped
+
+    def unit_records(
+        self, unit: Unit, start: int, pool: ReaderPool | None = None
+    ) -> Generator[bytes, None, int]:
+        """Yield the records of one unit after its first ``start``; return how many were skipped.
+
+        Random-access files are read through ``pool`` (default: the stream's own pool, which is not
+        thread-safe: a thread passes its own); a sequential file is opened for this unit alone.
+        """
+        if isinstance(unit, IndexUnit) or self.pool.catalog.random_access[unit.file]:
+            yield from self._indexed(unit, start, pool or self.pool)
+            return start
+        return (yield from self._sequential(unit, start))
 
     def _pairs(self, unit: Unit, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         if isinstance(unit, IndexUnit):
@@ -212,12 +240,12 @@ class ShardStream:
         local = np.arange(unit.start + lo * unit.step, unit.start + hi * unit.step, unit.step)
         return np.full(len(local), unit.file, dtype=np.int64), local
 
-    def _indexed(self, unit: Unit, start: int) -> Iterator[bytes]:
+    def _indexed(self, unit: Unit, start: int, pool: ReaderPool) -> Iterator[bytes]:
         n = len(unit)
         chunk = _FIRST_CHUNK
         while start < n:
             stop = min(n, start + chunk)
-            yield from self.pool.read(*self._pairs(unit, start, stop))
+            yield from pool.read(*self._pairs(unit, start, stop))
             start = stop
             chunk = min(2 * chunk, _MAX_CHUNK)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,10 +26,16 @@ __all__ = [
     "IndexUnit",
     "RangeUnit",
     "Unit",
+    "Window",
+    "bounds",
+    "cut",
+    "global_length",
     "plan_global",
-    "plan_shard",
+    "plan_length",
+    "plan_pieces",
     "resolve_rank",
     "shard_of",
+    "whole_files",
     "worker_info",
 ]
 
@@ -142,30 +148,29 @@ def _balanced(total: int, shard: int, num_shards: int) -> tuple[int, int]:
     return shard * total // num_shards, (shard + 1) * total // num_shards
 
 
-def _ranges(
-    order: Sequence[int], counts: Sequence[int | None], lo: int, hi: int
-) -> list[RangeUnit]:
-    """The pieces of files (in ``order``, laid end to end) covering global positions ``[lo, hi)``."""
+def _ranges(pieces: Sequence[RangeUnit], lo: int, hi: int) -> list[RangeUnit]:
+    """The parts of ``pieces`` (sized, laid end to end) covering global positions ``[lo, hi)``."""
     units = []
     base = 0
-    for f in order:
-        n = counts[f] or 0
+    for p in pieces:
+        n = len(p)
         a, b = max(lo, base), min(hi, base + n)
         if a < b:
-            units.append(RangeUnit(f, a - base, b - base))
+            units.append(RangeUnit(p.file, p.start + a - base, p.start + b - base))
         base += n
         if base >= hi:
             break
     return units
 
 
-def _sequential_units(files: Sequence[int], shard: int, num_shards: int) -> list[RangeUnit]:
-    whole, left = divmod(len(files), num_shards)
-    units = [RangeUnit(f, 0, None) for f in files[shard : whole * num_shards : num_shards]]
+def _sequential_units(pieces: Sequence[RangeUnit], shard: int, num_shards: int) -> list[RangeUnit]:
+    whole, left = divmod(len(pieces), num_shards)
+    units = list(pieces[shard : whole * num_shards : num_shards])
     if left:
         group = shard % left
         members = len(range(group, num_shards, left))
-        units.append(RangeUnit(files[whole * num_shards + group], shard // left, None, members))
+        p = pieces[whole * num_shards + group]
+        units.append(RangeUnit(p.file, p.start + shard // left, p.stop, members))
     return units
 
 
@@ -209,22 +214,51 @@ def _cycle(units: Sequence[Unit], n: int) -> list[Unit]:
     return out
 
 
-def plan_shard(
-    order: Sequence[int],
+def whole_files(order: Sequence[int], counts: Sequence[int | None]) -> list[RangeUnit]:
+    """One piece per file, in ``order`` (``stop=None`` where the count is unknown)."""
+    return [RangeUnit(f, 0, counts[f]) for f in order]
+
+
+def cut(
+    pieces: Sequence[RangeUnit], count: Callable[[int], int], lo: int, hi: int | None
+) -> list[RangeUnit]:
+    """The records at positions ``[lo, hi)`` of ``pieces`` laid end to end (``hi=None``: to the end).
+
+    ``count(file)`` gives a file's record count; it is asked only for the pieces of unknown size that the
+    boundaries could fall in, so ``skip(n)`` over compressed files counts only the files it skips.
+    """
+    out = []
+    base = 0
+    for p in pieces:
+        if hi is not None and base >= hi:
+            break
+        if hi is None and base >= lo:
+            out.append(p)
+            continue
+        n = len(p) if p.sized else count(p.file) - p.start
+        a, b = max(lo, base), base + n if hi is None else min(hi, base + n)
+        if a < b:
+            out.append(RangeUnit(p.file, p.start + a - base, p.start + b - base))
+        base += n
+    return out
+
+
+def plan_pieces(
+    pieces: Sequence[RangeUnit],
     counts: Sequence[int | None],
     random_access: Sequence[bool],
     shard: int,
     num_shards: int,
     equal: EqualShards = None,
 ) -> list[Unit]:
-    """Return the units one shard reads in an epoch.
+    """Return the units one shard reads of ``pieces``: parts of files, each file at most once, in order.
 
     Parameters
     ----------
-    order
-        The file indexes in this epoch's order.
+    pieces
+        What the epoch reads, in its order (``stop=None``: to the end of a file of unknown size).
     counts
-        The record count of each file, ``None`` where unknown (sequential files not counted).
+        The record count of each file, ``None`` where unknown.
     random_access
         Whether each file can be read by index.
     shard, num_shards
@@ -234,16 +268,16 @@ def plan_shard(
         repeating its own records from its start. ``"drop"``: every shard is cut to the smallest size. Both
         need every count.
     """
-    if equal is not None and any(counts[f] is None for f in order):
+    if equal is not None and any(not p.sized for p in pieces):
         raise ValueError("equal shard sizes need the record count of every file")
-    rank_of = {f: k for k, f in enumerate(order)}
-    indexed = [f for f in order if random_access[f] and counts[f] is not None]
-    sequential = [f for f in order if not (random_access[f] and counts[f] is not None)]
+    rank_of = {p.file: k for k, p in enumerate(pieces)}
+    indexed = [p for p in pieces if random_access[p.file] and p.sized]
+    sequential = [p for p in pieces if not (random_access[p.file] and p.sized)]
+    total = sum(len(p) for p in indexed)
 
     def one(s: int) -> list[Unit]:
         # Within a shard, files are read in the epoch's file order.
-        total = sum(counts[f] or 0 for f in indexed)
-        units = _ranges(indexed, counts, *_balanced(total, s, num_shards))
+        units = _ranges(indexed, *_balanced(total, s, num_shards))
         units.extend(_sized(_sequential_units(sequential, s, num_shards), counts))
         units.sort(key=lambda u: rank_of[u.file])
         return list[Unit](units)
@@ -255,8 +289,27 @@ def plan_shard(
     if equal == "drop":
         return _truncate(mine, min(sizes))
     target = max(sizes)
-    donor = mine if sizes[shard] else [RangeUnit(f, 0, counts[f]) for f in order]
+    donor = mine if sizes[shard] else list[Unit](pieces)
     return [*mine, *_cycle(donor, target - sizes[shard])]
+
+
+Window = tuple[int, int | None]
+"""Positions ``[start, stop)`` of a sequence (``stop=None``: to its end)."""
+
+
+def bounds(window: Window, total: int) -> tuple[int, int]:
+    """The window's ``(start, stop)`` clipped to a sequence of ``total`` items."""
+    start, stop = window
+    stop = total if stop is None else min(stop, total)
+    return min(start, stop), stop
+
+
+def _equal_size(total: int, num_shards: int, equal: EqualShards) -> int:
+    if equal == "pad" and total:
+        return -(-total // num_shards) * num_shards
+    if equal == "drop":
+        return total // num_shards * num_shards
+    return total
 
 
 def plan_global(
@@ -266,24 +319,31 @@ def plan_global(
     seed: int,
     epoch: int,
     equal: EqualShards = None,
+    before: Window = (0, None),
+    after: Window = (0, None),
 ) -> list[Unit]:
-    """Return one shard's slice of a global random permutation of every record.
+    """Return one shard's slice of a global random permutation of the records.
 
-    All shards compute the same permutation of ``range(sum(counts))`` from ``(seed, epoch)`` and take
-    balanced contiguous slices of it. ``equal="pad"`` extends the permutation with its own beginning and
+    All shards compute the same permutation from ``(seed, epoch)`` and take balanced contiguous slices of
+    it. It permutes the records at positions ``before`` of the files laid end to end in their given order,
+    and is then cut to its positions ``after``. ``equal="pad"`` extends it with its own beginning and
     ``"drop"`` cuts it, so that it divides evenly (as PyTorch's ``DistributedSampler`` does).
     """
     from recordkit.data._shuffle import permutation
 
-    total = sum(counts)
-    perm = permutation(total, seed, epoch, "global")
-    if equal == "pad" and total:
-        size = -(-total // num_shards) * num_shards
-        perm = np.resize(perm, size)
-    elif equal == "drop":
-        perm = perm[: total // num_shards * num_shards]
+    lo, hi = bounds(before, sum(counts))
+    perm = permutation(hi - lo, seed, epoch, "global") + lo
+    perm = perm[slice(*bounds(after, len(perm)))]
+    size = _equal_size(len(perm), num_shards, equal)
+    perm = np.resize(perm, size) if size > len(perm) else perm[:size]
     lo, hi = _balanced(len(perm), shard, num_shards)
     return [IndexUnit(perm[lo:hi])]
+
+
+def global_length(total: int, shard: int, num_shards: int, equal: EqualShards = None) -> int:
+    """The number of records a shard reads of a global permutation of ``total`` records."""
+    lo, hi = _balanced(_equal_size(total, num_shards, equal), shard, num_shards)
+    return hi - lo
 
 
 def plan_length(units: Sequence[Unit]) -> int | None:

@@ -1,0 +1,258 @@
+"""The records of a file-backed pipeline: which ones an epoch holds, in which order, for which shard.
+
+A :class:`FileSource` holds every choice made before the per-item stages: the files, the shuffle, the
+``take``/``skip`` windows and parallel reading. Its :meth:`FileSource.records` gives one shard's records of
+one epoch, from any position, and :meth:`FileSource.length` counts them without reading any payload.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from recordkit.data._interleave import InterleavedStream
+from recordkit.data._readers import Catalog, ReaderPool, ShardStream
+from recordkit.data._sharding import (
+    EqualShards,
+    RangeUnit,
+    Unit,
+    Window,
+    bounds,
+    cut,
+    global_length,
+    plan_global,
+    plan_length,
+    plan_pieces,
+    whole_files,
+)
+from recordkit.data._shuffle import BufferShuffler, derive_seed, permutation
+from recordkit.data._sources import Sources, expand_sources
+from recordkit.errors import UnsupportedOperationError
+
+__all__ = ["EVERYTHING", "FileSource", "Shuffle", "catalog_of", "narrow"]
+
+EVERYTHING: Window = (0, None)
+
+
+def narrow(window: Window, op: str, n: int) -> Window:
+    """``window`` after ``take(n)`` or ``skip(n)`` (positions relative to its own start)."""
+    start, stop = window
+    if op == "skip":
+        start += n
+        return (start if stop is None else min(start, stop), stop)
+    end = start + n
+    return (start, end if stop is None else min(end, stop))
+
+
+@dataclass(frozen=True)
+class Shuffle:
+    """``shuffle(buffer_size, files=...)`` as called."""
+
+    buffer_size: int | None
+    files: bool
+
+    @property
+    def is_global(self) -> bool:
+        """Whether this is a global permutation (no buffer)."""
+        return self.buffer_size is None
+
+
+def catalog_of(sources: Sources, format: str | None, split: str | None) -> Catalog:
+    """The files named by ``sources``, or the shards a dataset directory's manifest lists."""
+    from recordkit.io import find_dataset
+
+    dataset = find_dataset(sources, split=split)
+    if dataset is not None:
+        return Catalog.of_dataset(*dataset)
+    if split is not None:
+        raise ValueError(
+            f"split={split!r} needs a dataset directory with a manifest or a tensorflow-datasets "
+            "dataset_info.json"
+        )
+    return Catalog(expand_sources(sources, format=format), format)
+
+
+def _buffer_shuffled(
+    stream: ShardStream | InterleavedStream, size: int, seed: int, skip: int
+) -> Iterator[bytes]:
+    """The stream's records through a shuffle buffer, without the first ``skip`` outputs."""
+    shuffler = BufferShuffler(size, seed)
+    held: dict[int, bytes] = {}
+    position = 0
+    if skip and stream.random_access and stream.length is not None:
+        # Replay the buffer's choices on positions alone, then read only what it still holds.
+        position = shuffler.replay(stream.length, skip)
+        held.update(zip(shuffler.pending, stream.fetch(shuffler.pending), strict=True))
+        skip = 0
+    source = stream.records(position)
+    try:
+        for record in source:
+            held[position] = record
+            out = shuffler.push(position)
+            position += 1
+            if out is not None:
+                record = held.pop(out)
+                if skip:
+                    skip -= 1
+                else:
+                    yield record
+    finally:
+        source.close()  # type: ignore[attr-defined]
+    for out in shuffler.drain():
+        record = held.pop(out)
+        if skip:
+            skip -= 1
+        else:
+            yield record
+
+
+@dataclass(frozen=True, eq=False)
+class FileSource:
+    """The record-level choices of a pipeline over files.
+
+    Attributes
+    ----------
+    catalog
+        The files, with what has been learnt about them (shared by every copy of the pipeline).
+    seed, equal
+        The pipeline's seed and ``equal_shards``.
+    shuffle
+        The shuffle, or ``None``.
+    before, after
+        The ``take``/``skip`` windows called before and after :meth:`Dataset.shuffle`.
+    cycle, block
+        ``interleave(cycle_length, block_length)``; ``cycle=0`` reads one unit after the other.
+    """
+
+    catalog: Catalog
+    seed: int
+    equal: EqualShards
+    shuffle: Shuffle | None = None
+    before: Window = EVERYTHING
+    after: Window = EVERYTHING
+    cycle: int = 0
+    block: int = 1
+
+    def replace(self, **changes: Any) -> FileSource:
+        """A copy with ``changes``."""
+        return dataclasses.replace(self, **changes)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What must match for a saved position to apply (new entries only when set, for old states)."""
+        spec = self.shuffle
+        windows = None
+        if (self.before, self.after) != (EVERYTHING, EVERYTHING):
+            windows = [list(self.before), list(self.after)]
+        return {
+            "seed": self.seed,
+            "files": len(self.catalog),
+            "shuffle": None if spec is None else [spec.buffer_size, spec.files],
+            "equal_shards": self.equal,
+            "windows": windows,
+            "interleave": [self.cycle, self.block] if self.cycle else None,
+        }
+
+    # -- planning ------------------------------------------------------------------------------------
+
+    def _pieces(self, epoch: int, count: Callable[[int], int]) -> list[RangeUnit]:
+        """The parts of files the epoch reads, in its order, before it is split between shards."""
+        catalog = self.catalog
+        pieces = whole_files(range(len(catalog)), catalog.counts)
+        if self.before != EVERYTHING:
+            pieces = cut(pieces, count, *self.before)
+        if self.shuffle is not None and self.shuffle.files:
+            rank = permutation(len(catalog), self.seed, epoch, "files").argsort().tolist()
+            pieces.sort(key=lambda p: rank[p.file])
+        if self.after != EVERYTHING:
+            pieces = cut(pieces, count, *self.after)
+        return pieces
+
+    def _check_global(self) -> None:
+        catalog = self.catalog
+        for name, ra in zip(catalog.files, catalog.random_access, strict=True):
+            if not ra:
+                raise UnsupportedOperationError(
+                    f"a global shuffle needs random-access files, but {name!r} can only be read "
+                    "sequentially (compressed?): decompress it, or use shuffle(buffer_size)"
+                )
+
+    def plan(self, pool: ReaderPool, epoch: int, shard: int, num_shards: int) -> list[Unit]:
+        """The units ``shard`` reads in ``epoch`` (sequential files are counted only where needed)."""
+        catalog = self.catalog
+        if self.equal is not None:
+            catalog.count_all(pool)
+        else:
+            catalog.describe(pool)
+        if self.shuffle is not None and self.shuffle.is_global:
+            self._check_global()
+            counts = [n or 0 for n in catalog.counts]
+            return plan_global(
+                counts, shard, num_shards, self.seed, epoch, self.equal, self.before, self.after
+            )
+        ra = [bool(x) for x in catalog.random_access]
+        pieces = self._pieces(epoch, catalog.count)
+        return plan_pieces(pieces, catalog.counts, ra, shard, num_shards, self.equal)
+
+    def length(self, epoch: int, shard: int, num_shards: int) -> int:
+        """The number of records ``shard`` reads in ``epoch``, learnt from headers and indexes alone.
+
+        Raises
+        ------
+        TypeError
+            A count needed is known only by reading a sequential (compressed) file through.
+        """
+        catalog = self.catalog
+        catalog.describe()
+
+        def known(f: int) -> int:
+            n = catalog.counts[f]
+            if n is None:
+                raise TypeError(
+                    f"len() is unknown: {catalog.files[f]!r} can only be read sequentially "
+                    "(compressed?), so its record count is known only by reading it through "
+                    "(a dataset directory's manifest records it)"
+                )
+            return n
+
+        if self.equal is not None:
+            for f in range(len(catalog)):
+                known(f)
+        if self.shuffle is not None and self.shuffle.is_global:
+            self._check_global()
+            lo, hi = bounds(self.before, sum(known(f) for f in range(len(catalog))))
+            lo, hi = bounds(self.after, hi - lo)
+            return global_length(hi - lo, shard, num_shards, self.equal)
+        ra = [bool(x) for x in catalog.random_access]
+        units = plan_pieces(
+            self._pieces(epoch, known), catalog.counts, ra, shard, num_shards, self.equal
+        )
+        n = plan_length(units)
+        if n is None:
+            known(next(u.file for u in units if isinstance(u, RangeUnit) and not u.sized))
+        assert n is not None
+        return n
+
+    # -- reading -------------------------------------------------------------------------------------
+
+    def records(self, epoch: int, shard: int, num_shards: int, skip: int) -> Iterator[bytes]:
+        """The records ``shard`` reads in ``epoch``, without the first ``skip``; readers close at the end."""
+        pool = ReaderPool(self.catalog)
+        try:
+            plain = ShardStream(self.plan(pool, epoch, shard, num_shards), pool)
+            stream: ShardStream | InterleavedStream = plain
+            if self.cycle > 1:
+                stream = InterleavedStream(plain, self.cycle, self.block)
+            spec = self.shuffle
+            if spec is None or spec.buffer_size is None or spec.buffer_size <= 1:
+                records = stream.records(skip)
+            else:
+                seed = derive_seed(self.seed, epoch, shard, "buffer")
+                records = _buffer_shuffled(stream, spec.buffer_size, seed, skip)
+            try:
+                yield from records
+            finally:
+                records.close()  # type: ignore[attr-defined]
+        finally:
+            pool.close()
