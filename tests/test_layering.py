@@ -25,6 +25,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
             "recordkit._proto",
             "dask",
             "ray",
+            "pyarrow",
+            "pandas",
         ),
     ),
     ("recordkit.errors", ("google.protobuf", "torch", "numpy")),
@@ -48,8 +50,16 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     # The decoding layer: nothing from the framing or reader layers, nothing above it.
     ("recordkit.decode", ("google.protobuf", "numpy", "recordkit.formats", "recordkit.io")),
     ("recordkit.decode.messages", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
-    ("recordkit.decode.parsing", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
+    (
+        "recordkit.decode.parsing",
+        ("recordkit.formats", "recordkit.io", "recordkit.data", "torch", "pyarrow", "pandas"),
+    ),
     ("recordkit.decode._wire", ("google.protobuf", "recordkit.formats", "recordkit.io", "torch")),
+    # pyarrow is loaded by the table functions on first use, pandas only for a DataFrame given to them.
+    (
+        "recordkit.decode.tables",
+        ("recordkit.formats", "recordkit.io", "recordkit.data", "torch", "pyarrow", "pandas"),
+    ),
     ("recordkit.decode.oneflow", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
     ("recordkit.recover", ("google.protobuf", "numpy", "torch", "recordkit.decode.messages")),
     ("recordkit.formats.manifest", ("google.protobuf", "numpy", "recordkit.io")),

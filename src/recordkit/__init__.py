@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         parse_sequence_example,
         parse_sequence_examples,
     )
+    from recordkit.decode.tables import encode_examples, encode_ofrecords, to_arrow
     from recordkit.formats import (
         available_formats,
         detect_format,
@@ -112,6 +113,7 @@ _LAZY = {
         ],
         "recordkit.decode.parsing",
     ),
+    **dict.fromkeys(["encode_examples", "encode_ofrecords", "to_arrow"], "recordkit.decode.tables"),
 }
 
 __all__ = [
@@ -147,7 +149,9 @@ __all__ = [
     "detect_format",
     "double_feature",
     "encode_example",
+    "encode_examples",
     "encode_ofrecord",
+    "encode_ofrecords",
     "encode_sequence_example",
     "float_feature",
     "get_format",
@@ -160,6 +164,7 @@ __all__ = [
     "parse_sequence_example",
     "parse_sequence_examples",
     "register_format",
+    "to_arrow",
 ]
 
 
