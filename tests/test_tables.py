@@ -41,7 +41,9 @@ def _feature(value: Any, kind: Any, ofrecord: bool) -> rk.example.Feature:
     if pa.types.is_floating(kind):
         if ofrecord and kind.bit_width == 64:
             return rk.double_feature(np.array(values, np.float64))
-        return rk.float_feature(np.array(values, np.float64 if kind.bit_width == 64 else np.float32))
+        return rk.float_feature(
+            np.array(values, np.float64 if kind.bit_width == 64 else np.float32)
+        )
     if ofrecord and kind == pa.int32():
         return rk.int32_feature(np.array(values, np.int64))
     return rk.int64_feature(np.array(values, np.int64))
@@ -77,9 +79,7 @@ def mixed_table() -> Any:
             "blob": pa.array([b"\x00\xff", b"", b"x" * 300, b"y"], pa.binary()),
             "fixed": pa.array([b"ab", b"cd", b"ef", b"gh"], pa.binary(2)),
             "ints": pa.array([[1, 2, 3], [], None, list(range(-70, 70))], pa.list_(pa.int64())),
-            "floats": pa.array(
-                [[0.25] * 40, [], [1.0], [2.0, 3.0]], pa.large_list(pa.float32())
-            ),
+            "floats": pa.array([[0.25] * 40, [], [1.0], [2.0, 3.0]], pa.large_list(pa.float32())),
             "words": pa.array([["a", "bb"], [], ["c"], [""]], pa.list_(pa.string())),
             "emb": pa.array([[1.0, 2.0]] * 4, pa.list_(pa.float32(), 2)),
             "cat": pa.array(["x", "y", "x", None]).dictionary_encode(),
@@ -142,9 +142,12 @@ def test_pandas_dataframe_nan_is_a_value_and_none_is_missing() -> None:
     records = tables.encode_examples(frame)
     first, second = (rk.decode_example(r) for r in records)
     assert np.isnan(second["x"][0])
-    assert "n" not in second and "s" not in second
-    assert second["v"].dtype == np.int64 and len(second["v"]) == 0
-    assert first["n"].tolist() == [4] and first["v"].tolist() == [1, 2]
+    assert "n" not in second
+    assert "s" not in second
+    assert second["v"].dtype == np.int64
+    assert len(second["v"]) == 0
+    assert first["n"].tolist() == [4]
+    assert first["v"].tolist() == [1, 2]
     assert "__index_level_0__" not in first
 
 
@@ -212,7 +215,7 @@ def test_mixed_object_columns_and_bad_arguments() -> None:
 
 
 def test_values_that_do_not_fit_raise_value_error_naming_column_and_row() -> None:
-    with pytest.raises(ValueError, match="column 'u'.*uint64"):
+    with pytest.raises(ValueError, match=r"column 'u'.*uint64"):
         rk.encode_examples(pa.table({"u": pa.array([1, 2**63], pa.uint64())}))
     table = pa.table({"l": pa.array([[1], [2], [3, None]], pa.list_(pa.int64()))})
     with pytest.raises(ValueError, match="column 'l': row 2: a list holds a null"):
@@ -335,7 +338,7 @@ def test_fixed_len_sequence_gives_lists_of_items_without_padding() -> None:
     table = rk.parse_examples(records, spec, to="arrow")
     assert table.schema.field("xy").type == pa.list_(pa.list_(pa.float32(), 2))
     assert table.column("xy").to_pylist() == [[[0, 1], [2, 3]], [], [[0, 1]]]
-    with pytest.raises(rk.DecodeError, match="record 1: feature 'xy'.*whole number"):
+    with pytest.raises(rk.DecodeError, match=r"record 1: feature 'xy'.*whole number"):
         rk.parse_examples([records[0], rk.encode_example({"xy": [1.0]})], spec, to="arrow")
 
 
@@ -379,7 +382,8 @@ def test_to_argument_and_empty_batches() -> None:
     with pytest.raises(ValueError, match='to must be "numpy" or "arrow"'):
         rk.parse_examples([], {}, to="pandas")  # type: ignore[call-overload]
     empty = rk.parse_examples([], SPECS, to="arrow")
-    assert empty.num_rows == 0 and empty.column_names == list(SPECS)
+    assert empty.num_rows == 0
+    assert empty.column_names == list(SPECS)
     assert rk.parse_examples([b"", b""], {}, to="arrow").num_rows == 2
 
 

@@ -170,7 +170,18 @@ __all__ = [
 
 # Public submodules, so that ``rk.example.Feature`` works after a plain ``import recordkit as rk``.
 _SUBMODULES = frozenset(
-    ["cli", "data", "example", "ffrecord", "formats", "io", "ofrecord", "parsing", "shards", "testing"]
+    [
+        "cli",
+        "data",
+        "example",
+        "ffrecord",
+        "formats",
+        "io",
+        "ofrecord",
+        "parsing",
+        "shards",
+        "testing",
+    ]
 )
 
 

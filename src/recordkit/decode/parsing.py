@@ -604,7 +604,9 @@ def parse_examples(
 def parse_examples(
     records: Iterable[Any], features: Mapping[str, Spec], *, to: Literal["arrow"]
 ) -> pa.Table: ...
-def parse_examples(records: Iterable[Any], features: Mapping[str, Spec], *, to: str = "numpy") -> Any:
+def parse_examples(
+    records: Iterable[Any], features: Mapping[str, Spec], *, to: str = "numpy"
+) -> Any:
     """Parse a batch of serialized ``tf.train.Example`` messages, like ``tf.io.parse_example``.
 
     Parameters
@@ -653,7 +655,9 @@ def parse_ofrecords(
 def parse_ofrecords(
     records: Iterable[Any], features: Mapping[str, Spec], *, to: Literal["arrow"]
 ) -> pa.Table: ...
-def parse_ofrecords(records: Iterable[Any], features: Mapping[str, Spec], *, to: str = "numpy") -> Any:
+def parse_ofrecords(
+    records: Iterable[Any], features: Mapping[str, Spec], *, to: str = "numpy"
+) -> Any:
     """Parse a batch of serialized ``oneflow.OFRecord`` messages with the same specs as Examples.
 
     OneFlow's casting rules apply: any numeric list (float, double, int32, int64) is converted to the

@@ -45,7 +45,6 @@ from recordkit.decode.parsing import (
     _Reader,
     _splits,
 )
-from recordkit.errors import DecodeError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -127,7 +126,9 @@ class _Bytes:
 
 def _concat(parts: list[_Bytes]) -> _Bytes:
     """Item ``i`` of the result is item ``i`` of every part, joined in order."""
-    lengths = np.sum([part.lengths for part in parts], axis=0, dtype=np.int64)
+    lengths: npt.NDArray[np.int64] = np.sum(
+        [part.lengths for part in parts], axis=0, dtype=np.int64
+    )
     n = len(lengths)
     widths = [part.width() for part in parts]
     if all(w is not None for w in widths):
@@ -136,7 +137,9 @@ def _concat(parts: list[_Bytes]) -> _Bytes:
     out = np.empty(int(lengths.sum()), _UINT8)
     at = np.cumsum(lengths) - lengths  # where the next part's item i goes
     for part, width in zip(parts, widths, strict=True):
-        if width is not None and width <= 16:  # a short constant-width part: one strided store per byte
+        if (
+            width is not None and width <= 16
+        ):  # a short constant-width part: one strided store per byte
             block = part.data.reshape(n, width)
             for j in range(width):
                 out[at + j] = block[:, j]
@@ -231,7 +234,11 @@ class _Column:
             if _is_list(values.type):
                 raise self.unsupported("a list of lists", "features are flat lists")
             if values.null_count:
-                row = int(np.flatnonzero(rows)[np.searchsorted(np.cumsum(counts), _first_null(values), "right")])
+                row = int(
+                    np.flatnonzero(rows)[
+                        np.searchsorted(np.cumsum(counts), _first_null(values), "right")
+                    ]
+                )
                 raise ValueError(
                     f"column {self.name!r}: row {row}: a list holds a null; features cannot hold nulls"
                 )
@@ -278,6 +285,7 @@ class _Column:
         numbers = leaves.numbers
         assert numbers is not None
         if numbers.dtype.kind == "f":
+            wire: np.dtype[Any]
             if numbers.dtype.itemsize == 8 and family.double_tag is not None:
                 tag, wire = family.double_tag, np.dtype("<f8")
             else:
@@ -301,7 +309,13 @@ def _is_list(kind: Any) -> bool:
 
 def _is_binary(kind: Any) -> bool:
     pa = _pyarrow()
-    checks = ["is_binary", "is_large_binary", "is_string", "is_large_string", "is_fixed_size_binary"]
+    checks = [
+        "is_binary",
+        "is_large_binary",
+        "is_string",
+        "is_large_string",
+        "is_fixed_size_binary",
+    ]
     checks += ["is_binary_view", "is_string_view"]
     return any(getattr(pa.types, check, lambda _: False)(kind) for check in checks)
 
@@ -330,7 +344,9 @@ def _first_null(values: Any) -> int:
 def _binary_items(values: Any) -> _Bytes:
     """The values of a ``large_binary`` array as :class:`_Bytes`, viewing Arrow's buffers."""
     _, offsets_buffer, data_buffer = values.buffers()
-    offsets = np.frombuffer(offsets_buffer, np.int64)[values.offset : values.offset + len(values) + 1]
+    offsets = np.frombuffer(offsets_buffer, np.int64)[
+        values.offset : values.offset + len(values) + 1
+    ]
     if not len(values):
         return _Bytes(np.zeros(0, _UINT8), np.zeros(0, np.int64))
     data = np.frombuffer(data_buffer, _UINT8) if data_buffer is not None else np.zeros(0, _UINT8)
@@ -510,7 +526,9 @@ def _fixed_lists(flat: Any, shape: tuple[int, ...], n: int, valid: Any = None) -
         outer = len(shape) - 1 - i
         count = n * math.prod(shape[:outer])
         validity = valid if outer == 0 else None
-        array = pa.Array.from_buffers(pa.list_(array.type, size), count, [validity], children=[array])
+        array = pa.Array.from_buffers(
+            pa.list_(array.type, size), count, [validity], children=[array]
+        )
     if not shape and valid is not None:
         array = pa.Array.from_buffers(array.type, n, [valid, *array.buffers()[1:]], offset=0)
     return array
@@ -559,7 +577,9 @@ def to_arrow(batch: Mapping[str, np.ndarray[Any, Any] | Ragged]) -> pa.Table:
     """
     pa = _pyarrow()
     if not isinstance(batch, Mapping):
-        raise TypeError(f"to_arrow() takes a mapping of feature name to column, not {type(batch).__name__}")
+        raise TypeError(
+            f"to_arrow() takes a mapping of feature name to column, not {type(batch).__name__}"
+        )
     return pa.table({name: _column_to_arrow(value) for name, value in batch.items()})
 
 
@@ -583,7 +603,9 @@ class _ArrowColumns:
         self.reader = reader
         self.null_missing = null_missing
 
-    def leaf(self, name: str, values: np.ndarray[Any, Any], value_type: ValueType, record_of: Any) -> Any:
+    def leaf(
+        self, name: str, values: np.ndarray[Any, Any], value_type: ValueType, record_of: Any
+    ) -> Any:
         """Arrow values of a spec; ``str`` values are checked to be UTF-8 here."""
         pa = _pyarrow()
         if value_type != "str":
@@ -609,22 +631,30 @@ class _ArrowColumns:
     def varlen(self, name: str, column: _columns.Column, spec: VarLen) -> Any:
         _, counts, flat = self.reader.flat(name, column, spec.dtype)
         splits = _splits(counts)
-        values = self.leaf(name, flat, spec.dtype, lambda p: np.searchsorted(splits, p, "right") - 1)
+        values = self.leaf(
+            name, flat, spec.dtype, lambda p: np.searchsorted(splits, p, "right") - 1
+        )
         return _lists(splits, values)
 
     def sequence(self, name: str, column: _columns.Column, spec: FixedLenSequence) -> Any:
         _, counts, flat = self.reader.flat(name, column, spec.dtype)
         size = math.prod(spec.shape)
         if size == 0:
-            raise ValueError(f"feature {name!r}: a FixedLenSequence needs a shape with at least one value")
+            raise ValueError(
+                f"feature {name!r}: a FixedLenSequence needs a shape with at least one value"
+            )
         ragged = counts % size != 0
         if ragged.any():
             i = int(np.argmax(ragged))
             raise self.reader.error(
-                name, i, f"{int(counts[i])} values are not a whole number of items of shape {spec.shape}"
+                name,
+                i,
+                f"{int(counts[i])} values are not a whole number of items of shape {spec.shape}",
             )
         splits = _splits(counts)
-        values = self.leaf(name, flat, spec.dtype, lambda p: np.searchsorted(splits, p, "right") - 1)
+        values = self.leaf(
+            name, flat, spec.dtype, lambda p: np.searchsorted(splits, p, "right") - 1
+        )
         items = _fixed_lists(values, spec.shape, int(counts.sum()) // size)
         return _lists(splits // size, items)
 
@@ -637,7 +667,11 @@ class _ArrowColumns:
 
 
 def parse_arrow(
-    records: Iterable[Any], features: Mapping[str, Spec], *, ofrecord: bool, null_missing: bool = False
+    records: Iterable[Any],
+    features: Mapping[str, Spec],
+    *,
+    ofrecord: bool,
+    null_missing: bool = False,
 ) -> pa.Table:
     """Parse a batch of Examples (or OFRecords) straight into a ``pyarrow.Table``.
 
