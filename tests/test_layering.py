@@ -75,7 +75,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("recordkit.data", ("torch", "recordkit.cli")),
-    ("recordkit.cli", ("torch",)),
+    ("recordkit.cli", ("torch", "pyarrow", "pandas")),
+    ("recordkit.cli.parquet", ("torch", "pyarrow", "pandas")),
     # The Dask adapter needs dask's bags only: not distributed (a cluster is the user's choice).
     ("recordkit.dask", ("torch", "recordkit.cli", "recordkit.data", "distributed")),
     ("recordkit.ray", ("torch", "recordkit.cli", "recordkit.data")),
