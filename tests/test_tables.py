@@ -401,3 +401,21 @@ def test_to_arrow_of_sequence_batches_and_arguments() -> None:
     assert table.column("xy").to_pylist() == [[[0.5, 1.5]]] * 2
     with pytest.raises(TypeError, match="mapping"):
         rk.to_arrow([1, 2])  # type: ignore[arg-type]
+
+
+def test_without_pyarrow_the_table_functions_say_what_to_install() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['pyarrow'] = None\n"
+        "import numpy as np, recordkit as rk\n"
+        "assert rk.parse_examples([rk.encode_example({'a': 1})], {'a': rk.FixedLen((), np.int64)})\n"
+        "try:\n    rk.encode_examples({'a': [1]})\nexcept ImportError as e:\n    print(e)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == (
+        'recordkit\'s table functions need pyarrow: pip install "recordkit[arrow]"'
+    )

@@ -7,8 +7,10 @@
   Python loop of ``rk.encode_example`` over the rows (values already as numpy arrays and Python scalars,
   so the loop measures encoding, not conversion).
 
-Each figure is the median of ``--repeat`` passes over the whole set; the contenders take turns, one pass
-each, so that changes in machine load fall on both alike. No figure is asserted anywhere.
+Each figure is the median of ``--repeat`` passes over the whole set, wall-clock and CPU time of this
+process (the CPU figure is the steadier one on a loaded machine); the contenders take turns, one pass
+each, the first of each round alternating, so that changes in machine load fall on both alike. No figure
+is asserted anywhere.
 
 Run alone: ``python tests/benchmarks/bench_arrow.py [--records 100000] [--repeat 5] [--batch 1024]``; the
 suite (``python tests/benchmarks/run.py``) runs the same passes through :func:`parse_pass` and
@@ -119,16 +121,28 @@ def encode_pass(name: str, count: int) -> Callable[[], int] | None:
     return lambda: len(rk.encode_examples(table))
 
 
-def _medians(contenders: dict[str, Callable[[], int]], repeat: int) -> dict[str, float]:
-    times: dict[str, list[float]] = {name: [] for name in contenders}
+def _medians(
+    contenders: dict[str, Callable[[], int]], repeat: int
+) -> dict[str, tuple[float, float]]:
+    """Median wall-clock and CPU (this process) seconds of each contender, taking turns."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in contenders}
     for run in contenders.values():
         run()  # warm-up
+    order = list(contenders.items())
     for _ in range(repeat):
-        for name, run in contenders.items():
-            start = time.perf_counter()
+        order.reverse()  # who goes first alternates: the second of a pair runs on a warmer, fuller heap
+        for name, run in order:
+            wall, cpu = time.perf_counter(), time.process_time()
             run()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(samples) for name, samples in times.items()}
+            times[name].append((time.perf_counter() - wall, time.process_time() - cpu))
+    return {
+        name: (statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples))
+        for name, samples in times.items()
+    }
+
+
+def _line(label: str, seconds: tuple[float, float]) -> str:
+    return f"  {label:<26}{seconds[0]:8.3f} s wall {seconds[1]:8.3f} s CPU"
 
 
 def main() -> None:
@@ -143,15 +157,17 @@ def main() -> None:
         {"numpy": _parse(batches, "numpy"), "arrow": _parse(batches, "arrow")}, args.repeat
     )
     print(f"parse {args.records:,} Examples in batches of {args.batch} (median of {args.repeat}):")
-    print(f"  parse_examples to numpy  {parse['numpy']:8.3f} s")
-    print(f"  parse_examples to Arrow  {parse['arrow']:8.3f} s")
-    print(f"  Arrow / numpy time ratio {parse['arrow'] / parse['numpy']:8.2f}")
+    print(_line("parse_examples to numpy", parse["numpy"]))
+    print(_line("parse_examples to Arrow", parse["arrow"]))
+    wall, cpu = (parse["arrow"][i] / parse["numpy"][i] for i in (0, 1))
+    print(f"  Arrow / numpy time ratio  {wall:8.2f}   wall {cpu:8.2f}   CPU")
     encoders = {name: encode_pass(name, args.records) for name in ("loop", "table")}
     encode = _medians({k: v for k, v in encoders.items() if v is not None}, args.repeat)
     print(f"encode {args.records:,} rows (median of {args.repeat}):")
-    print(f"  loop of rk.encode_example {encode['loop']:8.3f} s")
-    print(f"  rk.encode_examples(table) {encode['table']:8.3f} s")
-    print(f"  speed-up                  {encode['loop'] / encode['table']:8.2f}x")
+    print(_line("loop of rk.encode_example", encode["loop"]))
+    print(_line("rk.encode_examples(table)", encode["table"]))
+    wall, cpu = (encode["loop"][i] / encode["table"][i] for i in (0, 1))
+    print(f"  speed-up                  {wall:8.2f}x  wall {cpu:8.2f}x  CPU")
 
 
 if __name__ == "__main__":

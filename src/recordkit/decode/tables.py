@@ -59,15 +59,20 @@ _INT64_MAX: Final = 2**63 - 1
 _INT32_MAX: Final = 2**31 - 1
 
 
+_PYARROW: list[Any] = []  # the pyarrow module, once imported
+
+
 def _pyarrow() -> Any:
     """Import pyarrow, or say how to install it."""
-    try:
-        import pyarrow
-    except ImportError as exc:
-        raise ImportError(
-            'recordkit\'s table functions need pyarrow: pip install "recordkit[arrow]"'
-        ) from exc
-    return pyarrow
+    if not _PYARROW:
+        try:
+            import pyarrow
+        except ImportError as exc:
+            raise ImportError(
+                'recordkit\'s table functions need pyarrow: pip install "recordkit[arrow]"'
+            ) from exc
+        _PYARROW.append(pyarrow)
+    return _PYARROW[0]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -134,18 +139,13 @@ def _concat(parts: list[_Bytes]) -> _Bytes:
     if all(w is not None for w in widths):
         blocks = [part.data.reshape(n, w) for part, w in zip(parts, widths, strict=True)]  # type: ignore[arg-type]
         return _Bytes(np.concatenate(blocks, axis=1).reshape(-1), lengths)
-    out = np.empty(int(lengths.sum()), _UINT8)
-    at = np.cumsum(lengths) - lengths  # where the next part's item i goes
-    for part, width in zip(parts, widths, strict=True):
-        if (
-            width is not None and width <= 16
-        ):  # a short constant-width part: one strided store per byte
-            block = part.data.reshape(n, width)
-            for j in range(width):
-                out[at + j] = block[:, j]
-        else:
-            out[np.repeat(at - part.starts(), part.lengths) + np.arange(len(part.data))] = part.data
-        at += part.lengths
+    # Which part each output byte comes from; each part's bytes then fill its positions in order.
+    kind = np.uint8 if len(parts) <= 256 else np.int32
+    sizes = np.stack([part.lengths for part in parts], axis=1).reshape(-1)
+    owner = np.repeat(np.tile(np.arange(len(parts), dtype=kind), n), sizes)
+    out = np.empty(len(owner), _UINT8)
+    for j, part in enumerate(parts):
+        out[owner == j] = part.data
     return _Bytes(out, lengths)
 
 
@@ -515,6 +515,10 @@ def _leaf(values: np.ndarray[Any, Any], value_type: ValueType) -> Any:
         return pa.array(values, pa.binary())
     if value_type == "str":
         return pa.array(values, pa.string())
+    if values.dtype.kind in "iuf" and values.flags.c_contiguous and values.dtype.isnative:
+        # The buffer as it is: no copy, no type inference.
+        kind = pa.from_numpy_dtype(values.dtype)
+        return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
     return pa.array(values)
 
 
