@@ -214,11 +214,14 @@ def test_mixed_object_columns_and_bad_arguments() -> None:
         rk.encode_examples({"a": [1, 2], "b": [3]})
 
 
-def test_values_that_do_not_fit_raise_value_error_naming_column_and_row() -> None:
+def test_values_that_do_not_fit_raise_value_error_naming_column_and_row(monkeypatch) -> None:
     with pytest.raises(ValueError, match=r"column 'u'.*uint64"):
         rk.encode_examples(pa.table({"u": pa.array([1, 2**63], pa.uint64())}))
-    table = pa.table({"l": pa.array([[1], [2], [3, None]], pa.list_(pa.int64()))})
-    with pytest.raises(ValueError, match="column 'l': row 2: a list holds a null"):
+    table = pa.table({"l": pa.array([[1], None, [2], [3, None]], pa.list_(pa.int64()))})
+    with pytest.raises(ValueError, match="column 'l': row 3: a list holds a null"):
+        rk.encode_examples(table)
+    monkeypatch.setattr(tables, "_CHUNK_ROWS", 2)  # rows counted in the table, not in the chunk
+    with pytest.raises(ValueError, match="column 'l': row 3: a list holds a null"):
         rk.encode_examples(table)
     with pytest.raises(ValueError, match="row 1: every value is null"):
         rk.encode_ofrecords(pa.table({"a": [1, None]}))

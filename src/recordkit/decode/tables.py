@@ -209,9 +209,10 @@ class _Leaves:
 class _Column:
     """Reads one Arrow column into :class:`_Leaves`, naming the column in every error."""
 
-    def __init__(self, name: str, family: _Family) -> None:
+    def __init__(self, name: str, family: _Family, first_row: int) -> None:
         self.name = name
         self.family = family
+        self.first_row = first_row  # the table row of the column's first value, for messages
 
     def unsupported(self, what: Any, why: str = "") -> TypeError:
         return TypeError(
@@ -234,7 +235,7 @@ class _Column:
             if _is_list(values.type):
                 raise self.unsupported("a list of lists", "features are flat lists")
             if values.null_count:
-                row = int(
+                row = self.first_row + int(
                     np.flatnonzero(rows)[
                         np.searchsorted(np.cumsum(counts), _first_null(values), "right")
                     ]
@@ -353,9 +354,9 @@ def _binary_items(values: Any) -> _Bytes:
     return _Bytes(data[offsets[0] : offsets[-1]], np.diff(offsets))
 
 
-def _entries(name: str, array: Any, family: _Family) -> _Bytes:
+def _entries(name: str, array: Any, family: _Family, first_row: int) -> _Bytes:
     """The serialized ``map<string, Feature>`` entry of every row (empty for null rows)."""
-    column = _Column(name, family)
+    column = _Column(name, family, first_row)
     leaves = column.leaves(array)
     feature = column.feature(leaves)
     key = name.encode("utf-8")
@@ -426,7 +427,7 @@ def _encode(table: Any, family: _Family) -> list[bytes]:
         chunk = table.slice(start, _CHUNK_ROWS)
         n = chunk.num_rows
         parts = [
-            _entries(name, column.combine_chunks(), family)
+            _entries(name, column.combine_chunks(), family, start)
             for name, column in zip(chunk.column_names, chunk.columns, strict=True)
         ]
         body = _concat(parts) if parts else _Bytes(np.zeros(0, _UINT8), np.zeros(n, np.int64))
