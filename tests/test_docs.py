@@ -86,6 +86,7 @@ NOT_RUN = {
     'pip install ".[cli]"': "a subset of .[all], installed in a fresh venv by .ci/run",
     'pip install ".[ray]"': "installed with the other extras by .ci/run; tests/test_ray.py uses it",
     'pip install ".[dask]"': "installed with the other extras by .ci/run; tests/test_dask.py uses it",
+    'pip install ".[arrow]"': "installed with the other extras by .ci/run; tests/test_tables.py uses it",
     'pip install ".[all]"': "the README's install-and-run command installs it in a fresh venv in .ci/run",
     'pip install ".[image]"': "a subset of .[image-fast], installed with the other extras by .ci/run",
     'pip install ".[image-fast]"': "installed with the other extras by .ci/run; tests/test_images.py",
@@ -146,6 +147,12 @@ def _cli_page_files(folder: Path) -> None:
     )
 
 
+def _tables_page_files(folder: Path) -> None:
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("pandas")
+    run_python_blocks(DOCS / "tables.md")  # writes table.tfrecord
+
+
 def _quickstart_page_files(folder: Path) -> None:
     run_python_blocks(DOCS / "quickstart.md")  # writes mnist.tfrecord
     _link_repository(folder, "examples")
@@ -167,6 +174,7 @@ PAGES = {
     ),
     "docs/quickstart.md": (_quickstart_page_files, {}),
     "docs/datasets.md": (lambda folder: run_python_blocks(DOCS / "datasets.md"), {}),
+    "docs/tables.md": (_tables_page_files, {}),
     "docs/performance.md": (lambda folder: _link_repository(folder, "tests"), {}),
     "docs/reliability.md": (lambda folder: _link_repository(folder, "tests"), {}),
 }

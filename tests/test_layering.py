@@ -26,6 +26,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
             "dask",
             "ray",
             "PIL",
+            "pyarrow",
+            "pandas",
         ),
     ),
     ("recordkit.errors", ("google.protobuf", "torch", "numpy")),
@@ -51,17 +53,38 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("recordkit.decode.messages", ("recordkit.formats", "recordkit.io", "recordkit.data", "torch")),
     (
         "recordkit.decode.parsing",
-        ("recordkit.formats", "recordkit.io", "recordkit.data", "torch", "PIL"),
+        (
+            "recordkit.formats",
+            "recordkit.io",
+            "recordkit.data",
+            "torch",
+            "PIL",
+            "pyarrow",
+            "pandas",
+        ),
     ),
     ("recordkit.decode._wire", ("google.protobuf", "recordkit.formats", "recordkit.io", "torch")),
     (
         "recordkit.decode.oneflow",
-        ("recordkit.formats", "recordkit.io", "recordkit.data", "torch", "PIL"),
+        ("recordkit.formats", "recordkit.io", "recordkit.data", "torch", "PIL", "pyarrow"),
     ),
     # Pillow and simplejpeg are loaded on the first decoded image, never on import.
     (
         "recordkit.decode.images",
         ("PIL", "simplejpeg", "recordkit.formats", "recordkit.io", "recordkit.data", "torch"),
+    ),
+    # pyarrow is loaded by the table functions on first use, pandas only for a DataFrame given to them.
+    (
+        "recordkit.decode.tables",
+        (
+            "recordkit.formats",
+            "recordkit.io",
+            "recordkit.data",
+            "torch",
+            "pyarrow",
+            "pandas",
+            "PIL",
+        ),
     ),
     ("recordkit.recover", ("google.protobuf", "numpy", "torch", "recordkit.decode.messages")),
     ("recordkit.formats.manifest", ("google.protobuf", "numpy", "recordkit.io")),
@@ -81,7 +104,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("recordkit.data._interleave", ("torch", "recordkit.cli", "recordkit.decode")),
     ("recordkit.data._files", ("torch", "recordkit.cli", "recordkit.decode")),
     ("recordkit.data._mix", ("torch", "recordkit.cli", "recordkit.decode")),
-    ("recordkit.cli", ("torch",)),
+    ("recordkit.cli", ("torch", "pyarrow", "pandas", "PIL")),
+    ("recordkit.cli.parquet", ("torch", "pyarrow", "pandas")),
     # The Dask adapter needs dask's bags only: not distributed (a cluster is the user's choice).
     ("recordkit.dask", ("torch", "recordkit.cli", "recordkit.data", "distributed")),
     ("recordkit.ray", ("torch", "recordkit.cli", "recordkit.data")),

@@ -45,7 +45,9 @@ EXPECTED_ALL = [
     "detect_format",
     "double_feature",
     "encode_example",
+    "encode_examples",
     "encode_ofrecord",
+    "encode_ofrecords",
     "encode_sequence_example",
     "float_feature",
     "get_format",
@@ -58,6 +60,7 @@ EXPECTED_ALL = [
     "parse_sequence_example",
     "parse_sequence_examples",
     "register_format",
+    "to_arrow",
 ]
 
 # Public names whose defining module is not written yet. Keep empty once every module exists.

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         parse_sequence_example,
         parse_sequence_examples,
     )
+    from recordkit.decode.tables import encode_examples, encode_ofrecords, to_arrow
     from recordkit.formats import (
         available_formats,
         detect_format,
@@ -114,6 +115,7 @@ _LAZY = {
         ],
         "recordkit.decode.parsing",
     ),
+    **dict.fromkeys(["encode_examples", "encode_ofrecords", "to_arrow"], "recordkit.decode.tables"),
 }
 
 __all__ = [
@@ -150,7 +152,9 @@ __all__ = [
     "detect_format",
     "double_feature",
     "encode_example",
+    "encode_examples",
     "encode_ofrecord",
+    "encode_ofrecords",
     "encode_sequence_example",
     "float_feature",
     "get_format",
@@ -163,6 +167,7 @@ __all__ = [
     "parse_sequence_example",
     "parse_sequence_examples",
     "register_format",
+    "to_arrow",
 ]
 
 

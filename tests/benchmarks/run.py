@@ -417,6 +417,49 @@ def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list
             ],
         )
     )
+    arrow = "bench_arrow"
+    cases.append(
+        Case(
+            "parse-arrow",
+            f"Example parse to Arrow against numpy, {settings.examples:,} Examples in batches of 1024",
+            _mean_size(paths["examples-pickle"]),
+            [
+                Contender(
+                    "parse_examples to numpy",
+                    "recordkit",
+                    f"{arrow}:parse_pass",
+                    {"name": "numpy", **data},
+                ),
+                Contender(
+                    "parse_examples to Arrow",
+                    "recordkit",
+                    f"{arrow}:parse_pass",
+                    {"name": "arrow", **data},
+                ),
+            ],
+        )
+    )
+    cases.append(
+        Case(
+            "encode-table",
+            f"Table rows to Examples, {settings.examples:,} rows",
+            _encoded_size(),
+            [
+                Contender(
+                    "rk.encode_examples(table)",
+                    "recordkit",
+                    f"{arrow}:encode_pass",
+                    {"name": "table", "count": settings.examples},
+                ),
+                Contender(
+                    "loop of rk.encode_example",
+                    "recordkit",
+                    f"{arrow}:encode_pass",
+                    {"name": "loop", "count": settings.examples},
+                ),
+            ],
+        )
+    )
     examples = {"path": paths["examples"]}
     cases.append(
         Case(
@@ -432,6 +475,13 @@ def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list
         )
     )
     return cases
+
+
+def _encoded_size() -> int:
+    import bench_arrow
+
+    records = bench_arrow.make_records(100)
+    return round(sum(map(len, records)) / len(records))
 
 
 def _mean_size(pickled: str) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import recordkit as rk
 from recordkit._index import default_index_path
+from recordkit.cli import parquet
 from recordkit.cli.common import CliError, expand_inputs, open_reader, progress
 from recordkit.cli.payload import convert_payload as convert_record
 from recordkit.cli.payload import detect_payload
@@ -122,26 +123,65 @@ def _payload_kinds(args: argparse.Namespace, sources: list[str]) -> tuple[str, s
     return source, args.payload
 
 
+def _parquet_source(
+    args: argparse.Namespace, sources: list[str]
+) -> tuple[str, list[str], int, Iterator[bytes]]:
+    """The output format and paths, row count and records of Parquet inputs (rows to Examples or
+    OFRecords)."""
+    if not all(parquet.is_parquet(path) for path in sources):
+        raise CliError("Parquet inputs cannot be mixed with record files")
+    fmt, outputs = _outputs(args, "tfrecord")
+    ofrecord = args.payload == "ofrecord" or (args.payload is None and fmt == "ofrecord")
+    records = parquet.parquet_records(sources, ofrecord=ofrecord, lossy=args.lossy)
+    return fmt, outputs, parquet.parquet_rows(sources), records
+
+
+def _to_parquet(args: argparse.Namespace, sources: list[str]) -> int:
+    """Write the records of ``sources`` as one Parquet table to ``args.dst``."""
+    if args.shards > 1 or args.pattern is not None or args.compression not in (None, "none"):
+        raise CliError(
+            "a Parquet output is one file: --shards, --pattern and --compression do not apply"
+        )
+    if args.payload is not None:
+        raise CliError(
+            "--payload does not apply to a Parquet output: Example and OFRecord payloads "
+            "are parsed to columns"
+        )
+    with open_reader(sources[0], format=args.format) as reader:
+        prefer = reader.format
+    rows = parquet.write_parquet(args.dst, lambda: _records(sources, args.format), prefer=prefer)
+    if not args.quiet:
+        print(f"wrote {rows} rows to {args.dst}")
+    return 0
+
+
 def run_convert(args: argparse.Namespace) -> int:
     """Run ``recordkit convert``; return the exit status."""
     sources = expand_inputs(args.src)
-    with open_reader(sources[0], format=args.format) as reader:
-        source_format = reader.format
-    fmt, outputs = _outputs(args, source_format)
+    if os.path.abspath(args.dst) in {os.path.abspath(src) for src in sources}:
+        raise CliError(f"{args.dst} is also an input; write to another path")
+    if parquet.is_parquet(args.dst) and not args.to:
+        if not args.force and os.path.exists(args.dst):
+            raise CliError(f"{args.dst} exists; pass --force to overwrite")
+        return _to_parquet(args, sources)
+    kinds = None
+    if any(parquet.is_parquet(path) for path in sources):
+        fmt, outputs, total, records = _parquet_source(args, sources)
+    else:
+        with open_reader(sources[0], format=args.format) as reader:
+            source_format = reader.format
+        fmt, outputs = _outputs(args, source_format)
+        kinds = _payload_kinds(args, sources)
+        total = sum(_count(path, args.format) for path in sources)
+        records = _records(sources, args.format)
     if not args.force:
         existing = [path for path in outputs if os.path.exists(path)]
         if existing:
             raise CliError(f"{existing[0]} exists; pass --force to overwrite")
-    if os.path.abspath(args.dst) in {os.path.abspath(src) for src in sources}:
-        raise CliError(f"{args.dst} is also an input; write to another path")
-    kinds = _payload_kinds(args, sources)
-    total = sum(_count(path, args.format) for path in sources)
     sizes = shard_sizes(total, len(outputs))
     if len(outputs) > 1 or outputs[0] != args.dst:
         os.makedirs(args.dst, exist_ok=True)
-    records = progress(
-        _records(sources, args.format), total=total, desc="convert", enabled=not args.quiet
-    )
+    records = progress(records, total=total, desc="convert", enabled=not args.quiet)
     directory = len(outputs) > 1 or outputs[0] != args.dst
     written: list[str] = []
     entries: list[Shard] = []

@@ -37,6 +37,7 @@ __all__ = [
     "convert_payload",
     "decode_payload",
     "detect_payload",
+    "feature_specs",
     "float_json",
     "kind_of",
     "record_json",
@@ -351,6 +352,39 @@ class Schema:
                     stats.kinds |= kinds
                     stats.add(None, len(steps))
         return schema
+
+
+_SPEC_DTYPES: dict[str, Any] = {
+    "bytes_list": bytes,
+    "float_list": np.float32,
+    "double_list": np.float64,
+    "int32_list": np.int32,
+    "int64_list": np.int64,
+}
+
+
+def feature_specs(schema: Schema) -> dict[str, rk.FixedLen | rk.VarLen]:
+    """Parse specs for the plain features of ``schema``, one table column each.
+
+    A feature that holds exactly one value in every record that has it is a scalar (``FixedLen(())``);
+    any other is a list (``VarLen``). The value type is the feature's list type.
+
+    Raises
+    ------
+    CliError
+        A feature holds lists of different types in different records.
+    """
+    specs: dict[str, rk.FixedLen | rk.VarLen] = {}
+    for name, stats in schema.features.items():
+        if len(stats.kinds) > 1:
+            raise CliError(
+                f"feature {name!r} holds {' and '.join(sorted(stats.kinds))} values in different "
+                "records: one column cannot hold both"
+            )
+        dtype = _SPEC_DTYPES[stats.kind]
+        scalar = stats.min_len == stats.max_len == 1
+        specs[name] = rk.FixedLen((), dtype) if scalar else rk.VarLen(dtype)
+    return specs
 
 
 # -- conversion ------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Union, overload
+from typing import TYPE_CHECKING, Any, Final, Literal, Union, overload
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from recordkit.errors import DecodeError
 
 if TYPE_CHECKING:
     import numpy.typing as npt
+    import pyarrow as pa
 
 __all__ = [
     "FixedLen",
@@ -598,8 +599,14 @@ def _check_specs(
 
 
 def _parse_batch(
-    records: Iterable[Any], features: Mapping[str, Spec], *, ofrecord: bool
-) -> dict[str, Parsed]:
+    records: Iterable[Any], features: Mapping[str, Spec], *, ofrecord: bool, to: str = "numpy"
+) -> Any:
+    if to == "arrow":
+        from recordkit.decode.tables import parse_arrow  # needs pyarrow: imported on demand
+
+        return parse_arrow(records, features, ofrecord=ofrecord)
+    if to != "numpy":
+        raise ValueError(f'to must be "numpy" or "arrow", not {to!r}')
     specs = _check_specs(features, (FixedLen, VarLen, FixedLenSequence, Image), "features")
     batch = as_records(records)
     columns = _columns.collect(batch, list(specs), ofrecord=ofrecord)
@@ -607,7 +614,17 @@ def _parse_batch(
     return {name: reader.read(name, columns[name], spec) for name, spec in specs.items()}
 
 
-def parse_examples(records: Iterable[Any], features: Mapping[str, Spec]) -> dict[str, Parsed]:
+@overload
+def parse_examples(
+    records: Iterable[Any], features: Mapping[str, Spec], *, to: Literal["numpy"] = ...
+) -> dict[str, Parsed]: ...
+@overload
+def parse_examples(
+    records: Iterable[Any], features: Mapping[str, Spec], *, to: Literal["arrow"]
+) -> pa.Table: ...
+def parse_examples(
+    records: Iterable[Any], features: Mapping[str, Spec], *, to: str = "numpy"
+) -> Any:
     """Parse a batch of serialized ``tf.train.Example`` messages, like ``tf.io.parse_example``.
 
     Parameters
@@ -617,13 +634,17 @@ def parse_examples(records: Iterable[Any], features: Mapping[str, Spec]) -> dict
     features
         Feature name -> :class:`FixedLen`, :class:`VarLen`, :class:`FixedLenSequence` or
         :class:`~recordkit.parsing.Image` (an encoded image in a bytes feature).
+    to
+        ``"numpy"``, or ``"arrow"`` for a ``pyarrow.Table`` (needs pyarrow; see ``docs/tables.md``).
 
     Returns
     -------
-    dict
+    dict or pyarrow.Table
         Feature name -> ``(batch, *shape)`` array for FixedLen, :class:`Ragged` for VarLen,
         ``(batch, longest, *shape)`` for FixedLenSequence, ``(batch, height, width, channels)`` uint8
-        for an Image with a ``size`` (else a list of ``(H, W, channels)`` arrays).
+        for an Image with a ``size`` (else a list of ``(H, W, channels)`` arrays). With ``to="arrow"``, a
+        table with one column per feature: FixedLen as scalars or fixed-size lists, VarLen as lists,
+        FixedLenSequence as lists of fixed-size items (not padded).
 
     Raises
     ------
@@ -631,7 +652,7 @@ def parse_examples(records: Iterable[Any], features: Mapping[str, Spec]) -> dict
         A record is malformed, lacks a required feature, holds the wrong kind of list or the wrong number
         of values. ``.index`` is the record's position in the batch, ``.feature`` the feature name.
     """
-    return _parse_batch(records, features, ofrecord=False)
+    return _parse_batch(records, features, ofrecord=False, to=to)
 
 
 def _first_row(value: Parsed) -> Any:
@@ -646,14 +667,25 @@ def parse_example(record: Any, features: Mapping[str, Spec]) -> dict[str, Any]:
     return {name: _first_row(value) for name, value in parse_examples([record], features).items()}
 
 
-def parse_ofrecords(records: Iterable[Any], features: Mapping[str, Spec]) -> dict[str, Parsed]:
+@overload
+def parse_ofrecords(
+    records: Iterable[Any], features: Mapping[str, Spec], *, to: Literal["numpy"] = ...
+) -> dict[str, Parsed]: ...
+@overload
+def parse_ofrecords(
+    records: Iterable[Any], features: Mapping[str, Spec], *, to: Literal["arrow"]
+) -> pa.Table: ...
+def parse_ofrecords(
+    records: Iterable[Any], features: Mapping[str, Spec], *, to: str = "numpy"
+) -> Any:
     """Parse a batch of serialized ``oneflow.OFRecord`` messages with the same specs as Examples.
 
     OneFlow's casting rules apply: any numeric list (float, double, int32, int64) is converted to the
     spec's numeric dtype, and a feature holding a single bytes value can be read as int8 numbers
-    (cast to the spec's dtype), as ``OFRecordRawDecoder`` does. See :func:`parse_examples`.
+    (cast to the spec's dtype), as ``OFRecordRawDecoder`` does. See :func:`parse_examples` (also for
+    ``to``).
     """
-    return _parse_batch(records, features, ofrecord=True)
+    return _parse_batch(records, features, ofrecord=True, to=to)
 
 
 def parse_sequence_examples(

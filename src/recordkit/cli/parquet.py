@@ -1,0 +1,137 @@
+"""Parquet in ``recordkit convert``: table rows to records, and records to a Parquet table.
+
+* Reading: each row of the Parquet files becomes one Example (an OFRecord with ``--payload ofrecord`` or an
+  OFRecord output), through :func:`recordkit.encode_examples`. float64 values that float32 cannot hold
+  exactly are refused without ``--lossy``, as in payload conversion.
+* Writing: Example and OFRecord payloads are parsed with a schema inferred from every record (one column
+  per feature); any other payload is written as one binary column ``record``.
+
+Needs pyarrow (``pip install "recordkit[arrow]"``), imported on first use.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
+
+import numpy as np
+
+from recordkit._atomic import AtomicFile
+from recordkit.cli.common import CliError
+from recordkit.cli.payload import Schema, detect_payload, feature_specs
+from recordkit.decode import tables
+
+__all__ = ["is_parquet", "parquet_records", "parquet_rows", "write_parquet"]
+
+_BATCH_ROWS: Final = 8192
+_SAMPLE: Final = 100
+RAW_COLUMN: Final = "record"
+"""The column that holds the records of a payload kind that has no table form."""
+
+
+def is_parquet(path: str) -> bool:
+    """Whether ``path`` names a Parquet file (by its suffix)."""
+    return path.lower().endswith(".parquet")
+
+
+def _parquet() -> Any:
+    tables._pyarrow()
+    import pyarrow.parquet
+
+    return pyarrow.parquet
+
+
+def parquet_rows(paths: list[str]) -> int:
+    """The number of rows of the Parquet files, from their footers."""
+    pq = _parquet()
+    return sum(int(pq.ParquetFile(path).metadata.num_rows) for path in paths)
+
+
+def _check_floats(path: str, batch: Any, first_row: int) -> None:
+    """Refuse float64 values that a float32 ``float_list`` would round (``--lossy`` allows them)."""
+    pa = tables._pyarrow()
+    for name, column in zip(batch.schema.names, batch.columns, strict=True):
+        values = column
+        while (
+            pa.types.is_list(values.type)
+            or pa.types.is_large_list(values.type)
+            or (pa.types.is_fixed_size_list(values.type))
+        ):
+            values = values.flatten()
+        if values.type != pa.float64():
+            continue
+        numbers = values.to_numpy(zero_copy_only=False)
+        with np.errstate(over="ignore"):
+            exact = (numbers.astype(np.float32) == numbers) | np.isnan(numbers)
+        if not exact.all():
+            raise CliError(
+                f"{path}: column {name!r} (rows {first_row}..{first_row + batch.num_rows - 1}) holds "
+                "float64 values that a float32 float_list cannot hold exactly; pass --lossy to round them"
+            )
+
+
+def parquet_records(paths: list[str], *, ofrecord: bool, lossy: bool) -> Iterator[bytes]:
+    """The rows of the Parquet files as serialized Examples (OFRecords with ``ofrecord``), in order."""
+    pq = _parquet()
+    encode = tables.encode_ofrecords if ofrecord else tables.encode_examples
+    for path in paths:
+        first_row = 0
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=_BATCH_ROWS):
+            if not ofrecord and not lossy:
+                _check_floats(path, batch, first_row)
+            try:
+                yield from encode(batch)
+            except (TypeError, ValueError) as exc:
+                raise CliError(f"{path}: rows from {first_row}: {exc}") from exc
+            first_row += batch.num_rows
+
+
+def _batches(records: Iterable[bytes]) -> Iterator[list[bytes]]:
+    iterator = iter(records)
+    while batch := list(itertools.islice(iterator, _BATCH_ROWS)):
+        yield batch
+
+
+def write_parquet(
+    path: str, records: Any, *, prefer: str | None, payload: str | None = None
+) -> int:
+    """Write the records that ``records()`` yields (called twice) to the Parquet file ``path``.
+
+    The payload kind is ``payload``, or detected from the first records. Returns the number of rows.
+    """
+    pq = _parquet()
+    pa = tables._pyarrow()
+    kind = payload or detect_payload(list(itertools.islice(records(), _SAMPLE)), prefer=prefer)
+    if kind in ("example", "ofrecord"):
+        schema = Schema.of(kind, records())
+        if schema.undecodable:
+            raise CliError(f"{schema.undecodable} records do not decode as {kind} payloads")
+        specs = feature_specs(schema)
+
+        def table(batch: list[bytes]) -> Any:
+            return tables.parse_arrow(batch, specs, ofrecord=kind == "ofrecord", null_missing=True)
+    else:
+
+        def table(batch: list[bytes]) -> Any:
+            return pa.table({RAW_COLUMN: pa.array(batch, pa.binary())})
+
+    output = AtomicFile(path)
+    rows = 0
+    try:
+        writer = None
+        for batch in _batches(records()):
+            part = table(batch)
+            if writer is None:
+                writer = pq.ParquetWriter(output.file, part.schema)
+            writer.write_table(part)
+            rows += len(batch)
+        if writer is None:  # no records: an empty table, with the schema when there is one
+            empty = table([])
+            writer = pq.ParquetWriter(output.file, empty.schema)
+        writer.close()
+        output.commit()
+    except BaseException:
+        output.discard()
+        raise
+    return rows
