@@ -42,7 +42,9 @@ from recordkit.decode._wire import as_buffer
 from recordkit.errors import DecodeError
 
 __all__ = [
+    "EMPTY_FEATURE_DTYPE",
     "DecodedSequenceExample",
+    "DecodedValue",
     "Feature",
     "FeatureKind",
     "bytes_feature",

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FixedLen",
     "FixedLenSequence",
+    "Image",
     "Ragged",
     "VarLen",
     "parse_example",

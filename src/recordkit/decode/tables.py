@@ -670,7 +670,9 @@ class _ArrowColumns:
             return self.varlen(name, column, spec)
         if isinstance(spec, FixedLenSequence):
             return self.sequence(name, column, spec)
-        raise TypeError(f"features[{name!r}]: {type(spec).__name__} specs cannot be parsed to Arrow")
+        raise TypeError(
+            f"features[{name!r}]: {type(spec).__name__} specs cannot be parsed to Arrow"
+        )
 
 
 def parse_arrow(
