@@ -57,7 +57,9 @@ def test_each_iteration_is_a_new_epoch(files, setup):
     for epoch in epochs:
         assert collections.Counter(epoch) == collections.Counter(records)  # each record once
     assert len({tuple(e) for e in epochs}) == 3  # three different orders
-    assert epochs == epochs_of(paths, setup)  # a fresh loader with the same seed repeats the sequence
+    assert epochs == epochs_of(
+        paths, setup
+    )  # a fresh loader with the same seed repeats the sequence
 
 
 def random_access(paths: list[str]) -> list[str]:

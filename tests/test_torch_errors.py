@@ -66,7 +66,10 @@ def raised(loader) -> BaseException:
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_plain_dataloader(damaged, expected, context):
     loader = torch.utils.data.DataLoader(
-        torch_dataset(Dataset(damaged)), batch_size=2, num_workers=2, multiprocessing_context=context
+        torch_dataset(Dataset(damaged)),
+        batch_size=2,
+        num_workers=2,
+        multiprocessing_context=context,
     )
     assert_same(raised(loader), expected)
 
@@ -119,7 +122,9 @@ def test_the_main_process_needs_no_transport(damaged, expected):
 @pytest.mark.parametrize(
     "err",
     [
-        ChecksumError("data checksum mismatch", path="a.tfrecord", index=3, offset=1036, expected=1, actual=2),
+        ChecksumError(
+            "data checksum mismatch", path="a.tfrecord", index=3, offset=1036, expected=1, actual=2
+        ),
         ManifestError("count differs", path="MANIFEST.json", shard=4),
         UnknownFormatError("no format 'xyz'", name="xyz"),
         DecodeError("truncated varint", index=9, feature="image"),
@@ -131,7 +136,9 @@ def test_attributes_survive_a_rebuild_from_text(err):
     _attach_attributes(err)
     _attach_attributes(err)  # once only
     assert str(err).count("recordkit error attributes") == 1
-    text = f"Caught {type(err).__name__} in DataLoader worker process 0.\nOriginal Traceback:\n{err}\n"
+    text = (
+        f"Caught {type(err).__name__} in DataLoader worker process 0.\nOriginal Traceback:\n{err}\n"
+    )
     rebuilt = type(err)(text)
     assert {k: getattr(rebuilt, k) for k in before} == before
 
@@ -141,7 +148,7 @@ def test_rebuild_ignores_garbage_and_keeps_given_values():
     assert (err.path, err.index) == ("p", None)
     err = ChecksumError('x\nrecordkit error attributes: {"index": 5, "path": "q"}', path="p")
     assert (err.path, err.index) == ("p", 5)
-    err = ChecksumError('x\nrecordkit error attributes: [1, 2]')
+    err = ChecksumError("x\nrecordkit error attributes: [1, 2]")
     assert err.index is None
 
 
@@ -151,4 +158,10 @@ def test_pickling_still_keeps_attributes(tmp_path: Path):
     err = ChecksumError("m", path="a", index=1, offset=2, expected=3, actual=4)
     _attach_attributes(err)
     clone = pickle.loads(pickle.dumps(err))
-    assert (clone.path, clone.index, clone.offset, clone.expected, clone.actual) == ("a", 1, 2, 3, 4)
+    assert (clone.path, clone.index, clone.offset, clone.expected, clone.actual) == (
+        "a",
+        1,
+        2,
+        3,
+        4,
+    )

@@ -29,7 +29,9 @@ StatefulDataLoader = stateful.StatefulDataLoader
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> tuple[list[str], list[bytes]]:
     """Random-access files (FFRecord, TFRecord), 49 unique records."""
-    return make_files(tmp_path_factory.mktemp("stateful"), [9, 14, 3, 11, 12], [".ffr", ".tfrecord"])
+    return make_files(
+        tmp_path_factory.mktemp("stateful"), [9, 14, 3, 11, 12], [".ffr", ".tfrecord"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -176,7 +178,9 @@ def test_torch_dataset_state_checks(files):
 
 def resume(paths, pipeline, saved, now, stop, *, context="fork"):
     """Stop a ``saved``-worker loader after ``stop`` items; finish the epoch and one more with ``now``."""
-    loader = dataloader(PIPELINES[pipeline](paths), num_workers=saved, multiprocessing_context=context)
+    loader = dataloader(
+        PIPELINES[pipeline](paths), num_workers=saved, multiprocessing_context=context
+    )
     head = as_bytes(itertools.islice(iter(loader), stop))
     state = loader.state_dict()
     fresh = dataloader(PIPELINES[pipeline](paths), num_workers=now, multiprocessing_context=context)
@@ -188,7 +192,9 @@ def resume(paths, pipeline, saved, now, stop, *, context="fork"):
 @pytest.mark.parametrize("pipeline", ["global", "buffer-batch"])
 def test_loader_resumes_with_another_number_of_workers(files, pipeline, saved, now):
     paths, _ = files
-    reference = dataloader(PIPELINES[pipeline](paths), num_workers=saved, multiprocessing_context="fork")
+    reference = dataloader(
+        PIPELINES[pipeline](paths), num_workers=saved, multiprocessing_context="fork"
+    )
     epoch0 = as_bytes(reference)
     head, rest, following, fresh = resume(paths, pipeline, saved, now, 10)
     assert head == epoch0[:10]
@@ -225,7 +231,9 @@ def test_loader_resume_with_repeat_and_spawn(mixed):
         return dataloader(ds, batch_size=3, num_workers=workers, multiprocessing_context="spawn")
 
     loader = make(2)
-    head = [r for batch in itertools.islice(iter(loader), 20) for r in batch]  # into the second epoch
+    head = [
+        r for batch in itertools.islice(iter(loader), 20) for r in batch
+    ]  # into the second epoch
     assert loader.state_dict()["epoch"] == 1
     fresh = make(1)
     fresh.load_state_dict(loader.state_dict())

@@ -79,7 +79,9 @@ class _EpochClock:
 
     def __init__(self, epoch: int) -> None:
         # A lock made in the spawn context works in forked, spawned and forkserver children alike.
-        self._cells = multiprocessing.get_context("spawn").Array("q", _HEADER + _SLOTS * _SLOT_CELLS)
+        self._cells = multiprocessing.get_context("spawn").Array(
+            "q", _HEADER + _SLOTS * _SLOT_CELLS
+        )
         self.reset(epoch)
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -355,7 +357,9 @@ class RecordIterable(torch_data.IterableDataset[Any]):
                 "with another number of workers)"
             )
         if int(state["worker"]) != worker:
-            raise ValueError(f"the state was saved by worker {state['worker']}, this is worker {worker}")
+            raise ValueError(
+                f"the state was saved by worker {state['worker']}, this is worker {worker}"
+            )
         position = (int(state["epoch"]), int(state["delivered"]))
         self._resume = _Resume(int(state["first_epoch"]), num_workers, {worker: position})
 
