@@ -258,3 +258,15 @@ def test_loader_rejects_malformed_counts(files):
     for bad in ([], [-1], ["3"], None):
         with pytest.raises(ValueError, match="malformed"):
             loader.load_state_dict({**state, "delivered": bad})
+
+
+def test_recordkit_never_imports_torchdata(files):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, recordkit.data as d; "
+        f"it = d.torch_dataset(d.Dataset({files[0]!r})); list(d.dataloader(d.Dataset({files[0]!r}))); "
+        "it.state_dict(); assert 'torchdata' not in sys.modules, 'torchdata imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

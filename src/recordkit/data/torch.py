@@ -1,12 +1,16 @@
 """PyTorch glue: iterable and map-style datasets and a resumable DataLoader over record files.
 
 * :func:`torch_dataset` wraps a :class:`~recordkit.data.Dataset` as an ``IterableDataset`` that splits the
-  records between DataLoader workers (and ranks): each record once per epoch.
+  records between DataLoader workers (and ranks): each record once per epoch, a new epoch at every
+  iteration of a plain ``DataLoader``, and a per-worker state for torchdata's ``StatefulDataLoader``.
 * :class:`MapDataset` is a map-style dataset over random-access files that is indexed by a *list* of
   indexes, reads them with one ``RecordReader.read`` per file and hands them to ``process(indices, data)``,
   like ffrecord's ``Dataset``.
 * :func:`dataloader` builds the right ``torch.utils.data.DataLoader`` for either and returns a
-  :class:`RecordLoader`, which advances the epoch by itself and can save and restore its position.
+  :class:`RecordLoader`, which advances the epoch by itself and can save and restore its position, also
+  with another number of workers.
+
+Errors raised in a worker reach the main process with their attributes (``path``, ``index``, ``offset``...).
 
 Readers are opened lazily in the process that reads, and a reader inherited through ``fork`` is never
 used: both the ``fork`` and the ``spawn`` start methods work.
