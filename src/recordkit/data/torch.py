@@ -170,6 +170,28 @@ class _Run:
     epochs: int | None
 
 
+def _check_workers(state: Mapping[str, Any]) -> tuple[int, int]:
+    """Return ``(worker, num_workers)`` of this process if ``state`` was saved with as many workers.
+
+    Raises
+    ------
+    UnsupportedOperationError
+        It was saved with another number: a StatefulDataLoader restores each worker from the state that
+        worker saved, so the others' positions would be lost (or, for new workers, missing).
+    """
+    worker, num_workers = worker_info()
+    saved = int(state["workers"])
+    if saved != num_workers:
+        raise UnsupportedOperationError(
+            f"the state was saved by a DataLoader with {saved} worker(s) but this one has "
+            f"{num_workers}: each worker is restored from the position it saved itself, so the "
+            f"positions of the other workers cannot be carried over; resume with "
+            f"num_workers={saved if saved > 1 else '0 or 1'} (recordkit.data.dataloader can resume "
+            "with another number of workers)"
+        )
+    return worker, num_workers
+
+
 def _mark_in_worker(err: RecordKitError) -> None:
     """In a DataLoader worker, make ``err`` carry its attributes to the main process (see errors.py)."""
     if torch_data.get_worker_info() is not None:
@@ -350,16 +372,7 @@ class RecordIterable(torch_data.IterableDataset[Any]):
             each worker is restored from its own saved position only, so the others' would be lost.
         """
         check_state(state, "torch_dataset", self._fingerprint())
-        worker, num_workers = worker_info()
-        saved = int(state["workers"])
-        if saved != num_workers:
-            raise UnsupportedOperationError(
-                f"the state was saved by a DataLoader with {saved} worker(s) but this one has "
-                f"{num_workers}: each worker is restored from the position it saved itself, so the "
-                f"positions of the other workers cannot be carried over; resume with "
-                f"num_workers={saved if saved > 1 else '0 or 1'} (recordkit.data.dataloader can resume "
-                "with another number of workers)"
-            )
+        worker, num_workers = _check_workers(state)
         if int(state["worker"]) != worker:
             raise ValueError(
                 f"the state was saved by worker {state['worker']}, this is worker {worker}"
@@ -469,6 +482,33 @@ class MapDataset(torch_data.Dataset[Any]):
         if self._process is not None:
             return self._process(indices, data)
         return data
+
+    def state_dict(self) -> dict[str, Any]:
+        """What torchdata's ``StatefulDataLoader`` saves for this dataset in each worker.
+
+        A map-style dataset has no position (its sampler has); the state names the files and the number
+        of workers, so that a restore with other files or another number of workers is refused.
+        """
+        return {
+            "kind": "map_dataset",
+            "version": STATE_VERSION,
+            "files": len(self._catalog.files),
+            "records": len(self),
+            "workers": worker_info()[1],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Check a state saved by :meth:`state_dict` against this dataset and this worker.
+
+        Raises
+        ------
+        ValueError
+            The state comes from other files.
+        UnsupportedOperationError
+            It was saved by a DataLoader with another number of workers.
+        """
+        check_state(state, "map_dataset", {"files": len(self._catalog.files), "records": len(self)})
+        _check_workers(state)
 
     def close(self) -> None:
         """Close the readers this process opened (they reopen on the next read).
