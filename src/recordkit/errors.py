@@ -24,6 +24,7 @@ True
 from __future__ import annotations
 
 import io
+import json
 import os
 
 __all__ = [
@@ -49,6 +50,56 @@ __all__ = [
 class RecordKitError(Exception):
     """Base class of every error recordkit raises on purpose."""
 
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        if args and isinstance(args[0], str):
+            _restore_attributes(self, args[0])
+
+
+# PyTorch re-raises an exception from a DataLoader worker as ``type(exc)(text)``, where the text is the
+# worker's formatted traceback: only the message crosses, not the attributes. In a worker, recordkit appends
+# the attributes to the message as one JSON line (``_attach_attributes``), and an error built from such a text
+# takes them back (``_restore_attributes``).
+_ATTRIBUTES = "recordkit error attributes: "
+
+
+def _attach_attributes(err: RecordKitError) -> None:
+    """Append ``err``'s attributes (path, index, offset...) to its message as a JSON line, once.
+
+    An error of the same class built from a text holding that line (such as a traceback that includes it)
+    gets the attributes back.
+    """
+    if not err.args or not isinstance(err.args[0], str) or _ATTRIBUTES in err.args[0]:
+        return
+    values = {
+        name: value
+        for name, value in vars(err).items()
+        if not name.startswith("_") and isinstance(value, (str, int, float))
+    }
+    if values:
+        line = _ATTRIBUTES + json.dumps(values, sort_keys=True)
+        err.args = (f"{err.args[0]}\n{line}", *err.args[1:])
+
+
+def _restore_attributes(err: RecordKitError, text: str) -> None:
+    """Set the attributes found in the last attribute line of ``text``: those that are ``None`` on ``err``,
+    and ``reason`` (otherwise the whole text)."""
+    start = text.rfind(_ATTRIBUTES)
+    if start < 0:
+        return
+    line = text[start + len(_ATTRIBUTES) :].split("\n", 1)[0]
+    try:
+        values = json.loads(line)
+    except ValueError:
+        return
+    if not isinstance(values, dict):
+        return
+    for name, value in values.items():
+        if not name.isidentifier() or name.startswith("_"):
+            continue
+        if name == "reason" or getattr(err, name, None) is None:
+            setattr(err, name, value)
+
 
 class UnknownFormatError(RecordKitError, ValueError):
     """The record format could not be determined, or no format of that name is registered.
@@ -62,8 +113,8 @@ class UnknownFormatError(RecordKitError, ValueError):
     """
 
     def __init__(self, message: str, *, name: str | None = None) -> None:
-        super().__init__(message)
         self.name = name
+        super().__init__(message)
 
 
 def _where(path: str | None, index: int | None, offset: int | None) -> str:
@@ -163,7 +214,6 @@ class ChecksumError(CorruptRecordError):
         if expected is not None and actual is not None:
             message = f"{message} (expected {expected:#010x}, found {actual:#010x})"
         super().__init__(message, path=path, index=index, offset=offset)
-        self.reason = message
 
 
 class TruncatedRecordError(CorruptRecordError, EOFError):
@@ -204,8 +254,8 @@ class ManifestError(CorruptRecordError):
         path: str | os.PathLike[str] | None = None,
         shard: int | None = None,
     ) -> None:
-        super().__init__(message, path=path)
         self.shard = shard
+        super().__init__(message, path=path)
 
 
 class DecodeError(RecordKitError, ValueError):

@@ -1,12 +1,16 @@
 """PyTorch glue: iterable and map-style datasets and a resumable DataLoader over record files.
 
 * :func:`torch_dataset` wraps a :class:`~recordkit.data.Dataset` as an ``IterableDataset`` that splits the
-  records between DataLoader workers (and ranks): each record once per epoch.
+  records between DataLoader workers (and ranks): each record once per epoch, a new epoch at every
+  iteration of a plain ``DataLoader``, and a per-worker state for torchdata's ``StatefulDataLoader``.
 * :class:`MapDataset` is a map-style dataset over random-access files that is indexed by a *list* of
   indexes, reads them with one ``RecordReader.read`` per file and hands them to ``process(indices, data)``,
   like ffrecord's ``Dataset``.
 * :func:`dataloader` builds the right ``torch.utils.data.DataLoader`` for either and returns a
-  :class:`RecordLoader`, which advances the epoch by itself and can save and restore its position.
+  :class:`RecordLoader`, which advances the epoch by itself and can save and restore its position, also
+  with another number of workers.
+
+Errors raised in a worker reach the main process with their attributes (``path``, ``index``, ``offset``...).
 
 Readers are opened lazily in the process that reads, and a reader inherited through ``fork`` is never
 used: both the ``fork`` and the ``spawn`` start methods work.
@@ -14,8 +18,12 @@ used: both the ``fork`` and the ``spawn`` start methods work.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+import multiprocessing
+import multiprocessing.context
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import numpy as np
 
@@ -32,7 +40,7 @@ from recordkit.data._sharding import EqualShards, resolve_rank, shard_of, worker
 from recordkit.data._shuffle import permutation
 from recordkit.data._sources import Sources, expand_sources
 from recordkit.data._state import STATE_VERSION, check_state
-from recordkit.errors import UnsupportedOperationError
+from recordkit.errors import RecordKitError, UnsupportedOperationError, _attach_attributes
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -41,10 +49,153 @@ __all__ = ["MapDataset", "RecordIterable", "RecordLoader", "dataloader", "torch_
 
 
 class _Tagged(NamedTuple):
-    """An item with the worker that produced it, so the loader can count what each worker delivered."""
+    """An item with the stream (worker, or saved worker) that produced it, so the loader can count them."""
 
     worker: int
     item: Any
+
+
+# Cells of an _EpochClock: the epoch the next iteration starts in, the slot of the newest iteration, then
+# for each of the last _SLOTS iterations: its key (two cells), its first epoch, and how many workers joined.
+_NEXT, _NEWEST, _HEADER, _SLOTS, _SLOT_CELLS = 0, 1, 2, 4, 4
+_NO_KEY = -1
+_SEED_MASK = 2**63 - 1
+
+
+def _shared_clock(cells: Any) -> _EpochClock:
+    clock = _EpochClock.__new__(_EpochClock)
+    clock._cells = cells
+    return clock
+
+
+class _EpochClock:
+    """Which epoch each DataLoader iteration reads, agreed on by every worker of that iteration.
+
+    The cells live in shared memory made in the main process, so every worker process (forked or spawned,
+    persistent or not) reads and advances the same clock. A worker recognises the iteration it belongs to
+    by a key that all the workers of one iteration share and the next iteration does not: torch's base
+    seed of the iteration (``get_worker_info().seed - id``) and how many iterations this worker process
+    has started (1 for non-persistent workers, counting up for persistent ones, whose seed never changes).
+    The first worker of an iteration takes the next epoch; its siblings find the iteration by its key.
+    """
+
+    _cells: Any
+
+    def __init__(self, epoch: int) -> None:
+        # A lock made in the spawn context works in forked, spawned and forkserver children alike.
+        self._cells = multiprocessing.get_context("spawn").Array(
+            "q", _HEADER + _SLOTS * _SLOT_CELLS
+        )
+        self.reset(epoch)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if multiprocessing.context.get_spawning_popen() is not None:
+            return (_shared_clock, (self._cells,))  # a worker is being started: share the cells
+        return (_EpochClock, (self.next_epoch,))  # any other copy gets a clock of its own
+
+    @property
+    def next_epoch(self) -> int:
+        """The epoch the next iteration starts in."""
+        return int(self._cells[_NEXT])
+
+    def reset(self, epoch: int) -> None:
+        """Start the next iteration at ``epoch``, forgetting the iterations seen so far."""
+        with self._cells.get_lock():
+            cells = self._cells.get_obj()
+            cells[:] = [_NO_KEY] * len(cells)
+            cells[_NEXT], cells[_NEWEST] = epoch, 0
+
+    def join(
+        self, key: tuple[int, int] | None, workers: int, span: int | None, first: int | None
+    ) -> int:
+        """Return the first epoch of the iteration identified by ``key`` (a new one if unseen or full).
+
+        ``span`` is how many epochs an iteration reads (``None``: forever); ``first`` is the first epoch of
+        a restored iteration, which then sets the clock instead of reading it.
+        """
+        with self._cells.get_lock():
+            cells = self._cells.get_obj()
+            slot = None if key is None else self._find(cells, key, workers)
+            if slot is not None:
+                cells[slot + 3] += 1
+                return int(cells[slot + 2])
+            epoch = int(cells[_NEXT]) if first is None else first
+            newest = (int(cells[_NEWEST]) + 1) % _SLOTS
+            base = _HEADER + newest * _SLOT_CELLS
+            cells[base : base + _SLOT_CELLS] = [*(key or (_NO_KEY, _NO_KEY)), epoch, 1]
+            cells[_NEWEST] = newest
+            cells[_NEXT] = epoch + (span or 1)
+            return epoch
+
+    def reached(self, epoch: int) -> None:
+        """Note that a worker started ``epoch``: the next iteration starts after it."""
+        with self._cells.get_lock():
+            cells = self._cells.get_obj()
+            cells[_NEXT] = max(int(cells[_NEXT]), epoch + 1)
+
+    @staticmethod
+    def _find(cells: Any, key: tuple[int, int], workers: int) -> int | None:
+        """The slot of the newest iteration with ``key`` that still waits for workers, if any."""
+        newest = int(cells[_NEWEST])
+        for age in range(_SLOTS):
+            base = _HEADER + (newest - age) % _SLOTS * _SLOT_CELLS
+            if (cells[base], cells[base + 1]) == key and cells[base + 3] < workers:
+                return base
+        return None
+
+
+@dataclass(frozen=True)
+class _Resume:
+    """Where a restored iteration continues: the streams of the workers that saved it.
+
+    ``positions`` maps a saved worker to ``(epoch, items delivered in it)``. Each saved worker's stream is
+    finished by the current worker ``saved % num_workers``, with the shard layout it was saved with; later
+    epochs use the current layout.
+    """
+
+    first_epoch: int
+    workers: int
+    positions: dict[int, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """Epochs of one shard read in a row: ``epochs`` of them (``None``: forever) from ``epoch``."""
+
+    slot: int
+    shard: int
+    num_shards: int
+    epoch: int
+    skip: int
+    epochs: int | None
+
+
+def _check_workers(state: Mapping[str, Any]) -> tuple[int, int]:
+    """Return ``(worker, num_workers)`` of this process if ``state`` was saved with as many workers.
+
+    Raises
+    ------
+    UnsupportedOperationError
+        It was saved with another number: a StatefulDataLoader restores each worker from the state that
+        worker saved, so the others' positions would be lost (or, for new workers, missing).
+    """
+    worker, num_workers = worker_info()
+    saved = int(state["workers"])
+    if saved != num_workers:
+        raise UnsupportedOperationError(
+            f"the state was saved by a DataLoader with {saved} worker(s) but this one has "
+            f"{num_workers}: each worker is restored from the position it saved itself, so the "
+            f"positions of the other workers cannot be carried over; resume with "
+            f"num_workers={saved if saved > 1 else '0 or 1'} (recordkit.data.dataloader can resume "
+            "with another number of workers)"
+        )
+    return worker, num_workers
+
+
+def _mark_in_worker(err: RecordKitError) -> None:
+    """In a DataLoader worker, make ``err`` carry its attributes to the main process (see errors.py)."""
+    if torch_data.get_worker_info() is not None:
+        _attach_attributes(err)
 
 
 class RecordIterable(torch_data.IterableDataset[Any]):
@@ -52,8 +203,14 @@ class RecordIterable(torch_data.IterableDataset[Any]):
 
     Each DataLoader worker reads its own share: shard ``rank * num_workers + worker`` of
     ``world_size * num_workers``. The rank is resolved when this object is made (in the main process, where
-    ``torch.distributed`` is initialised). Call :meth:`set_epoch` before each epoch when you drive a plain
-    ``DataLoader`` yourself; :func:`dataloader` does it for you.
+    ``torch.distributed`` is initialised).
+
+    Every iteration (every ``for`` loop over a ``DataLoader``, with or without workers) reads the next
+    epoch, so a plain ``DataLoader`` sees a new order each epoch without any call; :meth:`set_epoch` sets
+    the epoch of the next iteration. A ``repeat(n)`` pipeline reads ``n`` epochs per iteration.
+
+    It implements ``state_dict`` / ``load_state_dict`` as torchdata's ``StatefulDataLoader`` calls them in
+    each worker, so that loader saves and restores the exact position.
 
     Attributes
     ----------
@@ -61,8 +218,6 @@ class RecordIterable(torch_data.IterableDataset[Any]):
         The wrapped pipeline.
     rank, world_size
         This process among the distributed ranks.
-    epoch
-        The epoch the next iteration reads.
     """
 
     def __init__(self, dataset: Dataset) -> None:
@@ -72,32 +227,158 @@ class RecordIterable(torch_data.IterableDataset[Any]):
             )
         self.dataset = dataset
         self.rank, self.world_size = resolve_rank(dataset._rank, dataset._world_size)
-        self.epoch = dataset.epoch
         # Learn counts here, once, so that workers inherit them instead of each opening every file.
         if dataset._equal is not None:
             dataset._catalog.count_all()
         else:
             dataset._catalog.describe()
-        self._skips: list[int] = []
-        self._tagged = False
         self._epochs: int | None = dataset._repeat
+        self._clock = _EpochClock(dataset.epoch)
+        self._resume: _Resume | None = None
+        self._tagged = False
+        self._local = (0, 0)  # (process id, iterations started in it)
+        self._first = self._epoch = dataset.epoch  # the position in this process, for state_dict
+        self._delivered = 0
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration starts in."""
+        return self._clock.next_epoch
 
     def set_epoch(self, epoch: int) -> None:
-        """Read ``epoch`` at the next iteration (each epoch has its own shuffled order)."""
-        self.epoch = int(epoch)
+        """Start the next iteration at ``epoch`` (each epoch has its own shuffled order)."""
+        if epoch < 0:
+            raise ValueError(f"the epoch must be non-negative, not {epoch}")
+        self._clock.reset(int(epoch))
+
+    def __len__(self) -> int:
+        """The number of items this rank reads per iteration, as ``len()`` of the pipeline gives it.
+
+        Raises
+        ------
+        TypeError
+            The pipeline cannot tell its length in advance.
+        """
+        return len(cast(Sized, self.dataset))
+
+    def _key(self) -> tuple[int, int] | None:
+        """This iteration's key in a DataLoader worker (see :class:`_EpochClock`), ``None`` outside."""
+        info = torch_data.get_worker_info()
+        if info is None:
+            return None
+        pid = os.getpid()
+        started = self._local[1] + 1 if self._local[0] == pid else 1
+        self._local = (pid, started)
+        return (int(info.seed) - int(info.id)) & _SEED_MASK, started
 
     def __iter__(self) -> Iterator[Any]:
+        # Not a generator: the epoch is settled when the DataLoader asks for the iterator (at worker start),
+        # so every worker joins its iteration even if it never delivers an item.
         worker, num_workers = worker_info()
-        shard, num_shards = shard_of(self.rank, self.world_size, worker, num_workers)
-        skip = self._skips[worker] if worker < len(self._skips) else 0
-        items = self.dataset._items(shard, num_shards, self.epoch, self.epoch, skip, self._epochs)
+        resume, self._resume = self._resume, None
+        first = self._clock.join(
+            self._key(), num_workers, self._epochs, None if resume is None else resume.first_epoch
+        )
+        end = None if self._epochs is None else first + self._epochs
+        runs = self._runs(worker, num_workers, first, end, resume)
+        self._first = first
+        self._epoch, self._delivered = (runs[0].epoch, runs[0].skip) if runs else (end or first, 0)
+        return self._stream(runs)
+
+    def _runs(
+        self, worker: int, num_workers: int, first: int, end: int | None, resume: _Resume | None
+    ) -> list[_Run]:
+        """What this worker reads in an iteration from ``first`` to ``end``, resumed from ``resume``."""
+        runs = []
+        start = first
+        if resume is not None:
+            for saved in sorted(resume.positions):
+                epoch, skip = resume.positions[saved]
+                start = max(start, epoch + 1)
+                if saved % num_workers != worker or (end is not None and epoch >= end):
+                    continue
+                shard, num_shards = shard_of(self.rank, self.world_size, saved, resume.workers)
+                runs.append(_Run(saved, shard, num_shards, epoch, skip, 1))
+        if end is None or start < end:
+            shard, num_shards = shard_of(self.rank, self.world_size, worker, num_workers)
+            epochs = None if end is None else end - start
+            runs.append(_Run(worker, shard, num_shards, start, 0, epochs))
+        return runs
+
+    def _stream(self, runs: list[_Run]) -> Iterator[Any]:
+        try:
+            for run in runs:
+                yield from self._run(run)
+        except RecordKitError as err:
+            _mark_in_worker(err)
+            raise
+
+    def _run(self, run: _Run) -> Iterator[Any]:
+        self._epoch, self._delivered = run.epoch, run.skip
+        forever = run.epochs is None
+        if forever:
+            self._clock.reached(run.epoch)
+        items = self.dataset._items(
+            run.shard, run.num_shards, run.epoch, run.epoch, run.skip, run.epochs
+        )
         try:
             for item in items:
                 if item is EPOCH_END:
+                    self._epoch, self._delivered = self._epoch + 1, 0
+                    if forever:
+                        self._clock.reached(self._epoch)
                     continue
-                yield _Tagged(worker, item) if self._tagged else item
+                self._delivered += 1
+                yield _Tagged(run.slot, item) if self._tagged else item
         finally:
             items.close()  # type: ignore[attr-defined]
+
+    def _fingerprint(self) -> dict[str, Any]:
+        return {
+            **self.dataset._fingerprint(),
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "repeat": self._epochs,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position of the iteration in this process (a DataLoader worker, or the main process).
+
+        ``StatefulDataLoader`` calls it in each worker. The dict is JSON-compatible: the iteration's first
+        epoch, the epoch this worker is in and how many items it delivered in it, and what the pipeline
+        looks like (seed, files, batch size, ranks, workers) to check on restore.
+        """
+        worker, num_workers = worker_info()
+        return {
+            "kind": "torch_dataset",
+            "version": STATE_VERSION,
+            "first_epoch": self._first,
+            "epoch": self._epoch,
+            "delivered": self._delivered,
+            "worker": worker,
+            "workers": num_workers,
+            **self._fingerprint(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue, at the next iteration in this process, from a position saved by :meth:`state_dict`.
+
+        Raises
+        ------
+        ValueError
+            The state comes from another pipeline (seed, files, batch size, ranks...) or another worker.
+        UnsupportedOperationError
+            The state was saved by a DataLoader with another number of workers (also a ``ValueError``):
+            each worker is restored from its own saved position only, so the others' would be lost.
+        """
+        check_state(state, "torch_dataset", self._fingerprint())
+        worker, num_workers = _check_workers(state)
+        if int(state["worker"]) != worker:
+            raise ValueError(
+                f"the state was saved by worker {state['worker']}, this is worker {worker}"
+            )
+        position = (int(state["epoch"]), int(state["delivered"]))
+        self._resume = _Resume(int(state["first_epoch"]), num_workers, {worker: position})
 
 
 def torch_dataset(dataset: Dataset) -> RecordIterable:
@@ -112,7 +393,7 @@ def torch_dataset(dataset: Dataset) -> RecordIterable:
     -------
     RecordIterable
         Give it to ``torch.utils.data.DataLoader(..., batch_size=None)`` if the pipeline batches, or with a
-        ``batch_size`` otherwise.
+        ``batch_size`` otherwise. Each iteration of the loader reads the next epoch.
     """
     return RecordIterable(dataset)
 
@@ -187,16 +468,47 @@ class MapDataset(torch_data.Dataset[Any]):
         return self._pool.read(files, idx - self._offsets[files])
 
     def __getitem__(self, index: int | Sequence[int]) -> Any:
-        if isinstance(index, (int, np.integer)):
-            return self.process([int(index)], self.read([int(index)]))[0]
-        indices = [int(i) for i in index]
-        return self.process(indices, self.read(indices))
+        try:
+            if isinstance(index, (int, np.integer)):
+                return self.process([int(index)], self.read([int(index)]))[0]
+            indices = [int(i) for i in index]
+            return self.process(indices, self.read(indices))
+        except RecordKitError as err:
+            _mark_in_worker(err)
+            raise
 
     def process(self, indices: list[int], data: list[bytes]) -> Any:
         """Turn the raw records of a batch into samples (by default: the records themselves)."""
         if self._process is not None:
             return self._process(indices, data)
         return data
+
+    def state_dict(self) -> dict[str, Any]:
+        """What torchdata's ``StatefulDataLoader`` saves for this dataset in each worker.
+
+        A map-style dataset has no position (its sampler has); the state names the files and the number
+        of workers, so that a restore with other files or another number of workers is refused.
+        """
+        return {
+            "kind": "map_dataset",
+            "version": STATE_VERSION,
+            "files": len(self._catalog.files),
+            "records": len(self),
+            "workers": worker_info()[1],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Check a state saved by :meth:`state_dict` against this dataset and this worker.
+
+        Raises
+        ------
+        ValueError
+            The state comes from other files.
+        UnsupportedOperationError
+            It was saved by a DataLoader with another number of workers.
+        """
+        check_state(state, "map_dataset", {"files": len(self._catalog.files), "records": len(self)})
+        _check_workers(state)
 
     def close(self) -> None:
         """Close the readers this process opened (they reopen on the next read).
@@ -282,7 +594,7 @@ class RecordLoader:
     and then advances the epoch, so each ``for`` loop sees a new order. :meth:`state_dict` records how far
     the consumer got; :meth:`load_state_dict` in a fresh process makes the next iteration deliver exactly
     the items not yet delivered in that epoch (with worker processes, in a possibly different interleaving
-    of the workers' streams).
+    of the workers' streams), also with another number of workers.
 
     Attributes
     ----------
@@ -306,6 +618,8 @@ class RecordLoader:
         self._epochs = epochs
         self._epoch = self._first_epoch = epoch
         self._fingerprint = fingerprint
+        # Items delivered in the current epoch by each stream: a worker's, or, in an epoch resumed from a
+        # state saved with another number of workers, each saved worker's.
         self._counts = [0] * self._slots()
         self._restored = False
 
@@ -324,23 +638,49 @@ class RecordLoader:
         self._restored = False
 
     def __len__(self) -> int:
-        """The number of batches per epoch (map-style datasets only)."""
-        if isinstance(self.loader.batch_sampler, _IndexBatches) or isinstance(
-            self.loader.sampler, _IndexBatches
-        ):
-            return len(self.loader.sampler)  # type: ignore[arg-type]
-        raise TypeError("the length of an iterable record pipeline is not known in advance")
+        """The number of batches (or items) one iteration delivers.
+
+        For a :class:`MapDataset`, from the sampler. For a :class:`~recordkit.data.Dataset`, the sum over
+        the workers of ``len()`` of the pipeline as each worker's shard reads it (each worker batches its
+        own share), times the epochs of one iteration.
+
+        Raises
+        ------
+        TypeError
+            The pipeline cannot tell its length in advance, or repeats forever.
+        """
+        sampler = self.loader.sampler
+        if isinstance(sampler, _IndexBatches):
+            return len(sampler)
+        if self._epochs is None:
+            raise TypeError("the pipeline repeats forever, so a pass over the loader has no length")
+        iterable = self.loader.dataset
+        assert isinstance(iterable, RecordIterable)
+        workers = max(1, self.loader.num_workers)
+        pipeline = iterable.dataset
+        per_epoch = 0
+        for worker in range(workers):
+            shard, num_shards = shard_of(iterable.rank, iterable.world_size, worker, workers)
+            view = pipeline._with(_rank=shard, _world_size=num_shards, _epoch=self._epoch)
+            per_epoch += len(cast(Sized, view))
+        return per_epoch * self._epochs
 
     def _prepare(self) -> None:
         sampler = self.loader.sampler
         if isinstance(sampler, _IndexBatches):
             sampler.epoch = self._epoch
             sampler.skip = self._counts[0]
-        else:
-            iterable = self.loader.dataset
-            assert isinstance(iterable, RecordIterable)
-            iterable.epoch = self._epoch
-            iterable._skips = list(self._counts)
+            return
+        iterable = self.loader.dataset
+        assert isinstance(iterable, RecordIterable)
+        iterable.set_epoch(self._epoch)
+        counts = self._counts
+        resumed = any(counts) or len(counts) != self._slots()
+        iterable._resume = (
+            _Resume(self._epoch, len(counts), {w: (self._epoch, n) for w, n in enumerate(counts)})
+            if resumed
+            else None
+        )
 
     def __iter__(self) -> Iterator[Any]:
         if not self._restored:
@@ -372,26 +712,35 @@ class RecordLoader:
             "epoch": self._epoch,
             "first_epoch": self._first_epoch,
             "delivered": list(self._counts),
+            "num_workers": self.loader.num_workers,
             **self._fingerprint,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue, at the next iteration, from a position saved by :meth:`state_dict`.
 
+        The number of workers may differ from the saved one: the rest of the saved epoch is read as the
+        saved workers would have read it (each saved worker's stream finished by one of the current
+        workers), and the following epochs are split between the current workers.
+
         Raises
         ------
         ValueError
-            The state comes from a loader with other data, seed, batch size, ranks or number of workers.
+            The state comes from a loader with other data, seed, batch size or ranks, or is malformed.
         """
         check_state(state, "loader", self._fingerprint)
-        delivered = [int(c) for c in state["delivered"]]
-        if len(delivered) != self._slots():
-            raise ValueError(
-                f"the state has {len(delivered)} worker counts, this loader {self._slots()}"
-            )
+        delivered = state.get("delivered")
+        if (
+            not isinstance(delivered, list)
+            or not delivered
+            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in delivered)
+        ):
+            raise ValueError(f"malformed loader state: delivered={delivered!r}")
+        if isinstance(self.dataset, MapDataset) and len(delivered) != 1:
+            raise ValueError(f"malformed loader state: {len(delivered)} counts for a MapDataset")
         self._epoch = int(state["epoch"])
         self._first_epoch = int(state["first_epoch"])
-        self._counts = delivered
+        self._counts = list(delivered)
         self._restored = True
 
 
@@ -478,7 +827,6 @@ def dataloader(
             **ds._fingerprint(),
             "rank": iterable.rank,
             "world_size": iterable.world_size,
-            "num_workers": num_workers,
         }
         return RecordLoader(
             loader, dataset, epochs=ds._repeat, epoch=ds.epoch, fingerprint=fingerprint
