@@ -86,6 +86,8 @@ def test_unbatch_splits_arrays_and_dicts_of_columns(files):
         list(Dataset(paths).unbatch())  # records are bytes, not batches
     with pytest.raises(ValueError, match="one length"):
         list(Dataset(paths).batch(2).map(lambda b: {"a": b, "b": b[:1]}).unbatch())
+    with pytest.raises(TypeError, match=r"\['size'\] hold single values"):
+        list(Dataset(paths).batch(3).map(lambda b: {"raw": b, "size": len(b)}).unbatch())
     with pytest.raises(TypeError, match="callable"):
         Dataset(paths).filter(None)  # type: ignore[arg-type]
 

@@ -422,3 +422,9 @@ def test_without_pyarrow_the_table_functions_say_what_to_install() -> None:
     assert result.stdout.strip() == (
         'recordkit\'s table functions need pyarrow: pip install "recordkit[arrow]"'
     )
+
+
+def test_an_image_spec_is_refused_when_parsing_to_arrow() -> None:
+    records = [rk.encode_example({"image": b"\x89PNG"})]
+    with pytest.raises(TypeError, match="numpy arrays only"):
+        rk.parse_examples(records, {"image": rk.Image()}, to="arrow")

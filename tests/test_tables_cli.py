@@ -165,3 +165,22 @@ def test_mixed_list_types_are_refused(capsys, tmp_path) -> None:
     assert result.code == 2
     assert "feature 'x' holds float_list and int64_list" in result.err
     assert not os.path.exists(tmp_path / "m.parquet")
+
+
+@pytest.mark.parametrize("dst", ["out.parquet", "out.tfrecord"])
+def test_parquet_and_record_inputs_are_not_mixed(capsys, tmp_path, dst) -> None:
+    pq.write_table(source_table(), tmp_path / "a.parquet")
+    rk.open(tmp_path / "b.tfrecord", "w").close()
+    result = run_cli(
+        capsys, "convert", tmp_path / "a.parquet", tmp_path / "b.tfrecord", tmp_path / dst
+    )
+    assert result.code == 2
+    assert "cannot be mixed" in result.err
+    assert not (tmp_path / dst).exists()
+
+
+def test_parquet_to_parquet_is_refused(capsys, tmp_path) -> None:
+    pq.write_table(source_table(), tmp_path / "a.parquet")
+    result = run_cli(capsys, "convert", tmp_path / "a.parquet", tmp_path / "b.parquet")
+    assert result.code == 2
+    assert "Parquet already" in result.err

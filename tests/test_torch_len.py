@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from _data_files import make_files
 
-from recordkit.data import Dataset
+from recordkit.data import Dataset, mix
 from recordkit.data._dataset import EPOCH_END
 from recordkit.data._sharding import resolve_rank, shard_of, worker_info
 
@@ -52,13 +52,37 @@ def test_plain_loader_len_follows_the_pipeline(paths):
 
 
 def test_no_length_is_a_type_error(paths):
-    plain = Dataset(paths)
-    if hasattr(Dataset, "__len__"):
-        pytest.skip("Dataset tells its length")
-    with pytest.raises(TypeError):
-        len(torch.utils.data.DataLoader(torch_dataset(plain), batch_size=None))
-    with pytest.raises(TypeError):
-        len(dataloader(plain))
+    kept = Dataset(paths).filter(bool)
+    with pytest.raises(TypeError, match="filter"):
+        len(torch.utils.data.DataLoader(torch_dataset(kept), batch_size=None))
+    with pytest.raises(TypeError, match="filter"):
+        len(dataloader(kept))
+
+
+def mixed(paths, stop):
+    sources = [Dataset(paths[:1], seed=1).shuffle(), Dataset(paths[1:2], seed=1).shuffle()]
+    return mix(sources, [0.6, 0.4], seed=2, stop=stop)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_mix_until_the_first_runs_out_has_no_length_in_a_plain_loader(paths, workers):
+    loader = torch.utils.data.DataLoader(
+        torch_dataset(mixed(paths, "first_exhausted")), batch_size=None
+    )
+    with pytest.raises(TypeError, match="number of workers"):
+        len(loader)
+    exact = dataloader(
+        mixed(paths, "first_exhausted"), num_workers=workers, multiprocessing_context="fork"
+    )
+    for _ in range(3):  # the length changes from epoch to epoch; each is exact
+        assert len(exact) == sum(1 for _ in exact)
+
+
+def test_plain_loader_len_is_that_of_the_epoch_it_reads_next(paths):
+    iterable = torch_dataset(mixed(paths, "all_exhausted"))
+    loader = torch.utils.data.DataLoader(iterable, batch_size=None)
+    for _ in range(3):
+        assert len(loader) == sum(1 for _ in loader) == 23
 
 
 def test_forever_has_no_length(paths):

@@ -128,8 +128,6 @@ def _parquet_source(
 ) -> tuple[str, list[str], int, Iterator[bytes]]:
     """The output format and paths, row count and records of Parquet inputs (rows to Examples or
     OFRecords)."""
-    if not all(parquet.is_parquet(path) for path in sources):
-        raise CliError("Parquet inputs cannot be mixed with record files")
     fmt, outputs = _outputs(args, "tfrecord")
     ofrecord = args.payload == "ofrecord" or (args.payload is None and fmt == "ofrecord")
     records = parquet.parquet_records(sources, ofrecord=ofrecord, lossy=args.lossy)
@@ -160,12 +158,17 @@ def run_convert(args: argparse.Namespace) -> int:
     sources = expand_inputs(args.src)
     if os.path.abspath(args.dst) in {os.path.abspath(src) for src in sources}:
         raise CliError(f"{args.dst} is also an input; write to another path")
+    from_parquet = [parquet.is_parquet(path) for path in sources]
+    if any(from_parquet) and not all(from_parquet):
+        raise CliError("Parquet inputs cannot be mixed with record files")
     if parquet.is_parquet(args.dst) and not args.to:
+        if all(from_parquet):
+            raise CliError("the inputs are Parquet already: convert them to a record format")
         if not args.force and os.path.exists(args.dst):
             raise CliError(f"{args.dst} exists; pass --force to overwrite")
         return _to_parquet(args, sources)
     kinds = None
-    if any(parquet.is_parquet(path) for path in sources):
+    if all(from_parquet):
         fmt, outputs, total, records = _parquet_source(args, sources)
     else:
         with open_reader(sources[0], format=args.format) as reader:

@@ -109,6 +109,11 @@ def _batched(items: Iterator[Any], size: int, drop_last: bool) -> Iterator[list[
 
 def _rows(item: Any) -> Iterator[Any]:
     if isinstance(item, Mapping):
+        scalars = sorted(str(key) for key, column in item.items() if not hasattr(column, "__len__"))
+        if scalars:
+            raise TypeError(
+                f"unbatch() needs a dict of columns (lists or arrays), but {scalars} hold single values"
+            )
         sizes = {len(column) for column in item.values()}
         if len(sizes) > 1:
             raise ValueError(

@@ -252,14 +252,26 @@ class RecordIterable(torch_data.IterableDataset[Any]):
         self._clock.reset(int(epoch))
 
     def __len__(self) -> int:
-        """The number of items this rank reads per iteration, as ``len()`` of the pipeline gives it.
+        """The number of items this rank reads in the next iteration, as ``len()`` of the pipeline gives it.
+
+        That is exact when the DataLoader reads in the main process (``num_workers=0``). With workers, each
+        worker batches its own share, so a pipeline that batches can deliver a few more (partial) batches;
+        :func:`dataloader` knows the number of workers and gives an exact figure.
 
         Raises
         ------
         TypeError
-            The pipeline cannot tell its length in advance.
+            The pipeline cannot tell its length in advance, or it mixes datasets until the first runs out:
+            how many items that gives depends on how the mix is split between workers, which a plain
+            DataLoader does not tell its dataset.
         """
-        return len(cast(Sized, self.dataset))
+        if getattr(self.dataset._source, "stop", None) == "first_exhausted":
+            raise TypeError(
+                "len() of a mix in a plain DataLoader is unknown: how many items it gives before its first "
+                "source runs out depends on the number of workers; recordkit.data.dataloader() knows it and "
+                "gives an exact len()"
+            )
+        return len(cast(Sized, self.dataset._with(_epoch=self.epoch)))
 
     def _key(self) -> tuple[int, int] | None:
         """This iteration's key in a DataLoader worker (see :class:`_EpochClock`), ``None`` outside."""

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from recordkit.decode import _columns
+from recordkit.decode.images import Image
 from recordkit.decode.parsing import (
     FixedLen,
     FixedLenSequence,
@@ -689,6 +690,12 @@ def parse_arrow(
     (instead of an error).
     """
     pa = _pyarrow()
+    for name, spec in features.items():
+        if isinstance(spec, Image):
+            raise TypeError(
+                f"features[{name!r}]: rk.Image decodes to numpy arrays only; parse images without "
+                'to="arrow", or read the encoded bytes with FixedLen((), bytes)'
+            )
     specs = _check_specs(features, (FixedLen, VarLen, FixedLenSequence), "features")
     batch = _columns.as_records(records)
     columns = _columns.collect(batch, list(specs), ofrecord=ofrecord)
