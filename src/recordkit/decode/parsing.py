@@ -522,8 +522,10 @@ class _Reader:
         _, counts, flat = self.flat(name, column, spec.dtype)
         return Ragged(flat, _splits(counts))
 
-    def padded(self, name: str, column: Column, spec: FixedLenSequence) -> np.ndarray[Any, Any]:
-        """An Example feature cut into items of ``spec.shape`` and padded (parse_examples)."""
+    def items(
+        self, name: str, column: Column, spec: FixedLenSequence
+    ) -> tuple[npt.NDArray[np.int64], np.ndarray[Any, Any]]:
+        """The value counts and flat values of a feature cut into items of ``spec.shape``."""
         _, counts, flat = self.flat(name, column, spec.dtype)
         size = math.prod(spec.shape)
         if size == 0:
@@ -538,7 +540,12 @@ class _Reader:
                 i,
                 f"{int(counts[i])} values are not a whole number of items of shape {spec.shape}",
             )
-        return _pad_items(flat, counts // size, spec)
+        return counts, flat
+
+    def padded(self, name: str, column: Column, spec: FixedLenSequence) -> np.ndarray[Any, Any]:
+        """An Example feature cut into items of ``spec.shape`` and padded (parse_examples)."""
+        counts, flat = self.items(name, column, spec)
+        return _pad_items(flat, counts // math.prod(spec.shape), spec)
 
     def image(self, name: str, column: Column, spec: Image) -> Parsed:
         """The single bytes value of every record, decoded as an image (see :class:`Image`)."""

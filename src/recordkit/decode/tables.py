@@ -643,20 +643,8 @@ class _ArrowColumns:
         return _lists(splits, values)
 
     def sequence(self, name: str, column: _columns.Column, spec: FixedLenSequence) -> Any:
-        _, counts, flat = self.reader.flat(name, column, spec.dtype)
+        counts, flat = self.reader.items(name, column, spec)
         size = math.prod(spec.shape)
-        if size == 0:
-            raise ValueError(
-                f"feature {name!r}: a FixedLenSequence needs a shape with at least one value"
-            )
-        ragged = counts % size != 0
-        if ragged.any():
-            i = int(np.argmax(ragged))
-            raise self.reader.error(
-                name,
-                i,
-                f"{int(counts[i])} values are not a whole number of items of shape {spec.shape}",
-            )
         splits = _splits(counts)
         values = self.leaf(
             name, flat, spec.dtype, lambda p: np.searchsorted(splits, p, "right") - 1
