@@ -513,10 +513,8 @@ def _bitmap(valid: npt.NDArray[np.bool_]) -> Any:
 def _leaf(values: np.ndarray[Any, Any], value_type: ValueType) -> Any:
     """Flat numpy values (numbers, or an object array of bytes or str) as an Arrow array."""
     pa = _pyarrow()
-    if value_type == "bytes":
-        return pa.array(values, pa.binary())
-    if value_type == "str":
-        return pa.array(values, pa.string())
+    if isinstance(value_type, str):  # "bytes" or "str" (never compare a dtype with a string: slow)
+        return pa.array(values, pa.binary() if value_type == "bytes" else pa.string())
     if values.dtype.kind in "iuf" and values.flags.c_contiguous and values.dtype.isnative:
         # The buffer as it is: no copy, no type inference.
         kind = pa.from_numpy_dtype(values.dtype)
@@ -616,23 +614,27 @@ class _ArrowColumns:
         pa = _pyarrow()
         if value_type != "str":
             return _leaf(values, value_type)
+        # The binary buffers relabelled as text, then checked: cheaper than a cast through pyarrow.compute.
         binary = pa.array(values, pa.binary())
+        text = pa.Array.from_buffers(pa.string(), len(binary), binary.buffers())
         try:
-            return binary.cast(pa.string())
+            text.validate(full=True)
+            return text
         except pa.ArrowInvalid:
             position = next(p for p, value in enumerate(values) if not _is_utf8(value))
             raise self.reader.error(name, int(record_of(position)), "not valid UTF-8") from None
 
     def fixed(self, name: str, column: _columns.Column, spec: FixedLen) -> Any:
-        present = column.kinds != 0
-        nullable = self.null_missing and spec.default is None and not present.all()
-        if nullable:  # a placeholder in the missing rows, hidden by the validity bitmap
-            spec = FixedLen(spec.shape, spec.dtype, default=_fill_value(spec.dtype))
+        valid = None
+        if self.null_missing and spec.default is None:
+            present = column.kinds != 0
+            if not present.all():  # a placeholder in the missing rows, hidden by the validity bitmap
+                spec = FixedLen(spec.shape, spec.dtype, default=_fill_value(spec.dtype))
+                valid = _bitmap(present)
         values = self.reader.fixed(name, column, spec)
         size = max(math.prod(spec.shape), 1)
         flat = self.leaf(name, values.reshape(-1), spec.dtype, lambda p: p // size)
-        valid = _bitmap(present) if nullable else None
-        return _fixed_lists(flat, spec.shape, len(present), valid)
+        return _fixed_lists(flat, spec.shape, len(column.kinds), valid)
 
     def varlen(self, name: str, column: _columns.Column, spec: VarLen) -> Any:
         _, counts, flat = self.reader.flat(name, column, spec.dtype)
