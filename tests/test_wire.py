@@ -638,3 +638,34 @@ def test_a_broken_list_a_oneof_switch_discards_is_refused():
     for batch in ([payload], [payload] * 9):
         with pytest.raises(DecodeError, match="record 0"):
             rk.parse_examples(batch, {"i": rk.VarLen(bytes)})
+
+
+def test_equally_long_records_of_several_layouts_each_get_a_template(monkeypatch):
+    """Records of one length laid out differently (a longer name beside a shorter list) are read right,
+    and each layout of the group is read through a template rather than record by record."""
+    records = []
+    for i in range(120):
+        layout = i % 3  # name length and list length trade places; every record has the same length
+        name = "n" * (4 + layout)
+        tokens = list(range(1, 6 - layout))
+        records.append(rk.encode_example({"name": name, "tokens": tokens, "id": i % 100}))
+    assert len({len(r) for r in records}) == 1
+    scanned = []
+    scan = _wire.scan_example
+    monkeypatch.setattr(_wire, "scan_example", lambda buf, *a: scanned.append(buf) or scan(buf, *a))
+    batch = rk.parse_examples(
+        records,
+        {
+            "name": rk.FixedLen((), str),
+            "tokens": rk.VarLen(np.int64),
+            "id": rk.FixedLen((), np.int64),
+        },
+    )
+    # protobuf's own parser (behind decode_example) is the oracle
+    expected = [rk.decode_example(r) for r in records]
+    assert batch["name"].tolist() == [e["name"][0].decode() for e in expected]
+    assert batch["tokens"].to_list() == [e["tokens"].tolist() for e in expected]
+    assert batch["id"].tolist() == [int(e["id"][0]) for e in expected]
+    assert (
+        len(scanned) <= 3 * 2
+    )  # a template per layout (plus its first scan), no record-by-record reads

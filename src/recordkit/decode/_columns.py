@@ -34,6 +34,8 @@ __all__ = ["Column", "SequenceColumn", "as_records", "collect", "collect_sequenc
 
 #: Groups smaller than this are not worth the template set-up cost.
 _MIN_TEMPLATE_GROUP: Final = 8
+#: How many layouts are tried per group of equally long records before the rest are scanned one by one.
+_TEMPLATE_ROUNDS: Final = 16
 _FIXED_DTYPE: Final[dict[int, np.dtype[Any]]] = {
     _wire.FIXED32: np.dtype("<f4"),
     _wire.FIXED64: np.dtype("<f8"),
@@ -303,17 +305,21 @@ def collect(
     for i, record in enumerate(records):
         groups.setdefault(len(record), []).append(i)
     for rows in groups.values():
-        if len(rows) < _MIN_TEMPLATE_GROUP:
-            to_scan.extend(rows)
-            continue
-        result = _template_pieces(records, rows, wanted, kinds_table, scan)
-        if result is None:
-            to_scan.extend(rows)
-            continue
-        misfits, found = result
-        to_scan.extend(misfits)
-        for key, (kind, piece) in found.items():
-            pieces[key].setdefault(kind, []).append(piece)
+        # Records of one length may have several layouts (a longer name beside a shorter list): the first
+        # misfit of each round is the next template, for a bounded number of rounds.
+        for _ in range(_TEMPLATE_ROUNDS):
+            if len(rows) < _MIN_TEMPLATE_GROUP:
+                break
+            result = _template_pieces(records, rows, wanted, kinds_table, scan)
+            if result is None:
+                break
+            misfits, found = result
+            for key, (kind, piece) in found.items():
+                pieces[key].setdefault(kind, []).append(piece)
+            if len(misfits) >= len(rows):
+                break
+            rows = misfits
+        to_scan.extend(rows)
 
     if to_scan:
         to_scan.sort()

@@ -628,7 +628,9 @@ class _ArrowColumns:
         valid = None
         if self.null_missing and spec.default is None:
             present = column.kinds != 0
-            if not present.all():  # a placeholder in the missing rows, hidden by the validity bitmap
+            if (
+                not present.all()
+            ):  # a placeholder in the missing rows, hidden by the validity bitmap
                 spec = FixedLen(spec.shape, spec.dtype, default=_fill_value(spec.dtype))
                 valid = _bitmap(present)
         values = self.reader.fixed(name, column, spec)
