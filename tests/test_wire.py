@@ -644,7 +644,7 @@ def test_equally_long_records_of_several_layouts_each_get_a_template(monkeypatch
     """Records of one length laid out differently (a longer name beside a shorter list) are read right,
     and each layout of the group is read through a template rather than record by record."""
     records = []
-    for i in range(120):
+    for i in range(300):  # 100 of each layout: enough for a template of its own
         layout = i % 3  # name length and list length trade places; every record has the same length
         name = "n" * (4 + layout)
         tokens = list(range(1, 6 - layout))

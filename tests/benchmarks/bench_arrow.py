@@ -12,7 +12,8 @@ process (the CPU figure is the steadier one on a loaded machine); the contenders
 each, the first of each round alternating, so that changes in machine load fall on both alike. No figure
 is asserted anywhere.
 
-Run alone: ``python tests/benchmarks/bench_arrow.py [--records 100000] [--repeat 5] [--batch 1024]``; the
+Run alone: ``python tests/benchmarks/bench_arrow.py [--records 100000] [--repeat 5] [--batch 0 1024]``
+(``0``: all records in one call); the
 suite (``python tests/benchmarks/run.py``) runs the same passes through :func:`parse_pass` and
 :func:`encode_pass`.
 """
@@ -149,18 +150,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--batch", type=int, default=1024)
+    parser.add_argument(
+        "--batch",
+        type=int,
+        nargs="+",
+        default=[0, 1024],
+        help="records per parse_examples call; 0 means all of them in one call (default: 0 1024)",
+    )
     args = parser.parse_args()
     records = make_records(args.records)
-    batches = [records[i : i + args.batch] for i in range(0, len(records), args.batch)]
-    parse = _medians(
-        {"numpy": _parse(batches, "numpy"), "arrow": _parse(batches, "arrow")}, args.repeat
-    )
-    print(f"parse {args.records:,} Examples in batches of {args.batch} (median of {args.repeat}):")
-    print(_line("parse_examples to numpy", parse["numpy"]))
-    print(_line("parse_examples to Arrow", parse["arrow"]))
-    wall, cpu = (parse["arrow"][i] / parse["numpy"][i] for i in (0, 1))
-    print(f"  Arrow / numpy time ratio  {wall:8.2f}   wall {cpu:8.2f}   CPU")
+    for size in args.batch:
+        size = size or len(records)
+        batches = [records[i : i + size] for i in range(0, len(records), size)]
+        parse = _medians(
+            {"numpy": _parse(batches, "numpy"), "arrow": _parse(batches, "arrow")}, args.repeat
+        )
+        print(f"parse {args.records:,} Examples, {size:,} per call (median of {args.repeat}):")
+        print(_line("parse_examples to numpy", parse["numpy"]))
+        print(_line("parse_examples to Arrow", parse["arrow"]))
+        wall, cpu = (parse["arrow"][i] / parse["numpy"][i] for i in (0, 1))
+        print(f"  Arrow / numpy time ratio  {wall:8.2f}   wall {cpu:8.2f}   CPU")
     encoders = {name: encode_pass(name, args.records) for name in ("loop", "table")}
     encode = _medians({k: v for k, v in encoders.items() if v is not None}, args.repeat)
     print(f"encode {args.records:,} rows (median of {args.repeat}):")

@@ -36,6 +36,8 @@ __all__ = ["Column", "SequenceColumn", "as_records", "collect", "collect_sequenc
 _MIN_TEMPLATE_GROUP: Final = 8
 #: How many layouts are tried per group of equally long records before the rest are scanned one by one.
 _TEMPLATE_ROUNDS: Final = 16
+#: Misfits of a round are given another template only if this many remain (else scanning them is cheaper).
+_MIN_RETEMPLATE_GROUP: Final = 64
 _FIXED_DTYPE: Final[dict[int, np.dtype[Any]]] = {
     _wire.FIXED32: np.dtype("<f4"),
     _wire.FIXED64: np.dtype("<f8"),
@@ -307,8 +309,8 @@ def collect(
     for rows in groups.values():
         # Records of one length may have several layouts (a longer name beside a shorter list): the first
         # misfit of each round is the next template, for a bounded number of rounds.
-        for _ in range(_TEMPLATE_ROUNDS):
-            if len(rows) < _MIN_TEMPLATE_GROUP:
+        for round_ in range(_TEMPLATE_ROUNDS):
+            if len(rows) < (_MIN_TEMPLATE_GROUP if round_ == 0 else _MIN_RETEMPLATE_GROUP):
                 break
             result = _template_pieces(records, rows, wanted, kinds_table, scan)
             if result is None:
