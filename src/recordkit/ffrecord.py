@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recordkit._closing import Closing
+from recordkit._heap import keep_freed_memory
 from recordkit.formats import _crc
 from recordkit.formats.base import SHRUNK
 from recordkit.io import RecordReader, RecordWriter, expand_sources
@@ -69,6 +70,7 @@ def _read_samples(frames: Any, indices: Iterable[int], check: bool) -> list[npt.
     Each sample is read by the kernel straight into its own array (as the C++ reader reads each sample
     into its own buffer) and checked there: no intermediate ``bytes``.
     """
+    keep_freed_memory()
     source = frames.source
     fd = source.descriptor() if hasattr(os, "preadv") else None
     if fd is None:

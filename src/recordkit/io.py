@@ -37,7 +37,13 @@ from typing import Any, ClassVar, Literal, NamedTuple, overload
 from recordkit._atomic import AtomicFile, UploadOnCommit
 from recordkit._closing import Closing
 from recordkit._index import INDEX_SUFFIX, default_index_path, load_index, save_index
-from recordkit.errors import ManifestError, UnknownFormatError, UnsafePathError
+from recordkit._mapped import MappedFile, ViewLedger
+from recordkit.errors import (
+    ManifestError,
+    UnknownFormatError,
+    UnsafePathError,
+    UnsupportedOperationError,
+)
 from recordkit.formats import (
     available_formats,
     detect_format,
@@ -117,13 +123,20 @@ def _close_all(opened: list[_Opened]) -> None:
         item.close()
 
 
-def _open_local(path: str) -> _Opened:
-    # Regular files are read with os.pread on the descriptor (see Source), never memory-mapped: a map of a
-    # file that another process truncates kills the reading process with SIGBUS.
+def _open_local(path: str, zero_copy: bool = False) -> _Opened:
+    # Regular files are read with os.pread on the descriptor (see Source). They are memory-mapped only when
+    # asked (zero_copy=True): a map of a file that another process truncates kills the reader with SIGBUS.
     file = builtins.open(path, "rb")  # noqa: SIM115 - owned by the returned _Opened
     try:
         info = os.fstat(file.fileno())
         regular = stat.S_ISREG(info.st_mode)
+        if zero_copy and regular:
+            mapped = MappedFile(file, info.st_size)
+            return _Opened(Source(path=path, buffer=mapped.view), [file, mapped], path)
+        if zero_copy:
+            raise UnsupportedOperationError(
+                f"zero_copy=True maps the file into memory, and {path} is not a regular file"
+            )
         source = Source(
             path=path, fileobj=file, seekable=regular, size=info.st_size if regular else None
         )
@@ -178,7 +191,7 @@ def _open_fileobj(fileobj: Any) -> _Opened:
 def _head(opened: _Opened, n: int) -> bytes:
     source = opened.source
     if source.random_access:
-        return source.pread(0, n)
+        return bytes(source.pread(0, n))
     fileobj: Any = source.fileobj
     head = fileobj.read(n)
     if not isinstance(head, bytes):
@@ -282,11 +295,20 @@ def _open_part(
     check_crc: bool,
     index: Any,
     lenient: bool,
+    zero_copy: bool = False,
 ) -> tuple[FrameReader, _Opened, RecordFormat, str]:
     if isinstance(src, (str, os.PathLike)):
         path = os.fspath(src)
-        opened = _open_url(path) if _is_url(path) else _open_local(path)
+        if zero_copy and _is_url(path):
+            raise UnsupportedOperationError(
+                f"zero_copy=True maps a local file into memory; {path} is remote"
+            )
+        opened = _open_url(path) if _is_url(path) else _open_local(path, zero_copy)
     else:
+        if zero_copy:
+            raise UnsupportedOperationError(
+                "zero_copy=True maps a file into memory: pass its path, not a file object"
+            )
         opened = _open_fileobj(src)
         path = opened.source.path
     try:
@@ -294,6 +316,11 @@ def _open_part(
         if comp is None:
             comp = fmt.detect_compression(_head(opened, 64)) if fmt.capabilities.compression else ""
         _check_compression(fmt, comp)
+        if zero_copy and comp:
+            raise UnsupportedOperationError(
+                f"zero_copy=True needs an uncompressed file; {path} is {comp}-compressed (its records "
+                "exist only once inflated)"
+            )
         offsets = None if comp else _index_loader(index, opened)
         frames = fmt.reader(
             opened.source, check_crc=check_crc, lenient=lenient, compression=comp, offsets=offsets
@@ -755,7 +782,10 @@ class RecordReader(_RecordFile):
         # The first part that can only be read in order (it raises the error random access gets).
         self._sequential = next((f for f in self._frames if not f.random_access), None)
         self.paths = [frames.path for frames in self._frames]
-        # A reader dropped without close() (e.g. inside a dataset object) still releases its files.
+        # Zero-copy readers hand out views of their maps; close() releases them (see recordkit._mapped).
+        self._views = ViewLedger() if reopen is not None and reopen.zero_copy else None
+        # A reader dropped without close() (e.g. inside a dataset object) still releases its files; views
+        # it handed out then stay valid for as long as they live.
         self._release = weakref.finalize(self, _close_all, list(self._opened))
 
     @property
@@ -772,6 +802,8 @@ class RecordReader(_RecordFile):
         self._closed = True
         for frames in self._frames:
             frames.close()
+        if self._views is not None:
+            self._views.release()
         self._release()
 
     def __repr__(self) -> str:
@@ -796,6 +828,8 @@ class RecordReader(_RecordFile):
     def __iter__(self) -> Iterator[bytes]:
         """Yield every record, file after file."""
         self._check_open()
+        if self._views is not None:
+            return self._views.track(self._records())
         return self._records()
 
     def _records(self) -> Iterator[bytes]:
@@ -890,6 +924,8 @@ class RecordReader(_RecordFile):
             return self.read(range(*key.indices(len(self))))
         self._check_random_access("indexing (reader[i])")
         frames, local = self._locate(self._normalize(key, len(self)))
+        if self._views is not None:
+            return self._views.add(frames.read_at(local))  # type: ignore[no-any-return]
         return frames.read_at(local)
 
     def read(self, indices: Iterable[int]) -> list[bytes]:
@@ -898,6 +934,12 @@ class RecordReader(_RecordFile):
         Neighbouring records are read together, so sorted or adjacent indexes cost few I/O calls.
         Negative indexes count from the end.
         """
+        records = self._read(indices)
+        if self._views is not None:
+            self._views.add_all(records)
+        return records
+
+    def _read(self, indices: Iterable[int]) -> list[bytes]:
         self._check_random_access("read(indices)")
         total = len(self)
         wanted = indices if type(indices) is list else list(indices)
@@ -1042,6 +1084,7 @@ class _Reopen(NamedTuple):
     index: Any
     lenient: bool
     shards: Sequence[Shard] | None = None
+    zero_copy: bool = False
 
 
 def _open_reader(
@@ -1053,13 +1096,16 @@ def _open_reader(
     index: Any,
     lenient: bool,
     split: str | None = None,
+    zero_copy: bool = False,
 ) -> RecordReader:
     dataset = find_dataset(src, split=split) if isinstance(src, (str, os.PathLike)) else None
     if dataset is not None:
         root, manifest = dataset
         format, compression = _manifest_format(manifest, format, compression)
         files = [shard_path(root, shard) for shard in manifest.shards]
-        spec = _Reopen(files, _display_path(src), check_crc, index, lenient, manifest.shards)
+        spec = _Reopen(
+            files, _display_path(src), check_crc, index, lenient, manifest.shards, zero_copy
+        )
         return _read_files(spec, format=format, compression=compression)
     if split is not None:
         raise ValueError(
@@ -1069,7 +1115,7 @@ def _open_reader(
     files = expand_sources(src, format=format, missing_ok=True)
     if len(files) > 1 and index not in (None, False, True):
         raise ValueError("index= takes a path only when reading a single file")
-    spec = _Reopen(files, _display_path(src), check_crc, index, lenient)
+    spec = _Reopen(files, _display_path(src), check_crc, index, lenient, None, zero_copy)
     return _read_files(spec, format=format, compression=compression)
 
 
@@ -1083,6 +1129,7 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
                 "compression": compression,
                 "check_crc": spec.check_crc,
                 "lenient": spec.lenient,
+                "zero_copy": spec.zero_copy,
             }
             if spec.shards is None:
                 frames, opened, fmt, comp = _open_part(file, index=spec.index, **options)
@@ -1173,6 +1220,7 @@ def open(
     index: PathLike | bool | None = None,
     lenient: bool = False,
     split: str | None = None,
+    zero_copy: bool = False,
 ) -> RecordReader: ...
 
 
@@ -1199,6 +1247,7 @@ def open(
     index: PathLike | bool | None = None,
     lenient: bool = False,
     split: str | None = None,
+    zero_copy: bool = False,
     level: int | None = None,
     n: int | None = None,
     fsync: bool = False,
@@ -1234,6 +1283,13 @@ def open(
         raises :class:`~recordkit.errors.TruncatedRecordError`.
     split
         Reading a dataset directory: the split to read (``"train"``). Required when it has several.
+    zero_copy
+        Reading local uncompressed files: memory-map them and return each record as a read-only
+        ``memoryview`` into the map instead of a ``bytes`` copy. The views are valid until the reader is
+        closed; :meth:`RecordReader.close` releases them, and using one afterwards raises ``ValueError``.
+        Copy what must outlive the reader (``bytes(view)``). A file truncated by another process while it
+        is mapped kills the reading process with ``SIGBUS`` (replace files by renaming them, as recordkit's
+        writers do). See docs/performance.md.
     level
         Writing compressed TFRecord: the zlib level, 0-9 (default: zlib's default, as TensorFlow).
     n
@@ -1264,10 +1320,13 @@ def open(
             index=index,
             lenient=lenient,
             split=split,
+            zero_copy=zero_copy,
         )
     if mode == "w":
-        if index is not None or lenient or not check_crc or split is not None:
-            raise ValueError("check_crc=, index=, lenient= and split= apply to reading (mode='r')")
+        if index is not None or lenient or not check_crc or split is not None or zero_copy:
+            raise ValueError(
+                "check_crc=, index=, lenient=, split= and zero_copy= apply to reading (mode='r')"
+            )
         return _open_writer(
             src, format=format, compression=compression, level=level, n=n, fsync=fsync
         )

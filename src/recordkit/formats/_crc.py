@@ -31,6 +31,7 @@ from __future__ import annotations
 import warnings
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 from recordkit.errors import SlowCRCWarning
 
@@ -43,6 +44,7 @@ __all__ = [
     "crc32c_backends",
     "crc32c_extend",
     "crc32c_extend_backends",
+    "crc32c_for_views",
     "mask",
     "masked_crc32c",
     "unmask",
@@ -154,6 +156,22 @@ crc32c_extend = crc32c_extend_backends()[
 The same backend as :func:`crc32c`; it lets a long payload be checked in bounded pieces:
 ``crc32c_extend(crc32c(b"1234"), b"56789") == crc32c(b"123456789")``.
 """
+
+
+def crc32c_for_views() -> Callable[[Any], int]:
+    """Return a CRC32C function that also takes ``memoryview`` slices of a memory map.
+
+    google-crc32c accepts ``bytes`` and numpy arrays but refuses ``memoryview`` objects, so its function
+    is given a numpy view of the same memory (no copy; numpy is imported here). crcmod takes any buffer.
+    """
+    if CRC32C_BACKEND != "google-crc32c":
+        return crc32c
+    import numpy as np
+
+    value, frombuffer, uint8 = crc32c, np.frombuffer, np.uint8
+    return lambda data: value(frombuffer(data, uint8))  # type: ignore[arg-type]
+
+
 _warned = False
 
 

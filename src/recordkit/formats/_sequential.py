@@ -18,7 +18,7 @@ from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Generator, Iterable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from recordkit.errors import StaleIndexError
 from recordkit.formats.base import (
@@ -31,9 +31,6 @@ from recordkit.formats.base import (
     VerifiedOffsets,
     read_full,
 )
-
-if TYPE_CHECKING:
-    import mmap
 
 __all__ = ["SequentialFrameReader"]
 
@@ -116,7 +113,7 @@ class SequentialFrameReader(IndexedFrameReader):
             return self.iter_windows()
         return self.iter_stream(self.source.stream())
 
-    def iter_buffer(self, buffer: mmap.mmap | bytes) -> Iterator[bytes]:
+    def iter_buffer(self, buffer: Any) -> Iterator[bytes]:
         """Yield the records of a whole file held in ``buffer``."""
         return self.iter_window(buffer, 0, 0, True)
 
@@ -150,7 +147,7 @@ class SequentialFrameReader(IndexedFrameReader):
                 return
 
     def iter_window(
-        self, window: mmap.mmap | bytes, base: int, index: int, final: bool
+        self, window: Any, base: int, index: int, final: bool
     ) -> Generator[bytes, None, tuple[int, int, int]]:
         """Yield the whole records in ``window``, which holds the file's bytes from offset ``base``.
 

@@ -43,12 +43,10 @@ from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias
+from typing import IO, Any, ClassVar, Protocol, TypeAlias
 
+from recordkit._heap import keep_freed_memory
 from recordkit.errors import NoLengthError, TruncatedRecordError, UnsupportedOperationError
-
-if TYPE_CHECKING:
-    import mmap
 
 __all__ = [
     "READ_CHUNK",
@@ -314,7 +312,7 @@ class Source:
         self,
         *,
         path: str | None,
-        buffer: mmap.mmap | bytes | None = None,
+        buffer: Any = None,
         fileobj: IO[bytes] | SupportsRead | None = None,
         seekable: bool = False,
         size: int | None = None,
@@ -362,7 +360,8 @@ class Source:
             If the source is a stream.
         """
         if self.buffer is not None:
-            return self.buffer[offset : offset + n]
+            data: bytes = self.buffer[offset : offset + n]  # a view, for a mapped file
+            return data
         fd = self.descriptor()
         if fd is not None:
             # Never past the size seen at opening (what was appended since is not part of this file),
@@ -417,7 +416,7 @@ class _PositionedStream:
 class _BufferStream:
     """A ``read(n)`` stream over a buffer."""
 
-    def __init__(self, buffer: mmap.mmap | bytes) -> None:
+    def __init__(self, buffer: Any) -> None:
         self._buffer = buffer
         self._pos = 0
 
@@ -425,7 +424,8 @@ class _BufferStream:
         start = self._pos
         stop = len(self._buffer) if n < 0 else start + n
         self._pos = min(stop, len(self._buffer))
-        return self._buffer[start:stop]
+        data: bytes = self._buffer[start:stop]
+        return data
 
 
 class FrameReader(ABC):
@@ -540,6 +540,7 @@ class IndexedFrameReader(FrameReader):
 
     def read_many(self, indices: Sequence[int]) -> list[bytes]:
         """Return the records at ``indices`` in the order asked, reading each run of neighbours at once."""
+        keep_freed_memory()
         source = self.source
         if source.buffer is not None:
             return self.decode_many(source.buffer, 0, indices)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Generator
-from typing import IO, TYPE_CHECKING, ClassVar
+from typing import IO, Any, ClassVar
 
 from recordkit.errors import CorruptRecordError
 from recordkit.formats._sequential import SequentialFrameReader
@@ -35,9 +35,6 @@ from recordkit.formats.base import (
     Source,
     _BufferedFrameWriter,
 )
-
-if TYPE_CHECKING:
-    import mmap
 
 __all__ = ["OFRecordFormat", "OFRecordReader", "OFRecordWriter"]
 
@@ -81,7 +78,7 @@ class OFRecordReader(SequentialFrameReader):
         )
 
     def iter_window(
-        self, window: mmap.mmap | bytes, base: int, index: int, final: bool
+        self, window: Any, base: int, index: int, final: bool
     ) -> Generator[bytes, None, tuple[int, int, int]]:
         """Yield the whole records in ``window`` (the hot loop).
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from collections.abc import Generator, Iterable, Iterator, Sequence
-from typing import IO, TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from typing import IO, Any, ClassVar
 
 from recordkit.errors import ChecksumError, CorruptRecordError, TruncatedRecordError
 from recordkit.formats import _crc
@@ -42,9 +42,6 @@ from recordkit.formats.base import (
     SupportsRead,
     _BufferedFrameWriter,
 )
-
-if TYPE_CHECKING:
-    import mmap
 
 __all__ = ["TFRecordFormat", "TFRecordReader", "TFRecordWriter", "frame"]
 
@@ -213,11 +210,17 @@ class TFRecordReader(SequentialFrameReader):
     HEADER: ClassVar[int] = 12
     TRAILER: ClassVar[int] = 4
 
+    def __init__(self, source: Source, **options: Any) -> None:
+        super().__init__(source, **options)
+        # A memory-mapped file (zero_copy=True) is sliced into memoryviews, which need their own CRC32C.
+        mapped = type(source.buffer) is memoryview
+        self.crc32c: Callable[[Any], int] = _crc.crc32c_for_views() if mapped else _crc.crc32c
+
     def parse_header(self, header: bytes, index: int, offset: int) -> int:
         """Return the payload length, verifying the length checksum when ``check_crc`` is on."""
         length, stored = _HEADER.unpack(header)
         if self.check_crc:
-            actual = _crc.masked_crc32c(header[:8])
+            actual = _crc.mask(self.crc32c(header[:8]))
             if actual != stored:
                 raise self._length_error(index, offset, stored, actual)
         return int(length)
@@ -225,7 +228,7 @@ class TFRecordReader(SequentialFrameReader):
     def check_payload(self, data: bytes, trailer: bytes, index: int, offset: int) -> None:
         """Verify the payload checksum."""
         stored = _U32.unpack(trailer)[0]
-        actual = _crc.masked_crc32c(data)
+        actual = _crc.mask(self.crc32c(data))
         if actual != stored:
             raise self._data_error(index, offset, stored, actual)
 
@@ -281,7 +284,7 @@ class TFRecordReader(SequentialFrameReader):
             raise type(exc)(exc.reason, path=self.path, index=index, offset=exc.offset) from exc
 
     def iter_window(
-        self, window: mmap.mmap | bytes, base: int, index: int, final: bool
+        self, window: Any, base: int, index: int, final: bool
     ) -> Generator[bytes, None, tuple[int, int, int]]:
         """Yield the whole records in ``window``: the hot loop, kept free of method calls.
 
@@ -291,7 +294,7 @@ class TFRecordReader(SequentialFrameReader):
         if not self.check_crc:
             return (yield from super().iter_window(window, base, index, final))
         unpack_next = _TRAILER_AND_HEADER.unpack_from
-        crc32c = _crc.crc32c
+        crc32c = self.crc32c
         known = _LENGTH_CRCS
         size = len(window)
         pos = 0
@@ -328,7 +331,7 @@ class TFRecordReader(SequentialFrameReader):
             data = window[pos + 12 : stop]
             crc = crc32c(data)
             if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != trailer:
-                raise self._data_error(index, base + pos, trailer, _crc.masked_crc32c(data))
+                raise self._data_error(index, base + pos, trailer, _crc.mask(crc))
             yield data
             pos = stop + 4
             index += 1
@@ -352,7 +355,7 @@ class TFRecordReader(SequentialFrameReader):
             return super().decode_many(blob, base, indices)
         offsets = self.offsets
         unpack_length, unpack_u32 = _HEADER.unpack_from, _U32.unpack_from
-        crc32c = _crc.crc32c
+        crc32c = self.crc32c
         known = _LENGTH_CRCS
         pread, fd, shift = os.pread, self.source.descriptor(), self.source.base
         records = []
@@ -378,7 +381,7 @@ class TFRecordReader(SequentialFrameReader):
             crc = crc32c(data)
             stored = unpack_u32(frame, at + 12 + length)[0]
             if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != stored:
-                raise self._data_error(index, start, stored, _crc.masked_crc32c(data))
+                raise self._data_error(index, start, stored, _crc.mask(crc))
             records.append(data)
         return records
 
