@@ -312,3 +312,38 @@ def test_worker_pid_change_reopens(tmp_path):
     parent_reader.close()
     pool.close()
     Path(paths[0]).unlink()
+
+
+def test_map_dataset_persistent_workers_keep_epochs_and_resume(ffr_files):
+    paths, records = ffr_files
+
+    def make():
+        return dataloader(
+            MapDataset(paths),
+            batch_size=3,
+            shuffle=True,
+            seed=5,
+            num_workers=2,
+            persistent_workers=True,
+            multiprocessing_context="fork",
+        )
+
+    loader = make()
+    first, second = list(loader), list(loader)
+    assert loader.loader.persistent_workers
+    assert sorted(flatten(first)) == sorted(flatten(second)) == sorted(records)
+    assert flatten(first) != flatten(second)  # a new order each epoch, workers kept
+    plain = dataloader(MapDataset(paths), batch_size=3, shuffle=True, seed=5)
+    assert flatten(first) == flatten(list(plain))  # the same order as without workers
+    loader.set_epoch(0)
+    it = iter(loader)
+    head = list(itertools.islice(it, 2))
+    state = loader.state_dict()
+    fresh = make()
+    fresh.load_state_dict(state)
+    assert flatten(head + list(fresh)) == flatten(first)
+
+
+def test_persistent_workers_are_refused_for_an_iterable_dataset(eleven):
+    with pytest.raises(ValueError, match="MapDataset"):
+        dataloader(Dataset(eleven[0]), num_workers=1, persistent_workers=True)

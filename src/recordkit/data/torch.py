@@ -778,6 +778,7 @@ def dataloader(
     prefetch_factor: int | None = None,
     timeout: float = 0,
     worker_init_fn: Callable[[int], None] | None = None,
+    persistent_workers: bool = False,
 ) -> RecordLoader:
     """Build a resumable PyTorch ``DataLoader`` over a recordkit dataset.
 
@@ -801,6 +802,11 @@ def dataloader(
         for equal step counts). A ``Dataset`` has these settings itself.
     num_workers, multiprocessing_context, pin_memory, prefetch_factor, timeout, worker_init_fn
         Passed to ``torch.utils.data.DataLoader``. Both ``"fork"`` and ``"spawn"`` contexts work.
+    persistent_workers
+        For a ``MapDataset`` only: keep the worker processes (and their open files) from one epoch to the
+        next, as ``torch.utils.data.DataLoader`` does. Its batches of indexes are drawn in the main process,
+        so epochs and resuming work the same. A ``Dataset``'s workers learn their epoch and resume position
+        when they start, so it raises ``ValueError`` there.
 
     Returns
     -------
@@ -818,6 +824,11 @@ def dataloader(
     if prefetch_factor is not None:
         options["prefetch_factor"] = prefetch_factor
     if isinstance(dataset, Dataset):
+        if persistent_workers:
+            raise ValueError(
+                "persistent_workers=True needs a MapDataset: the workers of a Dataset learn their epoch and "
+                "resume position when they start, so they are started for each epoch"
+            )
         if shuffle or rank is not None or world_size is not None or equal_shards is not None:
             raise ValueError(
                 "shuffle, rank, world_size and equal_shards are settings of the Dataset itself "
@@ -859,7 +870,11 @@ def dataloader(
         equal_shards=equal_shards,
     )
     loader = torch_data.DataLoader(
-        dataset, sampler=batches, collate_fn=collate_fn or torch_data.default_collate, **options
+        dataset,
+        sampler=batches,
+        collate_fn=collate_fn or torch_data.default_collate,
+        persistent_workers=persistent_workers and num_workers > 0,
+        **options,
     )
     fingerprint = {
         "seed": seed,
