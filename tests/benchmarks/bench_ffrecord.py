@@ -64,7 +64,9 @@ def _batches(count: int, order: str) -> list[list[int]]:
     return [indexes[i : i + BATCH] for i in range(0, count, BATCH)]
 
 
-def read_batches(api: str, path: str, count: int, order: str = "random", loop: str = "keep") -> Pass | None:
+def read_batches(
+    api: str, path: str, count: int, order: str = "random", loop: str = "keep"
+) -> Pass | None:
     """``read(256)`` over every record once per pass, with the API named ``api``."""
     if api == "ffrecord C++" and not _reference_installed():
         return None
@@ -123,11 +125,16 @@ def _stack(samples: list[Any]) -> Any:
     """One uint8 tensor of shape (batch, record size) from a batch of equal-sized records."""
     import torch
 
-    return torch.from_numpy(np.frombuffer(b"".join(samples), np.uint8).reshape(len(samples), -1))
+    joined = bytearray(b"".join(samples))  # writable: torch warns about read-only arrays
+    return torch.from_numpy(np.frombuffer(joined, np.uint8).reshape(len(samples), -1))
 
 
 def _stack_batch(indices: list[int], data: list[Any]) -> Any:
     return _stack(data)
+
+
+def _identity(batch: Any) -> Any:
+    return batch
 
 
 def _reference_dataset(path: str) -> Any:
@@ -167,7 +174,8 @@ def dataloader_epoch(api: str, path: str, workers: int) -> Pass | None:
             batch_size=BATCH,
             shuffle=True,
             num_workers=workers,
-            collate_fn=lambda batch: batch,
+            collate_fn=_identity,
+            persistent_workers=workers > 0,
         )
 
     def run() -> int:

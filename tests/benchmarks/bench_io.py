@@ -50,12 +50,12 @@ def _drain(iterable: object) -> int:
 # -- sequential reading ----------------------------------------------------------------------------
 
 
-def recordkit_read(path: str, check_crc: bool = True) -> Pass:
+def recordkit_read(path: str, check_crc: bool = True, zero_copy: bool = False) -> Pass:
     """Iterate over every record with ``recordkit.open`` (opened once per pass)."""
     import recordkit as rk
 
     def run() -> int:
-        with rk.open(path, check_crc=check_crc) as reader:
+        with rk.open(path, check_crc=check_crc, zero_copy=zero_copy) as reader:
             return _drain(reader)
 
     return run

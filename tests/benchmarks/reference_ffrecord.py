@@ -39,7 +39,12 @@ def importable(pythonpath: str | None = None) -> bool:
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env, cwd=tempfile.gettempdir()
+        [sys.executable, "-c", _PROBE],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
     )
     return done.returncode == 0
 
@@ -115,8 +120,19 @@ def build(source: str | None = None) -> tuple[str | None, str]:
         _patch(tree)
         shutil.rmtree(site, ignore_errors=True)
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
-            + ["--target", site, tree],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "--target",
+                site,
+                tree,
+            ],
+            check=False,
             capture_output=True,
             text=True,
         )

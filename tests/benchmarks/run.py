@@ -1,10 +1,15 @@
-"""recordkit benchmark suite: recordkit side by side with TensorFlow and vahidk ``tfrecord``, with ratios.
+"""recordkit benchmark suite: recordkit side by side with TensorFlow, vahidk ``tfrecord`` and the C++ ffrecord.
 
 Run from the repository root::
 
     python tests/benchmarks/run.py                # the full suite (a few minutes)
     python tests/benchmarks/run.py --quick        # small data, 3 repetitions: a smoke run, not figures
     python tests/benchmarks/run.py --json report.json --only read
+    python tests/benchmarks/run.py --only ffrecord --workers 1 2 4 8 16   # the DataLoader scaling rows
+
+The C++ ffrecord (HFAiLab's reference, not on PyPI) is built from its public source by
+``reference_ffrecord.py`` into a cache directory before the run (``--ffrecord-src DIR`` builds from a
+checkout, without network); when it cannot be built, its rows say why and are skipped.
 
 The data are generated deterministically in a temporary directory. Each library runs in a worker process of
 its own (TensorFlow and vahidk ``tfrecord`` register the same protobuf names and cannot share a process;
@@ -32,22 +37,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Worker processes by name: the library they run, and what they add to the environment. "recordkit-notrim"
-# raises glibc's trim threshold, so that memory freed by one batch of large records is reused by the next
-# instead of going back to the kernel and being page-faulted in again (see docs/performance.md).
-FAMILIES = {
+# Worker processes by name: the library they run, and what they add to the environment. The C++ ffrecord's
+# worker gets the reference build's directory on its PYTHONPATH (see reference_ffrecord.py).
+FAMILIES: dict[str, dict[str, str]] = {
     "recordkit": {},
     "tensorflow": {"TF_CPP_MIN_LOG_LEVEL": "2"},
     "vahidk": {},
-    "recordkit-notrim": {"MALLOC_TRIM_THRESHOLD_": str(1 << 30)},
+    "ffrecord-cpp": {},
 }
 KIB = 1024
-
-# Figures of implementations that cannot run here (2-core VM, warm page cache, medians).
-REFERENCE_FFRECORD = {
-    1 * KIB: {"records_per_s": 571e3, "note": "HFAiLab ffrecord (C++) read(256), check_data=True"},
-    100 * KIB: {"bytes_per_s": 2.1e9, "note": "HFAiLab ffrecord (C++) read(256), check_data=True"},
-}
 
 
 # -- the worker side ---------------------------------------------------------------------------------
@@ -59,6 +57,7 @@ def _versions(family: str) -> dict[str, str]:
         "recordkit": ("recordkit", "numpy", "google.protobuf", "torch"),
         "tensorflow": ("tensorflow",),
         "vahidk": ("tfrecord", "torch"),
+        "ffrecord": ("ffrecord", "torch"),
     }[family.split("-")[0]]
     for name in modules:
         try:
@@ -166,6 +165,9 @@ class Contender:
     factory: str
     kwargs: dict[str, Any]
     result: dict[str, Any] = field(default_factory=dict)
+    versus: str | None = (
+        None  # another contender of the case: the row also shows its rate / that one's
+    )
 
 
 @dataclass
@@ -176,7 +178,6 @@ class Case:
     title: str
     record_bytes: int
     contenders: list[Contender]
-    references: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -189,6 +190,7 @@ class Settings:
     memory: int
     repeat: int
     tf_data_limit: int
+    workers: list[int] = field(default_factory=lambda: [2])
 
 
 def settings_for(args: argparse.Namespace) -> Settings:
@@ -210,6 +212,8 @@ def settings_for(args: argparse.Namespace) -> Settings:
         chosen.memory = 10_000_000
     if args.repeat:
         chosen.repeat = args.repeat
+    if args.workers:
+        chosen.workers = args.workers
     return chosen
 
 
@@ -267,6 +271,12 @@ def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list
                         {"path": tf_path, "check_crc": False},
                     ),
                     Contender(
+                        "recordkit zero_copy=True",
+                        "recordkit",
+                        f"{io}:recordkit_read",
+                        {"path": tf_path, "zero_copy": True},
+                    ),
+                    Contender(
                         "TF tf_record_iterator",
                         "tensorflow",
                         f"{io}:tf_record_iterator",
@@ -287,45 +297,7 @@ def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list
                 ],
             )
         )
-        ff_path = paths[f"ffrecord-{size // KIB}k"]
-        reference = REFERENCE_FFRECORD[size]
-        cases.append(
-            Case(
-                f"read-ffrecord-{size // KIB}k",
-                f"FFRecord read, {count:,} x {tag}",
-                size,
-                [
-                    Contender(
-                        "recordkit iterate", "recordkit", f"{io}:recordkit_read", {"path": ff_path}
-                    ),
-                    Contender(
-                        "recordkit read(256) random",
-                        "recordkit",
-                        f"{io}:recordkit_read_batches",
-                        {"path": ff_path, "count": count, "batch": 256},
-                    ),
-                    Contender(
-                        "recordkit read(256) random, glibc trim off",
-                        "recordkit-notrim",
-                        f"{io}:recordkit_read_batches",
-                        {"path": ff_path, "count": count, "batch": 256},
-                    ),
-                    Contender(
-                        "recordkit read(256) in order",
-                        "recordkit",
-                        f"{io}:recordkit_read_batches",
-                        {"path": ff_path, "count": count, "batch": 256, "shuffled": False},
-                    ),
-                    Contender(
-                        "recordkit iterate check_crc=False",
-                        "recordkit",
-                        f"{io}:recordkit_read",
-                        {"path": ff_path, "check_crc": False},
-                    ),
-                ],
-                references=[{"contender": "ffrecord C++ (reference figure)", **reference}],
-            )
-        )
+        cases.extend(ffrecord_cases(paths, size, count, written, settings.workers))
         of_path = paths[f"ofrecord-{size // KIB}k"]
         cases.append(
             Case(
@@ -477,6 +449,87 @@ def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list
     return cases
 
 
+def ffrecord_cases(
+    paths: dict[str, str], size: int, count: int, written: str, workers: list[int]
+) -> list[Case]:
+    """FFRecord against the C++ reference: batched reads, writes and DataLoaders, ratios per row."""
+    ff, tag, path = "bench_ffrecord", f"{size // KIB} KiB", paths[f"ffrecord-{size // KIB}k"]
+    apis = ("rk.open", "recordkit.ffrecord", "rk.open zero_copy", "ffrecord C++")
+    loops = (("random", "keep"), ("random", "drop"), ("in order", "keep"))
+    reads = [
+        Contender(
+            f"{api} read(256) {order}, {loop}",
+            "ffrecord-cpp" if api == "ffrecord C++" else "recordkit",
+            f"{ff}:read_batches",
+            {"api": api, "path": path, "count": count, "order": order.split()[-1], "loop": loop},
+            versus=None if api == "ffrecord C++" else f"ffrecord C++ read(256) {order}, {loop}",
+        )
+        for order, loop in loops
+        for api in apis
+    ]
+    cases = [
+        Case(
+            f"ffrecord-read-{size // KIB}k",
+            f"FFRecord read(256), check on, {count:,} x {tag}, against the C++ ffrecord",
+            size,
+            reads,
+        )
+    ]
+    written_count = count // 2
+    out = os.path.join(written, f"ffr-{size // KIB}k")
+    writes = [
+        Contender(
+            name,
+            "ffrecord-cpp" if api == "ffrecord C++" else "recordkit",
+            f"{ff}:write",
+            {"api": api, "directory": out, "count": written_count, "size": size},
+            versus=None if api == "ffrecord C++" else "ffrecord C++ FileWriter (n given)",
+        )
+        for name, api in (
+            ("rk.open(path, 'w') (no n)", "rk.open (no n)"),
+            ("recordkit.ffrecord FileWriter (n given)", "recordkit.ffrecord"),
+            ("ffrecord C++ FileWriter (n given)", "ffrecord C++"),
+        )
+    ]
+    cases.append(
+        Case(
+            f"ffrecord-write-{size // KIB}k",
+            f"FFRecord write, {written_count:,} x {tag}",
+            size,
+            writes,
+        )
+    )
+    loaders = []
+    for n in workers:
+        loaders.append(
+            Contender(
+                f"recordkit dataloader(MapDataset), {n} workers",
+                "recordkit",
+                f"{ff}:dataloader_epoch",
+                {"api": "recordkit", "path": path, "workers": n},
+                versus=f"ffrecord C++ DataLoader, {n} workers",
+            )
+        )
+        loaders.append(
+            Contender(
+                f"ffrecord C++ DataLoader, {n} workers",
+                "ffrecord-cpp",
+                f"{ff}:dataloader_epoch",
+                {"api": "ffrecord C++", "path": path, "workers": n},
+            )
+        )
+    cases.append(
+        Case(
+            f"ffrecord-loader-{size // KIB}k",
+            f"FFRecord DataLoader epoch, shuffled, batches of 256 as uint8 tensors, persistent workers, "
+            f"{count:,} x {tag}",
+            size,
+            loaders,
+        )
+    )
+    return cases
+
+
 def _encoded_size() -> int:
     import bench_arrow
 
@@ -521,17 +574,19 @@ def run_case(case: Case, workers: dict[str, Worker], repeat: int) -> None:
             records_per_s=records / seconds,
             bytes_per_s=records * case.record_bytes / seconds,
         )
+    by_name = {c.name: c.result for c in case.contenders}
+    for contender in case.contenders:
+        peer = by_name.get(contender.versus or "", {})
+        if contender.result.get("status") == "ok" and peer.get("status") == "ok":
+            contender.result["versus_ratio"] = (
+                contender.result["records_per_s"] / peer["records_per_s"]
+            )
     ours = case.contenders[0].result
     for contender in case.contenders:
         if contender.result.get("status") == "ok" and ours.get("status") == "ok":
             contender.result["recordkit_ratio"] = (
                 ours["records_per_s"] / contender.result["records_per_s"]
             )
-    for reference in case.references:
-        if "records_per_s" in reference:
-            reference["bytes_per_s"] = reference["records_per_s"] * case.record_bytes
-        else:
-            reference["records_per_s"] = reference["bytes_per_s"] / case.record_bytes
 
 
 def print_case(case: Case) -> None:
@@ -545,21 +600,11 @@ def print_case(case: Case) -> None:
             continue
         ratio = result.get("recordkit_ratio")
         shown = f"{ratio:12.2f}x" if ratio is not None else ""
+        versus = result.get("versus_ratio")
+        against = f"  {versus:.2f}x {contender.versus}" if versus is not None else ""
         print(
             f"  {contender.name:46s} {result['records_per_s']:12,.0f} "
-            f"{result['bytes_per_s'] / 1e6:9,.0f} {shown:>13s}"
-        )
-    for reference in case.references:
-        first = case.contenders[1].result  # read(256) random
-        ratio = (
-            first["records_per_s"] / reference["records_per_s"]
-            if first.get("status") == "ok"
-            else None
-        )
-        shown = f"{ratio:12.2f}x" if ratio is not None else ""
-        print(
-            f"  {reference['contender']:46s} {reference['records_per_s']:12,.0f} "
-            f"{reference['bytes_per_s'] / 1e6:9,.0f} {shown:>13s}  (read(256) random / reference)"
+            f"{result['bytes_per_s'] / 1e6:9,.0f} {shown:>13s}{against}"
         )
 
 
@@ -606,18 +651,34 @@ def evaluate_targets(cases: list[Case], memory: list[dict[str, Any]]) -> list[di
     absolute_target(
         "TFRecord read 100 KiB with CRC", None if large is None else large / 1e9, 5.0, "GB/s"
     )
-    for size, goal, key in ((KIB, 1.2, "records_per_s"), (100 * KIB, 1.3, "bytes_per_s")):
-        reference = REFERENCE_FFRECORD[size][key]
-        for variant in ("", ", glibc trim off"):
-            rate = _rate(
-                by_id, f"read-ffrecord-{size // KIB}k", "recordkit read(256) random" + variant, key
-            )
-            absolute_target(
-                f"FFRecord read(256) {size // KIB} KiB vs the C++ reference{variant}",
-                None if rate is None else rate / reference,
-                goal,
-                "x",
-            )
+    for size in (KIB, 100 * KIB):
+        case_id = f"ffrecord-read-{size // KIB}k"
+        for api in ("rk.open", "recordkit.ffrecord"):
+            for loop in ("keep", "drop"):
+                ratio_target(
+                    f"FFRecord {api} read(256) {size // KIB} KiB random, {loop}, vs C++",
+                    case_id,
+                    f"{api} read(256) random, {loop}",
+                    f"ffrecord C++ read(256) random, {loop}",
+                    1.3,
+                )
+        ratio_target(
+            f"FFRecord write {size // KIB} KiB without n vs C++ (with n)",
+            f"ffrecord-write-{size // KIB}k",
+            "rk.open",
+            "ffrecord C++",
+            1.0,
+        )
+        loader = by_id.get(f"ffrecord-loader-{size // KIB}k")
+        for contender in loader.contenders if loader else []:
+            if contender.versus:
+                ratio_target(
+                    f"FFRecord {size // KIB} KiB {contender.name.split(', ')[-1]}, DataLoader vs C++",
+                    loader.id,  # type: ignore[union-attr]
+                    contender.name,
+                    contender.versus,
+                    1.0,
+                )
     ratio_target("TFRecord write 1 KiB vs TF", "write-tfrecord-1k", "recordkit", "TF", 1.2)
     ratio_target("TFRecord write 100 KiB vs TF", "write-tfrecord-100k", "recordkit", "TF", 1.2)
     ratio_target(
@@ -685,6 +746,15 @@ def main(argv: list[str] | None = None) -> int:
         "--only", action="append", help="run the cases whose id contains this (repeatable)"
     )
     parser.add_argument("--json", help="write the report to this file")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        help="DataLoader worker counts of the FFRecord rows (default 2)",
+    )
+    parser.add_argument(
+        "--ffrecord-src", help="build the C++ ffrecord from this checkout (no network)"
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--memory", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
@@ -698,6 +768,15 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     settings = settings_for(args)
     started = time.perf_counter()
+    sys.path.insert(0, HERE)
+    import reference_ffrecord
+
+    where, note = reference_ffrecord.build(args.ffrecord_src)
+    print("C++ ffrecord:", note)
+    if where:
+        FAMILIES["ffrecord-cpp"]["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [where, os.environ.get("PYTHONPATH")])
+        )
     workers = {
         family: Worker(family) for family in FAMILIES
     }  # they import while the data are written
@@ -768,7 +847,6 @@ def main(argv: list[str] | None = None) -> int:
                         {"contender": c.name, "family": c.family, **c.result}
                         for c in case.contenders
                     ],
-                    "references": case.references,
                 }
                 for case in cases
             ],
