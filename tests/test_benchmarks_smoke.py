@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "report.json"
     completed = subprocess.run(
-        [sys.executable, str(RUN), "--quick", "--repeat", "2", "--json", str(out)],
+        [sys.executable, str(RUN), "--quick", "--no-build", "--repeat", "2", "--json", str(out)],
         check=False,
         capture_output=True,
         text=True,
@@ -32,7 +32,9 @@ def report(tmp_path_factory):
 
 def test_report_describes_the_run(report):
     data, _ = report
-    assert data["command"].endswith("--quick --repeat 2 --json " + data["command"].split()[-1])
+    assert data["command"].endswith(
+        "--quick --no-build --repeat 2 --json " + data["command"].split()[-1]
+    )
     assert {"platform", "python", "cpus", "cpu"} <= data["machine"].keys()
     assert data["versions"]["recordkit"]["crc32c backend"]
     assert data["settings"]["repeat"] == 2
@@ -50,6 +52,8 @@ def test_every_case_measures_recordkit_and_reports_each_peer(report):
         "write-tfrecord-1k",
         "write-tfrecord-100k",
     }
+    for size in ("1k", "100k"):
+        expected |= {f"ffrecord-read-{size}", f"ffrecord-write-{size}", f"ffrecord-loader-{size}"}
     assert expected <= ids
     for case in data["cases"]:
         assert case["title"] in stdout

@@ -102,13 +102,15 @@ def _patch(tree: str) -> None:
         f.write(text)
 
 
-def build(source: str | None = None) -> tuple[str | None, str]:
+def build(source: str | None = None, *, build: bool = True) -> tuple[str | None, str]:
     """Return ``(pythonpath, note)``: where the reference is (``""``: already importable), or ``None`` and why."""
     if importable():
         return "", "found installed"
     site = os.path.join(CACHE, "site")
     if os.path.isdir(site) and importable(site):
         return site, f"cached in {CACHE}"
+    if not build:
+        return None, "the C++ reference is not built (--no-build)"
     missing = missing_tools()
     if missing:
         return None, "cannot build the C++ reference: missing " + ", ".join(missing)

@@ -297,6 +297,31 @@ def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list
                 ],
             )
         )
+        ff_path = paths[f"ffrecord-{size // KIB}k"]
+        cases.append(
+            Case(
+                f"read-ffrecord-{size // KIB}k",
+                f"FFRecord iterate, {count:,} x {tag}",
+                size,
+                [
+                    Contender(
+                        "recordkit iterate", "recordkit", f"{io}:recordkit_read", {"path": ff_path}
+                    ),
+                    Contender(
+                        "recordkit iterate check_crc=False",
+                        "recordkit",
+                        f"{io}:recordkit_read",
+                        {"path": ff_path, "check_crc": False},
+                    ),
+                    Contender(
+                        "recordkit iterate zero_copy=True",
+                        "recordkit",
+                        f"{io}:recordkit_read",
+                        {"path": ff_path, "zero_copy": True},
+                    ),
+                ],
+            )
+        )
         cases.extend(ffrecord_cases(paths, size, count, written, settings.workers))
         of_path = paths[f"ofrecord-{size // KIB}k"]
         cases.append(
@@ -755,6 +780,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ffrecord-src", help="build the C++ ffrecord from this checkout (no network)"
     )
+    parser.add_argument(
+        "--no-build",
+        action="store_true",
+        help="use the C++ ffrecord only if already built or installed",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--memory", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
@@ -771,7 +801,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, HERE)
     import reference_ffrecord
 
-    where, note = reference_ffrecord.build(args.ffrecord_src)
+    where, note = reference_ffrecord.build(args.ffrecord_src, build=not args.no_build)
     print("C++ ffrecord:", note)
     if where:
         FAMILIES["ffrecord-cpp"]["PYTHONPATH"] = os.pathsep.join(
