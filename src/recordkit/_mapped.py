@@ -95,7 +95,3 @@ class MappedFile:
                 self._map.close()
             self._map = None
 
-
-def is_mapped(buffer: Any) -> bool:
-    """Whether ``buffer`` is a view of a mapped file (records sliced from it are views, not copies)."""
-    return type(buffer) is memoryview
