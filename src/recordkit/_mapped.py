@@ -94,4 +94,3 @@ class MappedFile:
             with contextlib.suppress(BufferError):
                 self._map.close()
             self._map = None
-
