@@ -687,10 +687,13 @@ def test_short_output_to_a_closed_pipe_exits_141_quietly(many_records):
 
 
 def test_ctrl_c_while_the_command_line_loads_exits_130_with_one_line():
-    # SIGINT is sent from inside the import of recordkit.cli: the interrupt lands while it is loading.
+    # SIGINT is sent from inside the import of recordkit.cli: the interrupt lands while it is loading. The
+    # child installs Python's own SIGINT handler first: a shell running this suite in the background hands
+    # its children SIGINT ignored, and Python then installs none.
     script = textwrap.dedent(
         """
         import builtins, os, signal, sys
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         real_import = builtins.__import__
 
         def interrupting_import(name, *args, **kwargs):
