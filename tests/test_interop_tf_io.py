@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 
 import pytest
 
@@ -56,3 +57,47 @@ def test_uncompressed_files_are_identical(tf, tmp_path):
     with rk.open(tmp_path / "rk.tfrecord", "w") as writer:
         writer.write_many(records)
     assert (tmp_path / "tf.tfrecord").read_bytes() == (tmp_path / "rk.tfrecord").read_bytes()
+
+
+def _tensorflow_reads_until_the_error(tf, path):
+    """The records TensorFlow's iterator yields before it stops, and the offset its error names."""
+    records = []
+    with pytest.raises(tf.errors.DataLossError) as caught:
+        records.extend(tf.compat.v1.io.tf_record_iterator(os.fspath(path)))
+    return records, int(re.search(r"record at (\d+)", str(caught.value)).group(1))
+
+
+# Payloads are compared in batches of about 1 MiB (and in windows of 1 MiB), and batches of fewer than 16
+# records one by one: damage in the first record, inside and at the edges of a batch, in a later batch, in
+# the last record, and in a file of 10 records.
+@pytest.mark.parametrize(
+    ("count", "damaged"),
+    [(2400, 0), (2400, 1), (2400, 16), (2400, 700), (2400, 1499), (2400, 2399), (10, 3)],
+)
+@pytest.mark.parametrize("part", ["payload", "length checksum"])
+@pytest.mark.parametrize("zero_copy", [False, True])
+def test_damage_stops_recordkit_where_it_stops_tensorflow(
+    tf, tmp_path, count, damaged, part, zero_copy
+):
+    rng = random.Random(damaged)
+    records = [rng.randbytes(rng.choice([0, 1, 300, 1024, 2000])) for _ in range(count)]
+    path = tmp_path / "damaged.tfrecord"
+    with rk.open(path, "w") as writer:
+        writer.write_many(records)
+    frame = sum(len(record) + 16 for record in records[:damaged])
+    data = bytearray(path.read_bytes())
+    if part == "payload" and records[damaged]:
+        data[frame + 12 + len(records[damaged]) // 2] ^= 0x10
+    else:
+        data[frame + 9] ^= 0x10
+    path.write_bytes(bytes(data))
+    expected, offset = _tensorflow_reads_until_the_error(tf, path)
+    assert expected == records[:damaged]
+
+    read = []
+    with pytest.raises(rk.ChecksumError) as caught:
+        read.extend(bytes(record) for record in rk.open(path, zero_copy=zero_copy))
+    assert read == expected
+    assert caught.value.index == damaged
+    # TensorFlow names the frame for a bad length and the payload for a bad payload checksum.
+    assert caught.value.offset == offset

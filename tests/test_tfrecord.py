@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import array
 import hashlib
 import io
+import random
 import re
 import struct
 import warnings
@@ -192,3 +194,18 @@ def test_round_trip_property(records, compression):
         writer.write_many(records)
     buffer.seek(0)
     assert list(rk.open(buffer, format="tfrecord", compression=compression)) == records
+
+
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 17, 1000])
+def test_first_masked_mismatch_finds_the_first_checksum_that_mask_disagrees_with(count):
+    rng = random.Random(count)
+    crcs = [rng.getrandbits(32) for _ in range(count)]
+    stored = [_crc.mask(crc) for crc in crcs]
+    assert _crc.first_masked_mismatch(crcs, stored) is None
+    assert _crc.first_masked_mismatch(array.array("I", crcs), array.array("I", stored)) is None
+    for wrong in sorted({0, count // 2, count - 1} if count else set()):
+        damaged = list(stored)
+        damaged[wrong] ^= 1 << rng.randrange(32)
+        if wrong + 1 < count:
+            damaged[-1] ^= 1  # a later mismatch does not hide the first
+        assert _crc.first_masked_mismatch(crcs, damaged) == wrong

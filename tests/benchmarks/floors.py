@@ -72,8 +72,9 @@ def ffrecord_part(directory: str, count: int, rounds: int) -> None:
 
     path = os.path.join(directory, "floor.ffr")
     rng = np.random.default_rng(0)
+    blob = rng.bytes(count * SIZE)
     with rk.open(path, "w", format="ffrecord") as writer:
-        writer.write_many(rng.bytes(count * SIZE)[i * SIZE : (i + 1) * SIZE] for i in range(count))
+        writer.write_many(blob[i * SIZE : (i + 1) * SIZE] for i in range(count))
     order = rng.permutation(count).tolist()
     batches = [order[i : i + BATCH] for i in range(0, count, BATCH)]
     frames = rk.open(path)._frames[0]

@@ -24,6 +24,7 @@ Specification: ``tensorflow/tsl/lib/io/record_writer.h`` and https://www.tensorf
 
 from __future__ import annotations
 
+import array
 import os
 import struct
 import zlib
@@ -52,6 +53,8 @@ _U32 = struct.Struct("<I")
 _MASK_DELTA = _crc.MASK_DELTA
 _WBITS = {"gzip": 31, "zlib": 15}
 _CACHE_LIMIT = 4096
+# The payload checksums of this many bytes of records are compared together.
+_BATCH_BYTES = 1 << 20
 # TensorFlow's ZlibCompressionOptions use memLevel 9 (zlib's default is 8); the compressed bytes depend on it.
 _MEM_LEVEL = 9
 # Payloads at least this large are written straight to the file object instead of being joined with their
@@ -286,64 +289,101 @@ class TFRecordReader(SequentialFrameReader):
     def iter_window(
         self, window: Any, base: int, index: int, final: bool
     ) -> Generator[bytes, None, tuple[int, int, int]]:
-        """Yield the whole records in ``window``: the hot loop, kept free of method calls.
+        """Yield the whole records in ``window``, a batch at a time.
 
-        One ``unpack_from`` per record reads the payload checksum together with the next record's header.
-        See :meth:`SequentialFrameReader.iter_window` for the parameters and the result.
+        :meth:`_scan` slices a batch of records out of the window and computes their payload checksums
+        in a plain loop; the batch's checksums are then compared together (see
+        :func:`~recordkit.formats._crc.first_masked_mismatch`), so no record is yielded before its checksum
+        is compared. See :meth:`SequentialFrameReader.iter_window` for the parameters and the result.
         """
         if not self.check_crc:
             return (yield from super().iter_window(window, base, index, final))
-        unpack_next = _TRAILER_AND_HEADER.unpack_from
-        crc32c = self.crc32c
-        known = _LENGTH_CRCS
         size = len(window)
-        pos = 0
         if size < 12:
             if not final:
                 return base, index, 12
             if size and not self.lenient:
                 raise self.truncated("the file ends inside a record header", index, base)
             return base, index, 0
-        length, stored = _HEADER.unpack_from(window, 0)
+        pos = 0
         while True:
-            expected = known.get(length)
-            if expected is None:
+            records, crcs, trailers, (end, next_index, need), failure = self._scan(
+                window, base, pos, index, final
+            )
+            wrong = _crc.first_masked_mismatch(crcs, trailers)
+            if wrong is not None:
+                yield from records[:wrong]
+                at = base + pos + sum(len(record) + 16 for record in records[:wrong])
+                raise self._data_error(index + wrong, at, trailers[wrong], _crc.mask(crcs[wrong]))
+            yield from records
+            if failure is not None:
+                raise failure
+            pos, index = end, next_index
+            if need >= 0:
+                return base + pos, index, need
+
+    def _scan(
+        self, window: Any, base: int, pos: int, index: int, final: bool
+    ) -> tuple[
+        list[bytes], array.array[int], array.array[int], tuple[int, int, int], Exception | None
+    ]:
+        """Slice the records of ``window`` from ``pos`` (where a whole header lies), for about
+        :data:`_BATCH_BYTES`: the hot loop, kept free of method calls and of ``yield``.
+
+        One ``unpack_from`` per record reads the payload checksum together with the next record's header.
+        Returns the records, their payload CRCs (unmasked), the checksums stored for them, then ``(pos,
+        index, need)`` where the scan stopped (``need`` as :meth:`iter_window` returns it, or ``-1``
+        when the batch is full and the window goes on), and the error that stopped it, if any.
+        """
+        unpack_next = _TRAILER_AND_HEADER.unpack_from
+        crc32c = self.crc32c
+        known = _LENGTH_CRCS
+        size = len(window)
+        records: list[bytes] = []
+        crcs = array.array("I")
+        trailers = array.array("I")
+        add_record, add_crc, add_trailer = records.append, crcs.append, trailers.append
+        full = pos + _BATCH_BYTES
+        length, stored = _HEADER.unpack_from(window, pos)
+        while True:
+            if known.get(length) != stored:
                 crc = crc32c(window[pos : pos + 8])
                 expected = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
-                if expected == stored and len(known) < _CACHE_LIMIT:
+                if expected != stored:
+                    mismatch = self._length_error(index, base + pos, stored, expected)
+                    return records, crcs, trailers, (pos, index, 0), mismatch
+                if len(known) < _CACHE_LIMIT:
                     known[length] = expected
-            if expected != stored:
-                raise self._length_error(index, base + pos, stored, expected)
             stop = pos + 12 + length
             try:
-                trailer, length, next_stored = unpack_next(window, stop)
+                trailer, length, stored = unpack_next(window, stop)
             except (struct.error, OverflowError):
                 # Fewer than 16 bytes after the payload (or a length past any file): the last record of
                 # the window, or one that does not fit in it.
                 if stop + 4 > size:
                     if not final:
-                        return base + pos, index, stop + 4 - pos
-                    raise self.truncated(
-                        "the file ends inside a record", index, base + pos
-                    ) from None
+                        return records, crcs, trailers, (pos, index, stop + 4 - pos), None
+                    cut = self.truncated("the file ends inside a record", index, base + pos)
+                    return records, crcs, trailers, (pos, index, 0), cut
                 trailer = _U32.unpack_from(window, stop)[0]
                 length = -1
             data = window[pos + 12 : stop]
-            crc = crc32c(data)
-            if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != trailer:
-                raise self._data_error(index, base + pos, trailer, _crc.mask(crc))
-            yield data
+            add_record(data)
+            add_crc(crc32c(data))
+            add_trailer(trailer)
             pos = stop + 4
             index += 1
             if length < 0:
                 if pos == size:
-                    return base + pos, index, 0
+                    return records, crcs, trailers, (pos, index, 0), None
                 if not final:
-                    return base + pos, index, 12
+                    return records, crcs, trailers, (pos, index, 12), None
                 if self.lenient:
-                    return base + pos, index, 0
-                raise self.truncated("the file ends inside a record header", index, base + pos)
-            stored = next_stored
+                    return records, crcs, trailers, (pos, index, 0), None
+                failure = self.truncated("the file ends inside a record header", index, base + pos)
+                return records, crcs, trailers, (pos, index, 0), failure
+            if pos >= full:
+                return records, crcs, trailers, (pos, index, -1), None
 
     def decode_many(self, blob: Any, base: int, indices: Sequence[int]) -> list[bytes]:
         """Return the records at ``indices`` from ``blob`` (the file's bytes from offset ``base``).
