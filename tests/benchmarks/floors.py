@@ -6,8 +6,9 @@ taking turns round by round, the peer, recordkit, and loops that do *less* than 
 offsets and lengths computed beforehand, no bounds or header checks, no generator, no error paths. If such a
 floor is already slower than the target, no pure-Python reader built on the same calls can meet it::
 
-    python tests/benchmarks/floors.py                  # both parts, 7 rounds
+    python tests/benchmarks/floors.py                  # every part, 7 rounds
     python tests/benchmarks/floors.py --part ffrecord  # needs the C++ ffrecord (reference_ffrecord.py)
+    python tests/benchmarks/floors.py --part ffrecord-write
 
 The floors, per record:
 
@@ -16,7 +17,11 @@ The floors, per record:
 * ``mmap copy + crc``: a ``bytes`` slice of an ``mmap`` and its CRC (no system call per record);
 * ``view + crc``: a ``memoryview`` slice of an ``mmap`` and its CRC (what ``zero_copy=True`` must do);
 * ``slice + crc32c``: TFRecord payloads sliced out of a ``bytes`` holding the whole file, CRC32C compared;
-* ``crc32c alone``: only google-crc32c's call on ready-made 1 KiB payloads.
+* ``crc32c alone``: only google-crc32c's call on ready-made 1 KiB payloads;
+* ``crc + write``: writing 100 KiB samples with their CRCs, the header's room reserved (what a writer
+  given ``n`` must do);
+* ``crc + write + copy (no n)``: the same into a spill file, then copied after the header inside the
+  kernel (``os.copy_file_range``): the least a writer that holds no samples in memory must do without ``n``.
 
 Each row prints ns per record and the peer's time divided by the row's (above 1: faster than the peer).
 """
@@ -33,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -207,22 +213,101 @@ def tfrecord_part(directory: str, count: int, rounds: int) -> None:
     )
 
 
+def ffrecord_write_part(directory: str, count: int, rounds: int) -> None:
+    """Writing 100 KiB samples: the C++ writer (given ``n``), recordkit without and with ``n``, the floors."""
+    import ffrecord
+    import numpy as np
+
+    import recordkit as rk
+    from recordkit.ffrecord import FileWriter
+    from recordkit.formats._crc import crc32
+
+    size = 100 * SIZE
+    count = max(1, count // 100)
+    blob = np.random.default_rng(1).bytes(count * size)
+    samples = [blob[i * size : (i + 1) * size] for i in range(count)]
+    path = os.path.join(directory, "written.ffr")
+    spill = os.path.join(directory, "spill.bin")
+
+    def written(write: Callable[[], None]) -> Pass:
+        def run() -> int:
+            write()
+            os.remove(path)
+            return count
+
+        return run
+
+    def with_n(writer_class: Callable[[str, int], object]) -> Callable[[], None]:
+        def write() -> None:
+            writer: Any = writer_class(path, count)
+            for sample in samples:
+                writer.write_one(sample)
+            writer.close()
+
+        return write
+
+    def without_n() -> None:
+        with rk.open(path, "w", format="ffrecord") as writer:
+            writer.write_many(samples)
+
+    def crc_and_write() -> None:
+        for sample in samples:
+            crc32(sample)
+        with open(path, "wb") as file:
+            file.write(bytes(12 + 12 * count))
+            file.writelines(samples)
+
+    def crc_write_and_copy() -> None:
+        for sample in samples:
+            crc32(sample)
+        with open(spill, "wb") as file:
+            file.writelines(samples)
+        with open(spill, "rb") as source, open(path, "wb") as target:
+            target.write(bytes(12 + 12 * count))
+            target.flush()
+            start, total, done = target.tell(), count * size, 0
+            while done < total:
+                done += os.copy_file_range(
+                    source.fileno(), target.fileno(), total - done, done, start + done
+                )
+        os.remove(spill)
+
+    contenders = {
+        "ffrecord C++ FileWriter (n given)": written(with_n(ffrecord.FileWriter)),
+        "rk.open(path, 'w') (no n)": written(without_n),
+        "recordkit.ffrecord FileWriter (n)": written(with_n(FileWriter)),
+        "floor: crc + write": written(crc_and_write),
+        "floor: crc + write + copy (no n)": written(crc_write_and_copy),
+    }
+    _print(
+        f"FFRecord write, {size} B samples; without n the header's size is unknown until the end",
+        "ffrecord C++ FileWriter (n given)",
+        _rounds(contenders, rounds),
+        1.0,
+    )
+
+
+PARTS = {
+    "ffrecord": ffrecord_part,
+    "ffrecord-write": ffrecord_write_part,
+    "tfrecord": tfrecord_part,
+}
+
+
 def main() -> None:
     """Run the parts, each in a process of its own (TensorFlow is not imported beside the C++ ffrecord)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=("ffrecord", "tfrecord"), action="append")
+    parser.add_argument("--part", choices=tuple(PARTS), action="append")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    parts = args.part or ["ffrecord", "tfrecord"]
+    parts = args.part or list(PARTS)
     if args.in_process:
         directory = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         try:
             for part in parts:
-                {"ffrecord": ffrecord_part, "tfrecord": tfrecord_part}[part](
-                    directory, args.count, args.rounds
-                )
+                PARTS[part](directory, args.count, args.rounds)
         finally:
             for name in os.listdir(directory):
                 os.remove(os.path.join(directory, name))
@@ -232,7 +317,7 @@ def main() -> None:
 
     for part in parts:
         env = dict(os.environ)
-        if part == "ffrecord":
+        if part.startswith("ffrecord"):
             pythonpath, why = reference_ffrecord.build(build=True)
             if pythonpath is None:
                 print(f"\nFFRecord part skipped: {why}")
