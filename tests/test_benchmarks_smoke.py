@@ -119,3 +119,29 @@ def test_ray_scaling_benchmark_runs(tmp_path):
     assert "read_records" in proc.stdout
     samples = json.loads(out.read_text())
     assert set(samples["1"]) == {"1 KiB", "100 KiB"}
+
+
+def test_floors_prints_each_part_with_its_peer_or_why_it_is_skipped():
+    completed = subprocess.run(
+        [
+            sys.executable,
+            str(RUN.parent / "floors.py"),
+            "--no-build",
+            "--count",
+            "3000",
+            "--rounds",
+            "1",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert completed.returncode == 0, completed.stderr
+    for part, peer in (
+        ("ffrecord", "ffrecord C++ read(256)"),
+        ("ffrecord-write", "ffrecord C++ FileWriter (n given)"),
+        ("tfrecord", "tf_record_iterator"),
+    ):
+        assert f"{part} part skipped:" in completed.stdout or f"{peer} " in completed.stdout
+    assert "floor: " in completed.stdout

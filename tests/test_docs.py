@@ -98,6 +98,12 @@ NOT_RUN = {
     "python tests/benchmarks/run.py --json report.json": "full benchmark, minutes of machine time",
     "python tests/benchmarks/run.py --only read --only write --repeat 7": "full-size data, minutes",
     "python tests/benchmarks/run.py --full": "ten million records; the smoke test runs --quick",
+    "python tests/benchmarks/run.py --only ffrecord --only read-tfrecord --workers 1 2 4 8 16 --json "
+    "report-16.json": "minutes of a 16-core machine; test_benchmarks_smoke runs run.py with --quick",
+    "python tests/benchmarks/floors.py": "a minute of machine time; test_benchmarks_smoke runs it small",
+    "python tests/benchmarks/floors.py --part ffrecord": "part of the command above",
+    "python tests/benchmarks/floors.py --part ffrecord-write": "part of the command above",
+    "python tests/benchmarks/floors.py --part tfrecord": "part of the command above",
     "python tests/benchmarks/bench_dask.py": "200 MB through four clusters, minutes; --quick is run",
     "python tests/benchmarks/bench_ray_scaling.py --workers 1 2 4 8 16 --rounds 2 --consume driver": (
         "minutes of a 16-core machine; test_benchmarks_smoke runs the script with --quick"
@@ -108,7 +114,6 @@ NOT_RUN = {
     "python tests/benchmarks/bench_ray.py --json report-ray.json": (
         "minutes of machine time, and needs Ray and TensorFlow"
     ),
-    "MALLOC_TRIM_THRESHOLD_=1073741824 python train.py": "train.py stands for the reader's own script",
     "python -m tests.fuzz --cases 100000": "a long fuzzing session; the page's shorter runs are run",
     "recordkit cat --json train.tfrecord | jq -c '.label'": (
         "needs jq, which the test environment need not have; the JSON lines are checked in test_cli"

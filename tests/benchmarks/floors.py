@@ -29,6 +29,7 @@ Each row prints ns per record and the peer's time divided by the row's (above 1:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import mmap
 import os
 import statistics
@@ -300,6 +301,11 @@ def main() -> None:
     parser.add_argument("--part", choices=tuple(PARTS), action="append")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--count", type=int, default=100_000)
+    parser.add_argument(
+        "--no-build",
+        action="store_true",
+        help="skip the FFRecord parts unless the C++ ffrecord is built",
+    )
     parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     parts = args.part or list(PARTS)
@@ -317,10 +323,13 @@ def main() -> None:
 
     for part in parts:
         env = dict(os.environ)
+        if part == "tfrecord" and importlib.util.find_spec("tensorflow") is None:
+            print("\ntfrecord part skipped: TensorFlow is not installed")
+            continue
         if part.startswith("ffrecord"):
-            pythonpath, why = reference_ffrecord.build(build=True)
+            pythonpath, why = reference_ffrecord.build(build=not args.no_build)
             if pythonpath is None:
-                print(f"\nFFRecord part skipped: {why}")
+                print(f"\n{part} part skipped: {why}")
                 continue
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
         command = [sys.executable, __file__, "--in-process", "--part", part]
