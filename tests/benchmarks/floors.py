@@ -142,7 +142,7 @@ def ffrecord_part(directory: str, count: int, rounds: int) -> None:
         "floor: view + crc": floor(view_crc),
     }
     _print(
-        f"FFRecord read(256), {SIZE} B samples in random order, batches held until the next",
+        f"FFRecord read(256), {count:,} x {SIZE} B samples in random order, batches held until the next",
         "ffrecord C++ read(256)",
         _rounds(contenders, rounds),
         1.3,
@@ -207,7 +207,7 @@ def tfrecord_part(directory: str, count: int, rounds: int) -> None:
         "floor: crc32c alone": crc_alone,
     }
     _print(
-        f"TFRecord sequential read, {SIZE} B records, CRCs checked",
+        f"TFRecord sequential read, {count:,} x {SIZE} B records, CRCs checked",
         "tf_record_iterator",
         _rounds(contenders, rounds),
         1.5,
@@ -281,7 +281,7 @@ def ffrecord_write_part(directory: str, count: int, rounds: int) -> None:
         "floor: crc + write + copy (no n)": written(crc_write_and_copy),
     }
     _print(
-        f"FFRecord write, {size} B samples; without n the header's size is unknown until the end",
+        f"FFRecord write, {count:,} x {size} B samples; without n the header's size is unknown until the end",
         "ffrecord C++ FileWriter (n given)",
         _rounds(contenders, rounds),
         1.0,
@@ -313,6 +313,7 @@ def main() -> None:
         directory = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
         try:
             for part in parts:
+                print(f"\n== {part}: --count {args.count:,}, medians of {args.rounds} rounds")
                 PARTS[part](directory, args.count, args.rounds)
         finally:
             for name in os.listdir(directory):

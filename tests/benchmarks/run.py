@@ -345,7 +345,7 @@ def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list
         cases.append(
             Case(
                 f"random-{fmt}-1k",
-                f"{fmt[:2].upper()}{fmt[2:]} random read(256), {settings.small:,} x 1 KiB (indexed)",
+                f"{fmt[:2].upper()}{fmt[2].upper()}{fmt[3:]} random read(256), {settings.small:,} x 1 KiB (indexed)",
                 KIB,
                 [
                     Contender(
