@@ -222,7 +222,7 @@ def first_masked_mismatch(crcs: Sequence[int], stored: Sequence[int]) -> int | N
     """
     if len(crcs) < _VECTOR_MIN:
         for position, (crc, want) in enumerate(zip(crcs, stored, strict=True)):
-            if (((crc >> 15) | (crc << 17)) + MASK_DELTA) & 0xFFFFFFFF != want:
+            if mask(crc) != want:
                 return position
         return None
     import numpy as np
