@@ -11,6 +11,8 @@ from _cli import run_cli
 
 import recordkit as rk
 import recordkit.shards
+from recordkit._proto.oneflow import record_pb2
+from recordkit._proto.tensorflow import example_pb2
 from recordkit.cli.convert import shard_sizes
 
 
@@ -35,7 +37,7 @@ def test_tfrecord_ffrecord_ofrecord_tfrecord_is_byte_for_byte(
     source = golden_dir / "tfrecord" / "examples.tfrecord"
     chain = [source, tmp_path / "a.ffr", tmp_path / "b.ofrecord", tmp_path / "c.tfrecord"]
     for src, dst in itertools.pairwise(chain):
-        result = run_cli(capsys, "convert", src, dst)
+        result = run_cli(capsys, "convert", src, dst, "--keep-payload")
         assert result.code == 0, result.err
         assert result.out == f"wrote 60 records to {dst}\n"
         assert _sha256(_read(dst)) == tfrecord_manifest["files"]["examples.tfrecord"]["sha256"]
@@ -86,7 +88,7 @@ def test_sharding_default_names_and_order(
     out = tmp_path / "shards"
     result = run_cli(
         capsys, "convert", golden_dir / "tfrecord" / "examples.tfrecord", out,
-        "--to", fmt, "--shards", "4",
+        "--to", fmt, "--shards", "4", "--keep-payload",
     )  # fmt: skip
     assert result.code == 0, result.err
     assert result.out == f"wrote 60 records to 4 {fmt} files in {out}\n"
@@ -111,7 +113,7 @@ def test_shards_of_a_directory_are_read_in_natural_order(capsys, tmp_path):
         _write(src / f"part-{i}", [rk.encode_ofrecord({"i": [i]})], format="ofrecord")
     out = tmp_path / "all.tfrecord"
     assert run_cli(capsys, "convert", src, out).code == 0
-    assert [rk.decode_ofrecord(r)["i"][0] for r in _read(out)] == list(range(12))
+    assert [rk.decode_example(r)["i"][0] for r in _read(out)] == list(range(12))
 
 
 def test_custom_pattern_and_gzip_suffix(capsys, tmp_path, golden_dir):
@@ -254,3 +256,134 @@ def test_oneflow_golden_to_example(capsys, tmp_path, ofrecord_golden, ofrecord_m
             for name, value in rk.decode_ofrecord(original).items()
         }
         _assert_same_features(expected, rk.decode_example(converted))
+
+
+# -- the output format's own payloads --------------------------------------------------------------
+# TensorFlow reads TFRecord payloads as tf.train.Example and OneFlow reads OFRecord payloads as
+# oneflow.OFRecord, so converting between the two converts the payloads by default. protobuf's generated
+# classes are the oracle: the output must parse as the target message with the same typed lists.
+
+
+def _examples():
+    examples = []
+    for i in range(3):
+        example = example_pb2.Example()
+        feature = example.features.feature
+        feature["label"].int64_list.value.extend([i, -(2**40)])
+        feature["emb"].float_list.value.extend([0.5 * i, -1.25, float("inf"), 3.0e-39])
+        feature["name"].bytes_list.value.extend([b"cat-%d" % i, b"\x00\xff"])
+        feature["empty_floats"].float_list.SetInParent()
+        examples.append(example)
+    return examples
+
+
+def _assert_ofrecord_holds(ofrecord, example):
+    assert set(ofrecord.feature) == set(example.features.feature)
+    for name, feature in example.features.feature.items():
+        kind = feature.WhichOneof("kind")
+        assert ofrecord.feature[name].WhichOneof("kind") == kind, name
+        assert list(getattr(ofrecord.feature[name], kind).value) == list(
+            getattr(feature, kind).value
+        ), name
+
+
+def test_into_ofrecord_example_payloads_become_ofrecords(capsys, tmp_path):
+    examples = _examples()
+    src = _write(tmp_path / "data.tfrecord", [e.SerializeToString() for e in examples])
+    out = tmp_path / "out.ofrecord"
+    result = run_cli(capsys, "convert", src, out)
+    assert result.code == 0, result.err
+    records = _read(out)
+    for record, example in zip(records, examples, strict=True):
+        _assert_ofrecord_holds(record_pb2.OFRecord.FromString(record), example)
+    info = run_cli(capsys, "info", out)
+    assert "payload      ofrecord" in info.out
+    parsed = rk.parse_ofrecords(
+        records, {"label": rk.VarLen(np.int64), "emb": rk.FixedLen((4,), np.float32)}
+    )
+    assert parsed["label"][2].tolist() == [2, -(2**40)]
+    np.testing.assert_array_equal(
+        parsed["emb"], np.array([e.features.feature["emb"].float_list.value for e in examples])
+    )
+    # And back: a TFRecord output gets Examples, equal to the originals as protobuf messages.
+    back = tmp_path / "back.tfrecord"
+    assert run_cli(capsys, "convert", out, back).code == 0
+    assert [example_pb2.Example.FromString(r) for r in _read(back)] == examples
+
+
+def test_ofrecord_shards_and_ffrecord_in_between(capsys, tmp_path):
+    examples = _examples()
+    src = _write(tmp_path / "data.tfrecord", [e.SerializeToString() for e in examples])
+    # FFRecord has no payload kind of its own: its records are copied as they are.
+    ffr = tmp_path / "data.ffr"
+    assert run_cli(capsys, "convert", src, ffr).code == 0
+    assert _read(ffr) == _read(src)
+    shards = tmp_path / "shards"
+    assert run_cli(capsys, "convert", ffr, shards, "--to", "ofrecord", "--shards", "2").code == 0
+    records = _read(shards / "part-0", format="ofrecord") + _read(
+        shards / "part-1", format="ofrecord"
+    )
+    for record, example in zip(records, examples, strict=True):
+        _assert_ofrecord_holds(record_pb2.OFRecord.FromString(record), example)
+
+
+def test_keep_payload_copies_examples_into_ofrecord(capsys, tmp_path):
+    src = _write(tmp_path / "data.tfrecord", [e.SerializeToString() for e in _examples()])
+    out = tmp_path / "out.ofrecord"
+    assert run_cli(capsys, "convert", src, out, "--keep-payload").code == 0
+    assert _read(out) == _read(src)
+    assert "payload      example" in run_cli(capsys, "info", out).out
+    result = run_cli(capsys, "convert", src, tmp_path / "x.ofrecord", "--keep-payload",
+                     "--payload", "ofrecord")  # fmt: skip
+    assert result.code == 2
+    assert "not allowed with argument" in result.err
+
+
+def test_ofrecord_to_tfrecord_is_lossless_or_refused(capsys, tmp_path):
+    exact, inexact = record_pb2.OFRecord(), record_pb2.OFRecord()
+    exact.feature["ids"].int32_list.value.extend([7, -(2**31), 2**31 - 1])
+    exact.feature["weight"].double_list.value.extend([0.5, -2.0, float("inf")])
+    exact.feature["name"].bytes_list.value.append(b"x")
+    inexact.MergeFrom(exact)
+    inexact.feature["weight"].double_list.value[:] = [0.1]
+    src = _write(tmp_path / "src.ofrecord", [exact.SerializeToString()])
+    out = tmp_path / "out.tfrecord"
+    assert run_cli(capsys, "convert", src, out).code == 0
+    (converted,) = (example_pb2.Example.FromString(r) for r in _read(out))
+    feature = converted.features.feature
+    assert list(feature["ids"].int64_list.value) == [7, -(2**31), 2**31 - 1]  # widened, exact
+    assert list(feature["weight"].float_list.value) == [0.5, -2.0, float("inf")]  # exact in float32
+    assert list(feature["name"].bytes_list.value) == [b"x"]
+    # A double that float32 cannot hold is refused, and nothing is written; --lossy rounds it.
+    src = _write(
+        tmp_path / "src2.ofrecord", [exact.SerializeToString(), inexact.SerializeToString()]
+    )
+    result = run_cli(capsys, "convert", src, tmp_path / "refused.tfrecord")
+    assert result.code == 2
+    assert "record 1: feature 'weight' is a double_list" in result.err
+    assert not (tmp_path / "refused.tfrecord").exists()
+    rounded = tmp_path / "rounded.tfrecord"
+    assert run_cli(capsys, "convert", src, rounded, "--lossy").code == 0
+    last = example_pb2.Example.FromString(_read(rounded)[1])
+    assert list(last.features.feature["weight"].float_list.value) == [np.float32(0.1)]
+    kept = tmp_path / "kept.tfrecord"
+    assert run_cli(capsys, "convert", src, kept, "--keep-payload").code == 0
+    assert _read(kept) == _read(src)
+
+
+@pytest.mark.parametrize("kind", ["sequence_example", "raw"])
+def test_payloads_oneflow_cannot_read_need_keep_payload(capsys, tmp_path, golden_dir, kind):
+    if kind == "sequence_example":
+        src = golden_dir / "tfrecord" / "sequence_examples.tfrecord"
+    else:  # a zero byte is no protobuf field tag
+        src = _write(
+            tmp_path.parent / f"{tmp_path.name}.tfrecord", [bytes([0, i]) for i in range(5)]
+        )
+    result = run_cli(capsys, "convert", src, tmp_path / "x.ofrecord")
+    assert result.code == 2
+    assert "OneFlow cannot read them" in result.err
+    assert "--keep-payload" in result.err
+    assert list(tmp_path.iterdir()) == []
+    kept = tmp_path / "kept.ofrecord"
+    assert run_cli(capsys, "convert", src, kept, "--keep-payload").code == 0
+    assert _read(kept) == _read(src)

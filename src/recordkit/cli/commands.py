@@ -504,9 +504,11 @@ def _add_convert(commands: Any) -> None:
     p = commands.add_parser(
         "convert",
         help="convert between formats, optionally sharded",
-        description="Copy the records of SRC... into DST. Records are unchanged byte for byte "
-        "unless --payload asks for a payload conversion. DST is a file, or a directory when "
-        "--shards N > 1, --pattern is given, or DST is a directory or ends with '/'.",
+        description="Copy the records of SRC... into DST. Records are unchanged byte for byte, "
+        "except that Example payloads become OFRecords in an OFRecord output and OFRecord payloads "
+        "become Examples in a TFRecord output (--keep-payload copies them as they are; --payload "
+        "forces a kind). DST is a file, or a directory when --shards N > 1, --pattern is given, "
+        "or DST is a directory or ends with '/'.",
     )
     p.add_argument("src", nargs="+", metavar="SRC", help="input files or directories")
     p.add_argument("dst", metavar="DST", help="output file or directory")
@@ -522,10 +524,17 @@ def _add_convert(commands: Any) -> None:
         help="shard file name, with {index} and {count}, e.g. part-{index:05d} "
         "(default: per format, see the docs)",
     )
-    p.add_argument(
+    payload = p.add_mutually_exclusive_group()
+    payload.add_argument(
         "--payload",
         choices=("example", "ofrecord"),
-        help="convert the payloads to this message kind (Example <-> OFRecord)",
+        help="convert the payloads to this message kind (Example <-> OFRecord); default: the "
+        "output format's own (OFRecord for ofrecord, Example for tfrecord, none for ffrecord)",
+    )
+    payload.add_argument(
+        "--keep-payload",
+        action="store_true",
+        help="copy every record byte for byte, with no payload conversion",
     )
     p.add_argument(
         "--lossy", action="store_true", help="allow rounding double_list values to float32"

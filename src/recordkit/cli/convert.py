@@ -1,6 +1,8 @@
 """``recordkit convert``: copy records between formats, optionally sharded and with payload conversion.
 
-Records are copied byte for byte unless a payload conversion is asked for. Shards are contiguous runs of
+Records are copied byte for byte unless their payloads need converting: into an OFRecord file, Example
+payloads become OFRecords (OneFlow reads nothing else); into a TFRecord file, OFRecord payloads become
+Examples; ``--payload`` forces a target kind and ``--keep-payload`` copies every record as it is. Shards are contiguous runs of
 the input (so reading the shards in order gives the input order back) whose sizes differ by at most one.
 Shards written into a directory get their sidecar indexes and a manifest, as :class:`recordkit.ShardWriter`
 writes them.
@@ -25,7 +27,7 @@ from recordkit.formats.manifest import Shard
 from recordkit.shards.shardfile import OpenShard
 from recordkit.shards.tasks import commit_manifest
 
-__all__ = ["DEFAULT_PATTERNS", "run_convert", "shard_names", "shard_sizes"]
+__all__ = ["DEFAULT_PATTERNS", "NATIVE_PAYLOADS", "run_convert", "shard_names", "shard_sizes"]
 
 DEFAULT_PATTERNS = {
     "tfrecord": "part-{index:05d}-of-{count:05d}.tfrecord",
@@ -113,14 +115,44 @@ def _records(paths: list[str], fmt: str | None) -> Iterator[bytes]:
             yield from reader
 
 
-def _payload_kinds(args: argparse.Namespace, sources: list[str]) -> tuple[str, str] | None:
-    if args.payload is None:
+NATIVE_PAYLOADS = {"tfrecord": "example", "ofrecord": "ofrecord"}
+"""The payload kind each output format is read with: TensorFlow parses TFRecord payloads as
+``tf.train.Example`` and OneFlow parses OFRecord payloads as ``oneflow.OFRecord``. FFRecord has none (its
+payloads are whatever the writer chose), so converting into FFRecord keeps the payloads."""
+
+
+def _payload_kinds(
+    args: argparse.Namespace, sources: list[str], fmt: str
+) -> tuple[str, str] | None:
+    """The (source, target) payload kinds to convert between, or ``None`` to copy records as they are.
+
+    ``--payload`` names the target; otherwise it is the output format's native payload kind, and a
+    source of the other message kind (Example or OFRecord) is converted to it. Payloads OneFlow could
+    not read (SequenceExamples, raw bytes) are refused in an OFRecord output unless ``--keep-payload``.
+    """
+    if args.keep_payload:
+        return None
+    target = args.payload or NATIVE_PAYLOADS.get(fmt)
+    if target is None:
         return None
     with open_reader(sources[0], format=args.format) as reader:
         sample = list(itertools.islice(reader, _PAYLOAD_SAMPLE))
         prefer = reader.format
-    source = detect_payload(sample, prefer=prefer) or args.payload
-    return source, args.payload
+    source = detect_payload(sample, prefer=prefer)
+    if args.payload is not None:
+        return source or target, target
+    if source is None or source == target:
+        return None
+    if source in ("example", "ofrecord"):
+        return source, target
+    if target == "ofrecord":
+        what = "SequenceExamples" if source == "sequence_example" else "not Examples nor OFRecords"
+        raise CliError(
+            f"the records of {sources[0]} are {what}: OneFlow cannot read them in an OFRecord "
+            "file, and only Example payloads convert to OFRecords; pass --keep-payload to copy "
+            "them as they are"
+        )
+    return None
 
 
 def _parquet_source(
@@ -140,10 +172,10 @@ def _to_parquet(args: argparse.Namespace, sources: list[str]) -> int:
         raise CliError(
             "a Parquet output is one file: --shards, --pattern and --compression do not apply"
         )
-    if args.payload is not None:
+    if args.payload is not None or args.keep_payload:
         raise CliError(
-            "--payload does not apply to a Parquet output: Example and OFRecord payloads "
-            "are parsed to columns"
+            "--payload and --keep-payload do not apply to a Parquet output: Example and OFRecord "
+            "payloads are parsed to columns"
         )
     with open_reader(sources[0], format=args.format) as reader:
         prefer = reader.format
@@ -169,12 +201,14 @@ def run_convert(args: argparse.Namespace) -> int:
         return _to_parquet(args, sources)
     kinds = None
     if all(from_parquet):
+        if args.keep_payload:
+            raise CliError("--keep-payload does not apply to Parquet inputs: rows have no payload")
         fmt, outputs, total, records = _parquet_source(args, sources)
     else:
         with open_reader(sources[0], format=args.format) as reader:
             source_format = reader.format
         fmt, outputs = _outputs(args, source_format)
-        kinds = _payload_kinds(args, sources)
+        kinds = _payload_kinds(args, sources, fmt)
         total = sum(_count(path, args.format) for path in sources)
         records = _records(sources, args.format)
     if not args.force:
