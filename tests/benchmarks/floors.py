@@ -24,6 +24,9 @@ The floors, per record:
   kernel (``os.copy_file_range``): the least a writer that holds no samples in memory must do without ``n``.
 
 Each row prints ns per record and the peer's time divided by the row's (above 1: faster than the peer).
+The floors and recordkit need no peer: when a peer is missing (TensorFlow not installed, the C++ ffrecord
+not built), its part still runs without it and says why the peer is skipped. The CRC32C floors use the
+CRC32C function recordkit itself uses (google-crc32c when installed).
 """
 
 from __future__ import annotations
@@ -65,12 +68,22 @@ def _print(title: str, peer: str, results: dict[str, float], target: float) -> N
     print(f"\n{title} (target: {target}x {peer})")
     print(f"{'contender':<34}{'ns/record':>10}{'vs peer':>9}")
     for name, ns in results.items():
-        print(f"{name:<34}{ns:>10.0f}{results[peer] / ns:>8.2f}x")
+        versus = f"{results[peer] / ns:>8.2f}x" if peer in results else f"{'-':>9}"
+        print(f"{name:<34}{ns:>10.0f}{versus}")
 
 
-def ffrecord_part(directory: str, count: int, rounds: int) -> None:
+def _peer(
+    contenders: dict[str, Pass], peer: str, make: Callable[[], Pass], missing: str | None
+) -> None:
+    """Put the peer first among ``contenders``, or say why it is skipped (``missing``)."""
+    if missing is not None:
+        print(f"{peer} skipped: {missing}")
+        return
+    contenders[peer] = make()
+
+
+def ffrecord_part(directory: str, count: int, rounds: int, missing: str | None = None) -> None:
     """Random ``read(256)`` of 1 KiB samples: the C++ ffrecord, recordkit and the floors."""
-    import ffrecord
     import numpy as np
 
     import recordkit as rk
@@ -131,8 +144,15 @@ def ffrecord_part(directory: str, count: int, rounds: int) -> None:
             raise AssertionError
         return data
 
-    contenders = {
-        "ffrecord C++ read(256)": batched(ffrecord.FileReader(path, check_data=True).read),
+    def peer() -> Pass:
+        import ffrecord
+
+        return batched(ffrecord.FileReader(path, check_data=True).read)
+
+    peer_name = "ffrecord C++ read(256)"
+    contenders: dict[str, Pass] = {}
+    _peer(contenders, peer_name, peer, missing)
+    contenders |= {
         "rk.open read(256)": batched(rk.open(path).read),
         "rk.open(zero_copy) read(256)": batched(rk.open(path, zero_copy=True).read),
         "recordkit.ffrecord read(256)": batched(FileReader(path, check_data=True).read),
@@ -143,19 +163,18 @@ def ffrecord_part(directory: str, count: int, rounds: int) -> None:
     }
     _print(
         f"FFRecord read(256), {count:,} x {SIZE} B samples in random order, batches held until the next",
-        "ffrecord C++ read(256)",
+        peer_name,
         _rounds(contenders, rounds),
         1.3,
     )
 
 
-def tfrecord_part(directory: str, count: int, rounds: int) -> None:
+def tfrecord_part(directory: str, count: int, rounds: int, missing: str | None = None) -> None:
     """Sequential reads of 1 KiB records: TensorFlow's iterator, recordkit and the floors."""
-    import google_crc32c
     import numpy as np
-    import tensorflow as tf
 
     import recordkit as rk
+    from recordkit.formats import _crc
 
     path = os.path.join(directory, "floor.tfrecord")
     blob = np.random.default_rng(0).bytes(count * SIZE)
@@ -169,7 +188,8 @@ def tfrecord_part(directory: str, count: int, rounds: int) -> None:
         for at in range(0, len(whole), frame)
     ]
     payloads = [whole[start:end] for start, end, _ in spans]
-    crc32c = google_crc32c.value
+    crc32c = _crc.crc32c
+    print(f"CRC32C: {_crc.CRC32C_BACKEND}")
     delta = 0xA282EAD8
 
     def iterate(make: Callable[[], object]) -> Pass:
@@ -199,8 +219,14 @@ def tfrecord_part(directory: str, count: int, rounds: int) -> None:
             crc32c(data)
         return count
 
-    contenders = {
-        "tf_record_iterator": iterate(lambda: tf.compat.v1.io.tf_record_iterator(path)),
+    def peer() -> Pass:
+        import tensorflow as tf
+
+        return iterate(lambda: tf.compat.v1.io.tf_record_iterator(path))
+
+    contenders: dict[str, Pass] = {}
+    _peer(contenders, "tf_record_iterator", peer, missing)
+    contenders |= {
         "rk.open iterate": iterate(lambda: rk.open(path)),
         "floor: slice + crc32c": slice_crc,
         "floor: slice, no check": slice_only,
@@ -214,9 +240,10 @@ def tfrecord_part(directory: str, count: int, rounds: int) -> None:
     )
 
 
-def ffrecord_write_part(directory: str, count: int, rounds: int) -> None:
+def ffrecord_write_part(
+    directory: str, count: int, rounds: int, missing: str | None = None
+) -> None:
     """Writing 100 KiB samples: the C++ writer (given ``n``), recordkit without and with ``n``, the floors."""
-    import ffrecord
     import numpy as np
 
     import recordkit as rk
@@ -273,8 +300,15 @@ def ffrecord_write_part(directory: str, count: int, rounds: int) -> None:
                 )
         os.remove(spill)
 
-    contenders = {
-        "ffrecord C++ FileWriter (n given)": written(with_n(ffrecord.FileWriter)),
+    def peer() -> Pass:
+        import ffrecord
+
+        return written(with_n(ffrecord.FileWriter))
+
+    peer_name = "ffrecord C++ FileWriter (n given)"
+    contenders: dict[str, Pass] = {}
+    _peer(contenders, peer_name, peer, missing)
+    contenders |= {
         "rk.open(path, 'w') (no n)": written(without_n),
         "recordkit.ffrecord FileWriter (n)": written(with_n(FileWriter)),
         "floor: crc + write": written(crc_and_write),
@@ -282,7 +316,7 @@ def ffrecord_write_part(directory: str, count: int, rounds: int) -> None:
     }
     _print(
         f"FFRecord write, {count:,} x {size} B samples; without n the header's size is unknown until the end",
-        "ffrecord C++ FileWriter (n given)",
+        peer_name,
         _rounds(contenders, rounds),
         1.0,
     )
@@ -307,6 +341,7 @@ def main() -> None:
         help="skip the FFRecord parts unless the C++ ffrecord is built",
     )
     parser.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--peer-missing", metavar="WHY", help=argparse.SUPPRESS)
     args = parser.parse_args()
     parts = args.part or list(PARTS)
     if args.in_process:
@@ -314,7 +349,7 @@ def main() -> None:
         try:
             for part in parts:
                 print(f"\n== {part}: --count {args.count:,}, medians of {args.rounds} rounds")
-                PARTS[part](directory, args.count, args.rounds)
+                PARTS[part](directory, args.count, args.rounds, args.peer_missing)
         finally:
             for name in os.listdir(directory):
                 os.remove(os.path.join(directory, name))
@@ -324,17 +359,23 @@ def main() -> None:
 
     for part in parts:
         env = dict(os.environ)
+        missing = None
         if part == "tfrecord" and importlib.util.find_spec("tensorflow") is None:
-            print("\ntfrecord part skipped: TensorFlow is not installed")
-            continue
+            missing = "TensorFlow is not installed"
         if part.startswith("ffrecord"):
             pythonpath, why = reference_ffrecord.build(build=not args.no_build)
             if pythonpath is None:
-                print(f"\n{part} part skipped: {why}")
-                continue
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
+                missing = why
+            else:
+                env["PYTHONPATH"] = os.pathsep.join(
+                    filter(None, [pythonpath, env.get("PYTHONPATH")])
+                )
         command = [sys.executable, __file__, "--in-process", "--part", part]
         command += ["--rounds", str(args.rounds), "--count", str(args.count)]
+        if missing is not None:
+            command += ["--peer-missing", missing]
+        # Flushed first: the part's process writes to the same stdout.
+        sys.stdout.flush()
         subprocess.run(command, check=True, env=env)
 
 
