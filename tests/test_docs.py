@@ -67,8 +67,8 @@ def test_testing_module_without_pytest_says_what_it_needs():
 
 # -- every shell command of the README and the docs runs somewhere, or says why it cannot -------------
 
-# .ci/run runs these exactly as written, each in a fresh virtual environment (the test command in the one
-# it then lints and tests with).
+# .ci/run runs these exactly as written, each in a fresh virtual environment of its own (the test command in
+# one holding the test extra alone, as a user's would; the suite also runs with the peers, before).
 TEST_COMMAND = 'pip install ".[test]" && python -m pytest'
 RUN_BY_CI = {
     'pip install ".[all]" && python examples/quickstart/quickstart.py',
@@ -218,16 +218,19 @@ def test_ci_runs_the_readme_commands_in_fresh_venvs():
         assert command in lines, f".ci/run does not run {command!r} as written"
         at = lines.index(command)
         assert lines[at + 1] == ")", f"{command}: not in a subshell of its own"
-        if command == TEST_COMMAND:  # in the main venv, made at the start, with the interop peers
-            assert lines[at - 1] == "(", command
-            continue
-        # Any other: after activating a venv made just before, in the same subshell.
+        # After activating a venv made just before, in the same subshell, and nothing installed there
+        # first: the test command's venv holds the test extra alone.
         assert lines[at - 2] == "(", command
         activate = re.fullmatch(r'\. "\$work/(\w+)/bin/activate"', lines[at - 1])
         assert activate, command
         venvs.append(activate.group(1))
         assert lines[at - 3] == f'python3 -m venv "$work/{venvs[-1]}"', command
-    assert len(set(venvs)) == len(venvs) == len(RUN_BY_CI) - 1
+    assert len(set(venvs)) == len(venvs) == len(RUN_BY_CI)
+    assert "main" not in venvs, "the venv with the peers is not a fresh one"
+    # The whole suite also runs where the peers are installed (the interop tests skip without them).
+    main = lines[: lines.index("deactivate")]
+    assert any(line.startswith('pip install -q ".[test,') for line in main)
+    assert "python -m pytest -p no:cacheprovider" in main
 
 
 def _shims(folder: Path) -> dict[str, str]:
