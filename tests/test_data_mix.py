@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import json
 from pathlib import Path
 
 import pytest
@@ -158,8 +159,6 @@ def test_mix_validation(two):
         mix([da, db], [1, float("nan")])
     with pytest.raises(ValueError, match="stop"):
         mix([da, db], stop="longest")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="repeat the mix"):
-        mix([da.repeat(2), db])
     with pytest.raises(ValueError, match="rank"):
         mix([Dataset(a, rank=0, world_size=2), db])
     with pytest.raises(TypeError, match="Dataset"):
@@ -181,3 +180,127 @@ def test_stages_after_a_mix(two):
     assert kept == [expected[i : i + 3] for i in range(0, len(expected), 3)]
     assert list(mixed.prefetch(2)) == plain
     assert "mix(2 datasets" in repr(mixed.batch(2))
+
+
+def endless(paths: list[str], shuffle: int | None, seed: int = 1) -> Dataset:
+    """A dataset that repeats forever, in a new shuffled order every epoch."""
+    return Dataset(paths, seed=seed).shuffle(shuffle).repeat()
+
+
+def test_mix_of_endless_datasets_follows_the_weights(tmp_path):
+    """tf.data's sample_from_datasets idiom: an endless mix of endless datasets, in proportion."""
+    a, _ = source(tmp_path, "a", [7, 5], ".ffr")
+    b, _ = source(tmp_path, "b", [4], ".ffr")
+    c, _ = source(tmp_path, "c", [9], ".tfrecord.gz")  # sequential: its length is unknown
+    weights = [0.5, 0.3, 0.2]
+    mixed = mix([endless(a, None), endless(b, 3), endless(c, 2)], weights, seed=11)
+    n = 30_000
+    items = list(itertools.islice(mixed, n))
+    counts = collections.Counter(map(origin, items))
+    # Pearson's chi-square against the weights, 2 degrees of freedom: 13.82 is its 0.1% critical value.
+    chi2 = sum((counts[k] - n * w) ** 2 / (n * w) for k, w in zip("abc", weights, strict=True))
+    assert chi2 < 13.82, counts
+    # Each source goes on through its own epochs, in the order it has alone.
+    for name, paths, shuffle in (("a", a, None), ("b", b, 3), ("c", c, 2)):
+        mine = [x for x in items if origin(x) == name]
+        assert mine == list(itertools.islice(endless(paths, shuffle), len(mine)))
+    assert mixed.epoch == 0
+    with pytest.raises(TypeError, match="never ends"):
+        len(mixed)
+
+
+@pytest.mark.parametrize("stop", ["first_exhausted", "all_exhausted"])
+def test_endless_mix_resumes_exactly(tmp_path, stop):
+    a, _ = source(tmp_path, "a", [6, 5], ".ffr")
+    b, _ = source(tmp_path, "b", [4, 3], ".tfrecord.gz")
+
+    def build():
+        parts = [endless(a, None), Dataset(b, seed=2).shuffle(3).filter(bool).repeat()]
+        return mix(parts, [0.6, 0.4], seed=5, stop=stop).batch(3)
+
+    full = list(itertools.islice(build(), 600))
+    for k in (0, 1, 7, 40, 333, 599):
+        ds = build()
+        it = iter(ds)
+        head = list(itertools.islice(it, k))
+        state = json.loads(json.dumps(ds.state_dict()))
+        it.close()
+        restored = build()
+        restored.load_state_dict(state)
+        assert head + list(itertools.islice(restored, 600 - k)) == full, k
+
+
+def test_resuming_far_into_an_endless_mix(tmp_path):
+    """The draws of a long run are replayed at once, not item by item, and give the same sequence."""
+    a, _ = source(tmp_path, "a", [50], ".ffr")
+    b, _ = source(tmp_path, "b", [30], ".ffr")
+
+    def build():
+        return mix([endless(a, None), endless(b, 8)], [0.9, 0.1], seed=2)
+
+    full = list(itertools.islice(build(), 20_010))
+    restored = build()
+    state = build().state_dict()
+    state["consumed"] = 20_000
+    restored.load_state_dict(state)
+    assert list(itertools.islice(restored, 10)) == full[20_000:]
+
+
+def test_endless_dataset_beside_a_finite_one(tmp_path):
+    """With first_exhausted, the finite dataset ends each epoch; the endless one never runs out."""
+    a, ra = source(tmp_path, "a", [11, 6], ".ffr")
+    b, rb = source(tmp_path, "b", [20, 9], ".ffr")
+
+    def build():
+        return mix([endless(a, None), Dataset(b, seed=1).shuffle(5)], [0.9, 0.1], seed=4)
+
+    mixed = build()
+    epoch0 = list(mixed)
+    counts = collections.Counter(map(origin, epoch0))
+    assert counts["b"] == len(rb)
+    assert counts["a"] > len(ra)  # the endless dataset went round more than once
+    assert len(build()) == len(epoch0)
+    epoch1 = list(mixed)
+    assert len(build().repeat(2)) == len(epoch0) + len(epoch1)
+    # Epochs of the mix never share an epoch of the endless dataset.
+    alone = endless(a, None)
+    alone.set_epoch(2**32)
+    mine = [x for x in epoch1 if origin(x) == "a"]
+    assert mine == list(itertools.islice(alone, len(mine)))
+    resumes(lambda: build().repeat(2), [0, 3, len(epoch0) - 1, len(epoch0), len(epoch0) + 9])
+
+
+@pytest.mark.parametrize("suffix", [".tfrecord", ".tfrecord.gz"])
+def test_datasets_repeated_a_number_of_times(tmp_path, suffix):
+    """repeat(k) inside a mix: every item k times per epoch of the mix, and its epochs follow on."""
+    a, ra = source(tmp_path, "a", [30, 0, 25], ".ffr")
+    b, rb = source(tmp_path, "b", [14, 9], suffix)  # compressed: epochs of unknown length are read
+
+    def build():
+        parts = [Dataset(a, seed=3).shuffle(), Dataset(b, seed=3).shuffle(4).repeat(3)]
+        return mix(parts, [0.3, 0.7], seed=9, stop="all_exhausted")
+
+    mixed = build()
+    epoch0 = list(mixed)
+    assert collections.Counter(epoch0) == collections.Counter(ra + rb * 3)
+    if suffix == ".tfrecord":
+        assert len(build()) == len(epoch0)
+    else:
+        with pytest.raises(TypeError, match="dataset 1 is unknown"):
+            len(build())
+    mixed.set_epoch(2)
+    epoch2 = list(mixed)
+    alone = Dataset(b, seed=3).shuffle(4).repeat(3)
+    alone.set_epoch(6)  # epoch 2 of the mix reads its epochs 6, 7 and 8
+    assert [x for x in epoch2 if origin(x) == "b"] == list(alone)
+    resumes(lambda: build().repeat(2), [0, 1, 50, 130, len(epoch0), len(epoch0) + 77])
+
+    def share(rank, world_size):
+        parts = [
+            Dataset(a, seed=3, rank=rank, world_size=world_size).shuffle(),
+            Dataset(b, seed=3, rank=rank, world_size=world_size).shuffle(4).repeat(2),
+        ]
+        return mix(parts, [0.5, 0.5], seed=9, stop="all_exhausted")
+
+    everything = [x for s in every_share(share, 2, 2) for x in s]
+    assert collections.Counter(everything) == collections.Counter(ra + rb * 2)

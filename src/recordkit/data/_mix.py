@@ -3,6 +3,11 @@
 Each item of a mix comes from a source drawn at random with the given weights. The draws are a pure function
 of ``(seed, epoch, shard)``: one uniform number per item delivered, so a resumed mix replays the draws of the
 items already delivered, without reading them, and each source skips exactly what it had given.
+
+A source that repeats reads its epochs one after the other inside each epoch of the mix: with ``repeat(k)``,
+epoch ``E`` of the mix reads its epochs ``E*k`` to ``E*k + k - 1``, as the source alone would over ``E``
+passes; with ``repeat()`` it counts as ``2**32`` epochs, so it never runs out (unless an epoch of its shard
+is empty, where a dataset repeated forever stops too) and epochs of the mix never share an epoch of it.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import bisect
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,24 +36,51 @@ Stop = Literal["first_exhausted", "all_exhausted"]
 _DRAWS = 4096
 """Uniform numbers drawn from the generator at a time (the sequence does not depend on it)."""
 
+FOREVER = 2**32
+"""The epochs a dataset that repeats forever reads in one epoch of a mix."""
 
-def _uniforms(seed: int, epoch: int, shard: int) -> Iterator[float]:
-    rng = np.random.Generator(np.random.PCG64(derive_seed(seed, epoch, shard, "mix")))
-    while True:
-        yield from rng.random(_DRAWS).tolist()
+
+class _Draws:
+    """The uniform numbers of ``(seed, epoch, shard)``, one per item of the mix, in order."""
+
+    def __init__(self, seed: int, epoch: int, shard: int) -> None:
+        self._rng = np.random.Generator(np.random.PCG64(derive_seed(seed, epoch, shard, "mix")))
+        self._block = np.empty(0)
+        self._at = 0
+
+    def __iter__(self) -> Iterator[float]:
+        return self
+
+    def __next__(self) -> float:
+        if self._at == len(self._block):
+            self._block, self._at = self._rng.random(_DRAWS), 0
+        self._at += 1
+        return float(self._block[self._at - 1])
+
+    def picks(self, n: int, picker: _Picker) -> np.ndarray:
+        """How many of the next ``n`` draws fall on each source, with no source dropped meanwhile."""
+        counts = np.zeros(len(picker.weights), dtype=np.int64)
+        while n:
+            if self._at == len(self._block):
+                self._block, self._at = self._rng.random(_DRAWS), 0
+            chunk = self._block[self._at : self._at + n]
+            self._at += len(chunk)
+            n -= len(chunk)
+            counts += np.bincount(picker.pick_many(chunk), minlength=len(counts))
+        return counts
 
 
 class _Picker:
     """Chooses a source for a uniform number, among the sources still active, by weight."""
 
     def __init__(self, weights: Sequence[float]) -> None:
-        self._weights = list(weights)
+        self.weights = list(weights)
         self._active = [w > 0 for w in weights]
         self._update()
 
     def _update(self) -> None:
         self._index = [j for j, on in enumerate(self._active) if on]
-        cumulative = np.cumsum([self._weights[j] for j in self._index]).tolist()
+        cumulative = np.cumsum([self.weights[j] for j in self._index]).tolist()
         self._cumulative = cumulative
         self._total = cumulative[-1] if cumulative else 0.0
 
@@ -58,6 +90,11 @@ class _Picker:
             return None
         k = bisect.bisect_right(self._cumulative, u * self._total)
         return self._index[min(k, len(self._index) - 1)]
+
+    def pick_many(self, us: np.ndarray) -> np.ndarray:
+        """:meth:`pick` of every number of ``us`` at once (some source must be active)."""
+        k = np.searchsorted(np.asarray(self._cumulative), us * self._total, side="right")
+        return np.asarray(self._index)[np.minimum(k, len(self._index) - 1)]
 
     def drop(self, j: int) -> None:
         """Source ``j`` is exhausted: share its weight among the others."""
@@ -137,9 +174,21 @@ class MixSource:
                 return None
             picker.drop(j)
 
-    def _lengths(self, epoch: int, shard: int, num_shards: int) -> list[int | None]:
+    def _endless(self) -> int | None:
+        """A source that makes every epoch of the mix endless, if there is one."""
+        forever = [
+            j
+            for j, (w, d) in enumerate(zip(self.weights, self.datasets, strict=True))
+            if w and d._repeat is None
+        ]
+        weighted = [j for j, w in enumerate(self.weights) if w]
+        if self.stop == "all_exhausted" or len(forever) == len(weighted):
+            return forever[0] if forever else None
+        return None
+
+    def _supplies(self, epoch: int, shard: int, num_shards: int) -> list[_Supply]:
         return [
-            _length_or_none(d, epoch, shard, num_shards) if w else 0
+            _Supply(d, epoch, shard, num_shards) if w else _Supply.empty()
             for w, d in zip(self.weights, self.datasets, strict=True)
         ]
 
@@ -149,34 +198,38 @@ class MixSource:
         Raises
         ------
         TypeError
-            A source with a positive weight has no known length.
+            A source with a positive weight has no known length, or the mix never ends.
         """
-        lengths = self._lengths(epoch, shard, num_shards)
-        unknown = [j for j, n in enumerate(lengths) if n is None]
-        if unknown:
+        endless = self._endless()
+        if endless is not None:
             raise TypeError(
-                f"len() of the mix is unknown: the length of its dataset {unknown[0]} is unknown "
-                f"({self._why(unknown[0], epoch, shard, num_shards)})"
+                f"len() of the mix is unknown: its dataset {endless} repeats forever, so the mix never ends"
             )
-        known = [int(n or 0) for n in lengths]
+        supplies = self._supplies(epoch, shard, num_shards)
+
+        def has(j: int, n: int) -> bool:
+            known = supplies[j].has(n)
+            if known is None:
+                raise TypeError(
+                    f"len() of the mix is unknown: the length of its dataset {j} is unknown "
+                    f"({supplies[j].why()})"
+                )
+            return known
+
+        for i, d in enumerate(self.datasets):
+            if d._repeat is not None:
+                has(i, 2**62)  # learn every epoch's length (and whether one is unknown) now
         if self.stop == "all_exhausted":
-            return sum(known)
+            return sum(s.known for s in supplies)
         # Where the first source runs out depends on the draws: replay them against the lengths.
-        taken = [0] * len(known)
+        taken = [0] * len(supplies)
         picker = _Picker(self.weights)
-        for n, u in enumerate(_uniforms(self.seed, epoch, shard)):
-            j = self._choose(u, picker, lambda j: taken[j] < known[j])
+        for n, u in enumerate(_Draws(self.seed, epoch, shard)):
+            j = self._choose(u, picker, lambda j: has(j, taken[j]))
             if j is None:
                 return n
             taken[j] += 1
         raise AssertionError("unreachable")  # pragma: no cover - the draws never end
-
-    def _why(self, j: int, epoch: int, shard: int, num_shards: int) -> str:
-        try:
-            self.datasets[j]._epoch_length(epoch, shard, num_shards)
-        except TypeError as exc:
-            return str(exc)
-        return "unknown"  # pragma: no cover
 
     def records(self, epoch: int, shard: int, num_shards: int, skip: int) -> Iterator[Any]:
         """The items of the mix for ``shard`` in ``epoch``, without the first ``skip``."""
@@ -184,12 +237,12 @@ class MixSource:
             opened: dict[int, Iterator[Any]] = {}
 
             def source(j: int, start: int) -> Iterator[Any]:
-                it = self.datasets[j]._one_epoch(epoch, shard, num_shards, start)
+                it = _items(self.datasets[j], epoch, shard, num_shards, start)
                 stack.callback(it.close)  # type: ignore[attr-defined]
                 opened[j] = it
                 return it
 
-            draws = _uniforms(self.seed, epoch, shard)
+            draws = _Draws(self.seed, epoch, shard)
             picker = _Picker(self.weights)
             starts = self._skip(skip, draws, picker, epoch, (shard, num_shards), source)
             iterators = [opened.get(j) or source(j, start) for j, start in enumerate(starts)]
@@ -207,7 +260,7 @@ class MixSource:
     def _skip(
         self,
         skip: int,
-        draws: Iterator[float],
+        draws: _Draws,
         picker: _Picker,
         epoch: int,
         where: tuple[int, int],
@@ -215,26 +268,28 @@ class MixSource:
     ) -> list[int]:
         """Replay the draws of the first ``skip`` items; return how many items each source gave.
 
-        Until a source runs out, every draw gave an item, so nothing is read. With ``"all_exhausted"``, when
-        a source runs out matters: it is computed from its length, or, where that is unknown, the source
-        is read (and its items dropped) to find out; such a source is then left open where it stopped.
+        Until a source runs out, every draw gave an item, so nothing is read: with ``"first_exhausted"``
+        none ran out before the end of the epoch, and the draws are counted all at once. With
+        ``"all_exhausted"``, when a source runs out matters: it is computed from its epochs' lengths, or,
+        where one is unknown, the source is read (and its items dropped) to find out; such a source is then
+        left open where it stopped.
         """
+        if self.stop == "first_exhausted" or not skip:
+            return [int(n) for n in draws.picks(skip, picker)]
         taken = [0] * len(self.datasets)
-        if not skip:
-            return taken
-        lengths: list[int | None] = [math.inf] * len(self.datasets)  # type: ignore[list-item]
-        if self.stop == "all_exhausted":
-            lengths = self._lengths(epoch, *where)
+        supplies = self._supplies(epoch, *where)
+        read: dict[int, Iterator[Any]] = {}
 
         def has_item(j: int) -> bool:
-            n = lengths[j]
-            if n is not None:
-                return taken[j] < n
             if j not in read:
+                known = supplies[j].has(taken[j])
+                if known is not None:
+                    return known
                 read[j] = source(j, 0)
+                for _ in range(taken[j]):  # these items exist: the supply said so
+                    next(read[j])
             return next(read[j], _END) is not _END
 
-        read: dict[int, Iterator[Any]] = {}
         for _ in range(skip):
             j = self._choose(next(draws), picker, has_item)
             if j is None:
@@ -246,11 +301,103 @@ class MixSource:
 _END = object()
 
 
+def _epochs(dataset: Dataset, epoch: int) -> range:
+    """The epochs of ``dataset`` read in epoch ``epoch`` of a mix, in order."""
+    k = FOREVER if dataset._repeat is None else dataset._repeat
+    return range(epoch * k, epoch * k + k)
+
+
 def _length_or_none(dataset: Dataset, epoch: int, shard: int, num_shards: int) -> int | None:
     try:
         return dataset._epoch_length(epoch, shard, num_shards)
     except TypeError:
         return None
+
+
+class _Supply:
+    """How many items a source gives in an epoch of the mix, learnt epoch by epoch from their lengths."""
+
+    def __init__(self, dataset: Dataset | None, epoch: int, shard: int, num_shards: int) -> None:
+        self._dataset = dataset
+        self._where = (shard, num_shards)
+        self._epochs = iter(()) if dataset is None else iter(_epochs(dataset, epoch))
+        self._known = 0
+        self._ended = dataset is None
+        self._unknown: int | None = None
+
+    @classmethod
+    def empty(cls) -> _Supply:
+        """A source of weight 0: it gives nothing."""
+        return cls(None, 0, 0, 1)
+
+    def has(self, n: int) -> bool | None:
+        """Whether the source gives more than ``n`` items; ``None`` where an epoch's length is unknown."""
+        while n >= self._known:
+            if self._ended:
+                return False
+            if self._unknown is not None:
+                return None
+            e = next(self._epochs, None)
+            if e is None:
+                self._ended = True
+                return False
+            assert self._dataset is not None
+            length = _length_or_none(self._dataset, e, *self._where)
+            if length is None:
+                self._unknown = e
+                return None
+            if length == 0 and self._dataset._repeat is None:
+                self._ended = (
+                    True  # an empty epoch ends a dataset repeated forever, as it does alone
+                )
+            self._known += length
+        return True
+
+    @property
+    def known(self) -> int:
+        """How many items the source is known to give (all of them once :meth:`has` said ``False``)."""
+        return self._known
+
+    def why(self) -> str:
+        """Why the length is unknown."""
+        assert self._dataset is not None
+        assert self._unknown is not None
+        try:
+            self._dataset._epoch_length(self._unknown, *self._where)
+        except TypeError as exc:
+            return str(exc)
+        return "unknown"  # pragma: no cover
+
+
+def _items(dataset: Dataset, epoch: int, shard: int, num_shards: int, skip: int) -> Iterator[Any]:
+    """The items ``dataset`` gives in epoch ``epoch`` of a mix (all its epochs), without the first ``skip``.
+
+    A whole epoch of known length is skipped without reading it; an epoch of unknown length is read, its
+    items dropped, to count them, except in the last (or only) epoch, which skips as it does alone.
+    """
+    epochs = _epochs(dataset, epoch)
+    for e in epochs:
+        last = e == epochs[-1]
+        length = None if not skip or last else _length_or_none(dataset, e, shard, num_shards)
+        if length is not None and skip >= length:
+            skip -= length
+            if length == 0 and dataset._repeat is None:
+                return
+            continue
+        items = dataset._one_epoch(e, shard, num_shards, skip if length is not None or last else 0)
+        produced = 0
+        with closing(items):  # type: ignore[type-var]
+            for item in items:
+                produced += 1
+                if length is None and not last and skip:
+                    skip -= 1
+                    continue
+                yield item
+        if produced == 0 and dataset._repeat is None:
+            return  # an empty epoch ends a dataset repeated forever, as it does alone
+        if length is None and not last and skip:
+            continue  # the epoch ended inside the part skipped
+        skip = 0
 
 
 def mix(
@@ -274,8 +421,11 @@ def mix(
     Parameters
     ----------
     datasets
-        The sources (at least one), with their own shuffle, ``take``, ``map``... Each reads one epoch per
-        epoch of the mix (the mix's epoch), so they must not ``repeat``; repeat the mix instead.
+        The sources (at least one), with their own shuffle, ``take``, ``map``... Each reads its epoch of
+        the mix's number, one epoch per epoch of the mix. A source that repeats reads its epochs one after
+        the other instead: with ``repeat(k)``, epoch ``E`` of the mix reads its epochs ``E*k`` to
+        ``E*k + k - 1``; with ``repeat()`` it never runs out, so ``mix([a.repeat(), b.repeat()], weights)``
+        (tf.data's ``sample_from_datasets`` idiom) is an endless stream that follows the weights.
     weights
         The relative weight of each source (non-negative, finite, not all zero; they need not sum to 1);
         by default equal. A source of weight 0 is never read.
@@ -293,13 +443,14 @@ def mix(
     Dataset
         The mix. ``len()`` is the sum of the sources' lengths with ``"all_exhausted"``; with
         ``"first_exhausted"`` it is found by replaying the draws against the sources' lengths. Both need
-        every source's length (``TypeError`` otherwise).
+        every source's length, and a mix that never ends (a source repeated forever with
+        ``"all_exhausted"``, or every source with ``"first_exhausted"``) has none (``TypeError``).
 
     Raises
     ------
     ValueError
-        No dataset, weights of the wrong number or value, an unknown ``stop``, a dataset that repeats, or
-        datasets on different ranks.
+        No dataset, weights of the wrong number or value, an unknown ``stop``, or datasets on different
+        ranks.
     TypeError
         A source is not a :class:`Dataset`.
     """
@@ -309,10 +460,6 @@ def mix(
     for d in datasets:
         if not isinstance(d, Dataset):
             raise TypeError(f"mix needs recordkit.data.Dataset objects, not {type(d).__name__}")
-        if d._repeat != 1:
-            raise ValueError(
-                "a dataset in a mix reads one epoch per epoch of the mix: repeat the mix"
-            )
     if stop not in ("first_exhausted", "all_exhausted"):
         raise ValueError(f"stop must be 'first_exhausted' or 'all_exhausted', not {stop!r}")
     checked = _weights(weights, len(datasets))
