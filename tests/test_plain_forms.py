@@ -14,6 +14,7 @@ import gc
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -157,11 +158,15 @@ def test_a_writer_dropped_without_close_leaves_nothing(tmp_path, suffix):
     """``rk.open(p, "w").write(...)`` alone writes nothing: an unclosed writer is discarded."""
     path = tmp_path / f"a{suffix}"
     before = open_descriptors()
-    rk.open(path, "w").write(b"record")
+    # As an unclosed file, a dropped writer says so: a ResourceWarning naming the path.
+    message = rf"{re.escape(os.fspath(path))} was dropped without close\(\): nothing was written"
+    with pytest.warns(ResourceWarning, match=message):
+        rk.open(path, "w").write(b"record")  # the writer goes at the end of the statement
     gc.collect()
     writer = rk.open(path, "w")
     writer.write_many(records_of(0, 3))
-    del writer
+    with pytest.warns(ResourceWarning, match=message):
+        del writer
     gc.collect()
     assert os.listdir(tmp_path) == []  # no target, no temporary file
     assert open_descriptors() == before
@@ -170,6 +175,40 @@ def test_a_writer_dropped_without_close_leaves_nothing(tmp_path, suffix):
     writer.close()
     assert list(rk.open(path)) == records_of(0, 3)
     assert os.listdir(tmp_path) == [path.name]
+
+
+def test_the_one_line_write_warns_under_dev_mode(tmp_path):
+    """``python -X dev`` shows the ResourceWarning of ``rk.open(p, "w").write(...)`` on one line."""
+    path = tmp_path / "a.tfrecord"
+    script = "import sys, recordkit as rk; rk.open(sys.argv[1], 'w').write(b'abc')"
+    result = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", script, os.fspath(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "ResourceWarning" in result.stderr
+    assert f"{path} was dropped without close(): nothing was written" in result.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_dropped_ffrecord_and_shard_writers_warn_with_the_path(tmp_path):
+    from recordkit.ffrecord import FileWriter
+
+    writer = FileWriter(tmp_path / "a.ffr", 2)
+    writer.write_one(b"x")
+    with pytest.warns(ResourceWarning, match=r"a\.ffr was dropped without close\(\): nothing"):
+        del writer
+    shards = rk.ShardWriter(os.fspath(tmp_path / "part-{shard}.tfrecord"), max_records=10)
+    shards.write(b"y")
+    with pytest.warns(ResourceWarning) as caught:
+        del shards
+    messages = [str(w.message) for w in caught]
+    shard_lost = "part-0.tfrecord was dropped without close(): nothing was written"
+    assert any(shard_lost in m for m in messages)
+    assert any("ShardWriter" in m and "no manifest was written" in m for m in messages)
+    assert os.listdir(tmp_path) == []
 
 
 # -- TensorFlow reads what the short forms wrote, and recordkit reads it back alike ------------------

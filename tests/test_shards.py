@@ -467,8 +467,11 @@ def test_a_writer_dropped_without_close_leaves_no_manifest_and_no_hidden_shards(
     # Without {num_shards}, finished shards are in place; the warning says they stay unlisted.
     writer = rk.ShardWriter(str(tmp_path / "q-{shard}.tfrecord"), max_records=2)
     writer.write_many([b"a", b"b", b"c"])
-    with pytest.warns(ResourceWarning, match="1 shards it finished stay"):
+    with pytest.warns(ResourceWarning) as caught:
         del writer  # no reference cycle: the finalizer runs here
+    messages = sorted(str(warning.message) for warning in caught)
+    assert "1 shards it finished stay" in messages[0]
+    assert "q-1.tfrecord was dropped without close(): nothing was written" in messages[1]
     assert not (tmp_path / MANIFEST_NAME).exists()
 
 

@@ -142,6 +142,68 @@ def test_disk_full_reports_the_error_and_leaves_nothing(tmp_path, monkeypatch, s
     assert os.listdir(tmp_path) == []
 
 
+class _SharedDisk(io.FileIO):
+    """A file on a disk of ``free`` bytes shared by every such file: ENOSPC once it is used up."""
+
+    free = 0
+
+    def write(self, data):
+        if len(data) > _SharedDisk.free:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        _SharedDisk.free -= len(data)
+        return super().write(data)
+
+
+def _anonymous_spill(folder):
+    """An FFRecord spill file on the shared disk, without a name (as the real one)."""
+    path = os.path.join(folder, "spill")
+    spill = io.BufferedRandom(_SharedDisk(path, "w+"))
+    os.remove(path)
+    return spill
+
+
+@pytest.mark.parametrize("free", [0, 3000, 150_000, 1_048_700, 1_060_000, 1_200_000])
+@pytest.mark.parametrize("how", ["with", "close"])
+def test_disk_full_under_the_ffrecord_spill_file_leaves_nothing(tmp_path, monkeypatch, free, how):
+    # An FFRecord written without n keeps its samples in a spill file on the output's disk until close:
+    # the disk fills while writing the spill, while copying it into the output, or while closing it.
+    monkeypatch.setattr(_SharedDisk, "free", free)
+    monkeypatch.setattr(
+        _atomic, "open", lambda path, mode: io.BufferedWriter(_SharedDisk(path, "x")), raising=False
+    )
+    # No kernel-side copy: the copy goes through write() and so fills the disk too.
+    monkeypatch.delattr(os, "copy_file_range", raising=False)
+    spills = tmp_path / "spills"
+    spills.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.setattr(
+        "recordkit.formats.ffrecord._spill_beside", lambda fileobj: _anonymous_spill(spills)
+    )
+    # Samples that fill one 1 MiB block, then a few KiB that the spill file buffers until close.
+    rng = random.Random(SEED)
+    records = [rng.randbytes(200) for _ in range(5280)]
+    writer = rk.open(
+        out / "a.ffr", "w"
+    )  # kept: the test looks while the failed writer still exists
+
+    def write_all():
+        if how == "with":
+            with writer:
+                writer.write_many(records)
+        else:
+            try:
+                writer.write_many(records)
+            finally:
+                writer.close()
+
+    with pytest.raises(OSError) as caught:
+        write_all()
+    assert caught.value.errno == errno.ENOSPC
+    assert os.listdir(out) == []
+    assert os.listdir(spills) == []
+
+
 def test_failed_close_outside_a_with_block(tmp_path, monkeypatch):
     monkeypatch.setattr(
         _atomic, "open", lambda path, mode: io.BufferedWriter(_FullDisk(path, "x")), raising=False

@@ -29,6 +29,7 @@ import os
 import posixpath
 import re
 import stat
+import warnings
 import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -965,9 +966,28 @@ class RecordReader(_RecordFile):
 
 
 def _discard_writer(frames: FrameWriter, target: AtomicFile | UploadOnCommit | None) -> None:
-    frames.abort()
-    if target is not None:
-        target.discard()
+    """Drop what a writer wrote: its temporary file goes even if the frame writer's abort fails."""
+    try:
+        frames.abort()
+    finally:
+        if target is not None:
+            target.discard()
+
+
+def _drop_writer(
+    frames: FrameWriter, target: AtomicFile | UploadOnCommit | None, path: str | None
+) -> None:
+    """Discard a writer that was garbage-collected without ``close()``, and say so, as an open file does."""
+    try:
+        _discard_writer(frames, target)
+    finally:
+        lost = "nothing was written" if target is not None else "its last records were not written"
+        warnings.warn(
+            f"a writer of {path or 'a file object'} was dropped without close(): {lost} (close it, "
+            "or write in a with block)",
+            ResourceWarning,
+            stacklevel=2,
+        )
 
 
 class RecordWriter(_RecordFile):
@@ -976,8 +996,9 @@ class RecordWriter(_RecordFile):
     Writing to a path is atomic: records go to a hidden temporary file beside the target, which is renamed
     into place by :meth:`close`. If the ``with`` block raises, :meth:`abort` is called, or the writer is
     garbage-collected without being closed, the target is left untouched and the temporary file removed:
-    ``recordkit.open(path, "w").write(record)`` alone writes nothing. A file object passed in is written
-    directly and never closed.
+    ``recordkit.open(path, "w").write(record)`` alone writes nothing, and says so with a
+    :class:`ResourceWarning` naming the path (shown under ``python -X dev`` or ``-W default``, as for an
+    unclosed file). A file object passed in is written directly and never closed.
 
     Attributes
     ----------
@@ -1001,8 +1022,9 @@ class RecordWriter(_RecordFile):
         self._target = target
         # recordkit.shards looks at the finished temporary file (size, checksum, offsets) before commit.
         self._inspect: Callable[[str], None] | None = None
-        # A writer dropped without close() discards what it wrote (and the frame writer's spill file).
-        self._discard = weakref.finalize(self, _discard_writer, frames, target)
+        # A writer dropped without close() discards what it wrote (and the frame writer's spill file), and
+        # warns with a ResourceWarning, as an unclosed file does.
+        self._dropped = weakref.finalize(self, _drop_writer, frames, target, path)
 
     @property
     def count(self) -> int:
@@ -1048,7 +1070,7 @@ class RecordWriter(_RecordFile):
         except BaseException:
             self._discard()
             raise
-        self._discard.detach()
+        self._dropped.detach()
 
     def abort(self) -> None:
         """Stop writing and discard everything: the target is left untouched. Idempotent."""
@@ -1270,6 +1292,11 @@ def open(
         ``"tfrecord"``, ``"ofrecord"``, ``"ffrecord"`` (any case). Default: from the file suffix
         (``.tfrecord``, ``.tfrecords``, ``.tfrec``, ``.tfr``, optionally followed by ``.gz``, ``.gzip`` or
         ``.zlib``; ``.ofrecord``; ``.ffr``), else, when reading, from the file's content.
+    def _discard(self) -> None:
+        """Discard what was written, once, without the warning of a writer dropped unclosed."""
+        if self._dropped.detach() is not None:
+            _discard_writer(self._frames, self._target)
+
     compression
         TFRecord only: ``""``/``"none"``, ``"gzip"`` or ``"zlib"`` (TensorFlow's ``"GZIP"``/``"ZLIB"`` too).
         Default: from the suffix, else (reading) from the content.

@@ -28,6 +28,7 @@ Specification: https://github.com/HFAiLab/ffrecord (``ffrecord/src/writer.cpp`` 
 from __future__ import annotations
 
 import bisect
+import contextlib
 import errno
 import itertools
 import operator
@@ -459,18 +460,27 @@ class FFRecordWriter(_BufferedFrameWriter):
             self.fileobj.seek(self._base)
             self.fileobj.write(header)
             self.fileobj.seek(self._base + position)
-        else:
+            return
+        try:
             self.fileobj.write(header)
             _append_file(self._spill, self.fileobj)
-            self._spill.close()
-            self._spill = None
+        except BaseException:
+            self.abort()  # a full disk: the spill file goes, whatever closing it says
+            raise
+        spill, self._spill = self._spill, None
+        spill.close()
 
     def abort(self) -> None:
-        """Drop buffered samples and the spill file."""
+        """Drop buffered samples and the spill file. Never raises on an I/O error.
+
+        Closing the spill file flushes what it still buffers, which fails on a full disk; the file has no
+        name (see :func:`_spill_beside`), so closing its descriptor is all there is to do.
+        """
         super().abort()
-        if self._spill is not None:
-            self._spill.close()
-            self._spill = None
+        spill, self._spill = self._spill, None
+        if spill is not None:
+            with contextlib.suppress(OSError):
+                spill.close()
 
 
 class FFRecordFormat(RecordFormat):
