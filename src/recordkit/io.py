@@ -1077,6 +1077,11 @@ class RecordWriter(_RecordFile):
         self._closed = True
         self._discard()
 
+    def _discard(self) -> None:
+        """Discard what was written, once, without the warning of a writer dropped unclosed."""
+        if self._dropped.detach() is not None:
+            _discard_writer(self._frames, self._target)
+
     def _leave(self, *, failed: bool) -> None:
         if failed:
             self.abort()
@@ -1292,11 +1297,6 @@ def open(
         ``"tfrecord"``, ``"ofrecord"``, ``"ffrecord"`` (any case). Default: from the file suffix
         (``.tfrecord``, ``.tfrecords``, ``.tfrec``, ``.tfr``, optionally followed by ``.gz``, ``.gzip`` or
         ``.zlib``; ``.ofrecord``; ``.ffr``), else, when reading, from the file's content.
-    def _discard(self) -> None:
-        """Discard what was written, once, without the warning of a writer dropped unclosed."""
-        if self._dropped.detach() is not None:
-            _discard_writer(self._frames, self._target)
-
     compression
         TFRecord only: ``""``/``"none"``, ``"gzip"`` or ``"zlib"`` (TensorFlow's ``"GZIP"``/``"ZLIB"`` too).
         Default: from the suffix, else (reading) from the content.
