@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import recordkit as rk
-from recordkit.formats.manifest import load_manifest
+from recordkit.formats.manifest import Manifest, Shard, load_manifest
 from recordkit.formats.tfds import (
     DEFAULT_TEMPLATE,
     FEATURES_NAME,
@@ -90,7 +90,13 @@ def test_reads_the_shards_of_each_split_in_order(tmp_path):
     ]
     assert all(s.sha256 is None and s.index is None for s in manifest.shards)
     assert manifest.splits == ["train", "test"]
-    assert manifest.metadata == {"tfds": {"name": "toy", "version": "1.0.0"}}
+    assert manifest.metadata == {
+        "tfds": {
+            "name": "toy",
+            "version": "1.0.0",
+            "interleave": {"cycle_length": 16, "block_length": 16},
+        }
+    }
     with rk.open(
         [os.path.join(directory, s.path) for s in manifest.select("train").shards]
     ) as reader:
@@ -608,3 +614,153 @@ def test_a_missing_shard_of_another_split_does_not_matter(tmp_path):
         rk.open(directory, split="test")
     with pytest.raises(rk.ManifestError, match="no split 'dev'"):
         rk.open(directory, split="dev")
+
+
+# -- the order of a split's records: TFDS interleaves its shards ------------------------------------
+
+
+def _ordered_dir(directory, lengths, *, disable_shuffling=False):
+    """A TFDS directory with one split, ``train``, of shards holding ``lengths`` records (ids in order)."""
+    os.makedirs(directory, exist_ok=True)
+    files, start = {}, 0
+    for i, count in enumerate(lengths):
+        name = f"toy-train.tfrecord-{i:05d}-of-{len(lengths):05d}"
+        _write_records(os.path.join(directory, name), count, start)
+        files[name] = count
+        start += count
+    shards = tuple(
+        Shard(path=name, records=n, size=os.path.getsize(os.path.join(directory, name)))
+        for name, n in files.items()
+    )
+    manifest = Manifest(format="tfrecord", compression="", shards=shards)
+    write_tfds_info(directory, manifest, name="toy", features={"id": ("int64", ())})
+    if disable_shuffling:
+        path = os.path.join(directory, INFO_NAME)
+        info = json.loads(_text(path))
+        info["disableShuffling"] = True
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump(info, file)
+    return os.fspath(directory)
+
+
+def _ids(records):
+    return [int(rk.decode_example(r)["id"][0]) for r in records]
+
+
+def _tf_interleave(tf, lengths, cycle, block):
+    """The ids tf.data's interleave yields from shards of ``lengths`` records (ids in shard order)."""
+    bases = [sum(lengths[:i]) for i in range(len(lengths))]
+    table = tf.constant([[b, n] for b, n in zip(bases, lengths, strict=True)], dtype=tf.int64)
+    ranges = tf.data.Dataset.from_tensor_slices(table).interleave(
+        lambda pair: tf.data.Dataset.range(pair[0], pair[0] + pair[1]),
+        cycle_length=cycle,
+        block_length=block,
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    return [int(i) for i in ranges.as_numpy_iterator()]
+
+
+ORDER_CASES = {
+    "4 shards over 16": [40, 37, 50, 21],
+    "uneven and empty": [3, 0, 17, 16, 32, 1, 0, 45],
+    "more than 16 shards": [18 + (i * 7) % 23 for i in range(21)],
+}
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("lengths", ORDER_CASES.values(), ids=ORDER_CASES.keys())
+def test_a_split_reads_in_the_order_tfds_gives(tfds, tmp_path, lengths):
+    """open(), its indexes and Dataset give the records in ``as_dataset(shuffle_files=False)``'s order."""
+    from recordkit.data import Dataset
+
+    directory = _ordered_dir(tmp_path, lengths)
+    loaded = tfds.builder_from_directory(directory).as_dataset(split="train", shuffle_files=False)
+    expected = [int(example["id"]) for example in loaded.as_numpy_iterator()]
+    assert sorted(expected) == list(range(sum(lengths)))
+    assert expected != sorted(expected)  # the shards are interleaved, not read one after the other
+    reader = rk.open(directory, split="train")
+    assert len(reader) == len(expected)
+    assert _ids(reader) == expected
+    assert _ids(reader[i] for i in range(len(reader))) == expected
+    assert _ids(reader[-i] for i in range(1, 6)) == expected[-1:-6:-1]
+    assert _ids(reader[5:-3]) == expected[5:-3]
+    picks = [len(expected) - 1, 0, 17, 16, 3, 17]
+    assert _ids(reader.read(picks)) == [expected[i] for i in picks]
+    reader.close()
+    assert _ids(Dataset(directory, split="train")) == expected
+    assert len(Dataset(directory, split="train")) == len(expected)
+    assert _ids(Dataset(directory, split="train").skip(5).take(30)) == expected[5:35]
+    # Two workers share the order, each a contiguous part of it.
+    halves = [_ids(Dataset(directory, split="train", rank=r, world_size=2)) for r in (0, 1)]
+    assert halves[0] + halves[1] == expected
+    # A global shuffle permutes the records take() chose in that order.
+    chosen = _ids(Dataset(directory, split="train", seed=4).take(20).shuffle())
+    assert sorted(chosen) == sorted(expected[:20])
+
+
+@pytest.mark.interop
+def test_shuffled_files_are_interleaved_as_tfds_interleaves_them(tf, tmp_path):
+    """shuffle(files=True) opens the shards in a random order, then interleaves them 16 by 16."""
+    from recordkit.data import Dataset
+    from recordkit.data._shuffle import permutation
+
+    lengths = ORDER_CASES["more than 16 shards"]
+    directory = _ordered_dir(tmp_path, lengths)
+    order = permutation(len(lengths), 7, 0, "files").tolist()
+    bases = [sum(lengths[:i]) for i in range(len(lengths))]
+    shuffled = _tf_interleave(tf, [lengths[f] for f in order], 16, 16)
+    starts = [sum(lengths[f] for f in order[:k]) for k in range(len(order))]
+    # Map the ids of the reordered shards back to the ids of the shards they are.
+    expected = []
+    for value in shuffled:
+        k = max(k for k in range(len(order)) if starts[k] <= value)
+        expected.append(bases[order[k]] + value - starts[k])
+    got = _ids(Dataset(directory, split="train", seed=7).shuffle(0, files=True))
+    assert got == expected
+    assert sorted(got) == list(range(sum(lengths)))
+
+
+@pytest.mark.interop
+def test_a_split_that_disables_shuffling_reads_shard_after_shard(tfds, tmp_path):
+    lengths = [20, 30, 25]
+    directory = _ordered_dir(tmp_path, lengths, disable_shuffling=True)
+    loaded = tfds.builder_from_directory(directory).as_dataset(split="train", shuffle_files=False)
+    expected = [int(example["id"]) for example in loaded.as_numpy_iterator()]
+    assert expected == list(range(sum(lengths)))
+    assert _ids(rk.open(directory, split="train")) == expected
+
+
+@pytest.mark.interop
+def test_read_order_matches_tf_data_interleave(tf):
+    """ReadOrder against tf.data's deterministic interleave, for other cycle and block lengths too."""
+    from recordkit.formats.tfds import ReadOrder
+
+    cases = [([0], 16, 16), ([5, 0, 0, 9], 2, 3), ([33, 1, 16, 17, 0, 40], 3, 16)]
+    cases += [
+        ([(i * 13) % 29 for i in range(25)], cycle, block) for cycle, block in [(4, 5), (16, 1)]
+    ]
+    for lengths, cycle, block in cases:
+        order = ReadOrder(lengths, cycle, block)
+        bases = [sum(lengths[:i]) for i in range(len(lengths))]
+        runs = [bases[s] + r for s, a, b in order.runs() for r in range(a, b)]
+        located = [bases[s] + r for s, r in map(order.locate, range(len(order)))]
+        assert runs == located == _tf_interleave(tf, lengths, cycle, block)
+
+
+def test_a_shard_that_changed_is_caught_in_the_interleaved_order(tmp_path):
+    directory = _ordered_dir(tmp_path, [20, 20, 20])
+    _write_records(tmp_path / "toy-train.tfrecord-00001-of-00003", 21, 100)
+    with pytest.raises(rk.ManifestError, match="holds 21 records, but the manifest says 20"):
+        list(rk.open(directory, split="train"))
+    _write_records(tmp_path / "toy-train.tfrecord-00001-of-00003", 19, 100)
+    with pytest.raises(rk.ManifestError, match="holds 19 records, but the manifest says 20"):
+        list(rk.open(directory, split="train"))
+
+
+def test_interleave_is_refused_on_a_tfds_split(tmp_path):
+    from recordkit.data import Dataset
+
+    directory = _ordered_dir(tmp_path, [20, 20])
+    with pytest.raises(ValueError, match="TFDS's order"):
+        Dataset(directory, split="train").interleave(2)

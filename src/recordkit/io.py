@@ -33,7 +33,7 @@ import warnings
 import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, ClassVar, Literal, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, overload
 
 from recordkit._atomic import AtomicFile, UploadOnCommit
 from recordkit._closing import Closing
@@ -63,6 +63,9 @@ from recordkit.formats.base import (
     normalize_compression,
 )
 from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest, sha256_of
+
+if TYPE_CHECKING:
+    from recordkit.formats.tfds import ReadOrder
 
 __all__ = [
     "RecordReader",
@@ -737,11 +740,12 @@ class _RecordFile(Closing):
 class RecordReader(_RecordFile):
     """Reads the records of one file, or of several files as one sequence.
 
-    Made by :func:`open`. Iterating yields each record as ``bytes``. Files that allow random access
-    (every uncompressed file that is not a stream) also support ``len(reader)``, ``reader[i]`` (negative
-    indexes count from the end), ``reader[a:b]`` (a list) and :meth:`read`; on other files ``len()``
-    raises :class:`~recordkit.errors.NoLengthError` and the others
-    :class:`~recordkit.errors.UnsupportedOperationError`.
+    Made by :func:`open`. Iterating yields each record as ``bytes``, file after file; the shards of a
+    TFDS split come in the order TFDS reads them (:func:`recordkit.formats.tfds.read_order`), and indexes
+    count in that order. Files that allow random access (every uncompressed file that is not a stream)
+    also support ``len(reader)``, ``reader[i]`` (negative indexes count from the end), ``reader[a:b]`` (a
+    list) and :meth:`read`; on other files ``len()`` raises :class:`~recordkit.errors.NoLengthError` and
+    the others :class:`~recordkit.errors.UnsupportedOperationError`.
 
     An iterator keeps its reader open, so ``for record in recordkit.open(path)`` needs no name for the
     reader; the files are closed by :meth:`close`, or once neither the reader nor an iterator over it is
@@ -770,8 +774,11 @@ class RecordReader(_RecordFile):
         compression: str,
         reopen: _Reopen | None = None,
         counts: Sequence[int] | None = None,
+        order: ReadOrder | None = None,
     ) -> None:
         super().__init__(path=path, format=format, compression=compression)
+        # A TFDS split's records come in TFDS's interleaved order, not file after file (needs counts).
+        self._order = order if counts is not None else None
         self._frames = [frames for frames, _ in parts]
         self._opened = [opened for _, opened in parts]
         # Record counts known without reading (a manifest's) make len() free, even of compressed files.
@@ -827,7 +834,7 @@ class RecordReader(_RecordFile):
     # reading
 
     def __iter__(self) -> Iterator[bytes]:
-        """Yield every record, file after file."""
+        """Yield every record, file after file; a TFDS split's in TFDS's interleaved order."""
         self._check_open()
         if self._views is not None:
             return self._views.track(self._records())
@@ -836,7 +843,9 @@ class RecordReader(_RecordFile):
     def _records(self) -> Iterator[bytes]:
         # A generator method: the iterator holds the reader, whose finalizer would otherwise close the
         # files of an unnamed reader (``for r in recordkit.open(p)``) while the iteration still reads them.
-        if self._counts is not None:
+        if self._order is not None:
+            yield from self._ordered_records()
+        elif self._counts is not None:
             yield from self._counted_records()
         elif len(self._frames) == 1:
             yield from self._frames[0]
@@ -852,6 +861,31 @@ class RecordReader(_RecordFile):
                 yield record
             if found != expected:
                 raise self._count_mismatch(part, found)
+
+    def _ordered_records(self) -> Iterator[bytes]:
+        """Every record in the order's turns, each part checked against its count as it ends."""
+        assert self._order is not None
+        assert self._counts is not None
+        counts = self._counts
+        readers: dict[int, Iterator[bytes]] = {}
+        for part, start, stop in self._order.runs():
+            records = readers.get(part)
+            if records is None:
+                records = readers[part] = iter(self._frames[part])
+            for found in range(start, stop):
+                record = next(records, None)
+                if record is None:
+                    raise self._count_mismatch(part, found)
+                yield record
+            if stop == counts[part]:
+                rest = sum(1 for _ in readers.pop(part))
+                if rest:
+                    raise self._count_mismatch(part, stop + rest)
+        for part, expected in enumerate(counts):  # the empty shards the order never visits
+            if not expected:
+                found = sum(1 for _ in self._frames[part])
+                if found:
+                    raise self._count_mismatch(part, found)
 
     def _count_mismatch(self, part: int, found: int) -> ManifestError:
         assert self._counts is not None
@@ -904,6 +938,10 @@ class RecordReader(_RecordFile):
         return i
 
     def _locate(self, i: int) -> tuple[FrameReader, int]:
+        if self._order is not None:
+            part, local = self._order.locate(i)
+            self._check_count(part)
+            return self._frames[part], local
         if len(self._frames) == 1:
             self._check_count(0)
             return self._frames[0], i
@@ -949,15 +987,25 @@ class RecordReader(_RecordFile):
         if len(self._frames) == 1:
             self._check_count(0)
             return self._frames[0].read_many(wanted)
-        starts = self._part_starts()
-        by_part: dict[int, list[int]] = {}
-        for i in wanted:
-            by_part.setdefault(bisect.bisect_right(starts, i) - 1, []).append(i)
+        by_part: dict[int, tuple[list[int], list[int]]] = {}
+        if self._order is not None:
+            locate = self._order.locate
+            for i in wanted:
+                part, local = locate(i)
+                members, locals_ = by_part.setdefault(part, ([], []))
+                members.append(i)
+                locals_.append(local)
+        else:
+            starts = self._part_starts()
+            for i in wanted:
+                part = bisect.bisect_right(starts, i) - 1
+                members, locals_ = by_part.setdefault(part, ([], []))
+                members.append(i)
+                locals_.append(i - starts[part])
         found: dict[int, bytes] = {}
-        for part, members in by_part.items():
+        for part, (members, locals_) in by_part.items():
             self._check_count(part)
-            base = starts[part]
-            records = self._frames[part].read_many([i - base for i in members])
+            records = self._frames[part].read_many(locals_)
             found.update(zip(members, records, strict=True))
         return [found[i] for i in wanted]
 
@@ -1112,6 +1160,7 @@ class _Reopen(NamedTuple):
     lenient: bool
     shards: Sequence[Shard] | None = None
     zero_copy: bool = False
+    order: ReadOrder | None = None  # a TFDS split's interleaved order
 
 
 def _open_reader(
@@ -1130,8 +1179,17 @@ def _open_reader(
         root, manifest = dataset
         format, compression = _manifest_format(manifest, format, compression)
         files = [shard_path(root, shard) for shard in manifest.shards]
+        from recordkit.formats.tfds import read_order
+
         spec = _Reopen(
-            files, _display_path(src), check_crc, index, lenient, manifest.shards, zero_copy
+            files,
+            _display_path(src),
+            check_crc,
+            index,
+            lenient,
+            manifest.shards,
+            zero_copy,
+            read_order(manifest),
         )
         return _read_files(spec, format=format, compression=compression)
     if split is not None:
@@ -1178,7 +1236,13 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
     name, comp = formats[0]
     counts = None if spec.shards is None else [shard.records for shard in spec.shards]
     return RecordReader(
-        parts, path=spec.path, format=name, compression=comp, reopen=spec, counts=counts
+        parts,
+        path=spec.path,
+        format=name,
+        compression=comp,
+        reopen=spec,
+        counts=counts,
+        order=spec.order,
     )
 
 

@@ -81,7 +81,10 @@ class Dataset:
         A path, a glob pattern, an fsspec URL (``s3://...``, ``memory://...``; needs ``fsspec``), or a list
         of them. The files may be of different formats. A dataset directory with a manifest (written by
         :class:`recordkit.ShardWriter`) or a tensorflow-datasets directory is read as its manifest lists
-        it: record counts come from the manifest, so planning a globally shuffled epoch opens no file.
+        it: record counts come from the manifest, so planning a globally shuffled epoch opens no file. A
+        TFDS split's records come in the order ``builder.as_dataset(split, shuffle_files=False)`` gives
+        them (its shards interleaved), and ``shuffle(files=True)`` opens its shards in a random order, as
+        ``shuffle_files=True`` does.
     format
         The format of every file; by default each file's suffix, else its content, decides.
     seed
@@ -277,9 +280,9 @@ class Dataset:
 
         The records are taken from the epoch's global order before it is split: ``take(1000)`` gives 1000
         records per epoch in all, shared between the ranks and workers as usual. Called before
-        :meth:`shuffle`, it takes the first ``n`` records of the files in their given order (the same
-        records every epoch, then shuffled among themselves); called after it, the first ``n`` of the
-        shuffled order (a global shuffle: ``n`` random records, different each epoch; a buffer shuffle: the
+        :meth:`shuffle`, it takes the first ``n`` records of the files in their given order (of a TFDS
+        split: in TFDS's order), the same records every epoch, then shuffled among themselves; called
+        after it, the first ``n`` of the shuffled order (a global shuffle: ``n`` random records, different each epoch; a buffer shuffle: the
         first ``n`` records of the epoch's file order, which the buffers then shuffle). ``skip(n)`` and
         ``take(n)`` at the same point partition the epoch. Sequential (compressed) files are read through
         once to count them where the cut falls in or after them.
@@ -318,8 +321,9 @@ class Dataset:
         Raises
         ------
         ValueError
-            The counts are not positive, or the dataset has a global shuffle (which reads records by index
-            from every file, not file by file).
+            The counts are not positive, the dataset has a global shuffle (which reads records by index
+            from every file, not file by file), or it is a TFDS split (already read as TFDS interleaves
+            its shards).
         TypeError
             The dataset is a :func:`mix`.
         """
@@ -328,6 +332,13 @@ class Dataset:
         source = self._files("interleave")
         if source.shuffle is not None and source.shuffle.is_global:
             raise ValueError(_GLOBAL_INTERLEAVE)
+        order = source.catalog.order
+        if order is not None:
+            raise ValueError(
+                "a TFDS split is read in TFDS's order, its shards interleaved "
+                f"{order.cycle_length} at a time, {order.block_length} records per turn: it takes no "
+                "other interleave()"
+            )
         return self._with(_source=source.replace(cycle=cycle_length, block=block_length))
 
     def map(self, fn: Callable[[Any], Any]) -> Dataset:

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from recordkit.data._interleave import InterleavedStream
 from recordkit.data._readers import Catalog, ReaderPool, ShardStream
 from recordkit.data._sharding import (
@@ -25,6 +27,8 @@ from recordkit.data._sharding import (
     plan_global,
     plan_length,
     plan_pieces,
+    plan_sequence,
+    positions_in_files,
     whole_files,
 )
 from recordkit.data._shuffle import BufferShuffler, derive_seed, permutation
@@ -152,6 +156,7 @@ class FileSource:
             "equal_shards": self.equal,
             "windows": windows,
             "interleave": [self.cycle, self.block] if self.cycle else None,
+            **({"tfds_order": True} if self.catalog.order is not None else {}),
         }
 
     # -- planning ------------------------------------------------------------------------------------
@@ -185,6 +190,8 @@ class FileSource:
             catalog.count_all(pool)
         else:
             catalog.describe(pool)
+        if catalog.order is not None:
+            return self._ordered_plan(epoch, shard, num_shards)
         if self.shuffle is not None and self.shuffle.is_global:
             self._check_global()
             counts = [n or 0 for n in catalog.counts]
@@ -194,6 +201,39 @@ class FileSource:
         ra = [bool(x) for x in catalog.random_access]
         pieces = self._pieces(epoch, catalog.count)
         return plan_pieces(pieces, catalog.counts, ra, shard, num_shards, self.equal)
+
+    def _ordered_plan(self, epoch: int, shard: int, num_shards: int) -> list[Unit]:
+        """The plan of a catalog whose records have an order of their own (a TFDS split's).
+
+        ``take``/``skip`` before the shuffle count in that order; a global shuffle permutes the records
+        they select; ``files=True`` (a buffer shuffle) opens the shards in a random order, as TFDS does with
+        ``shuffle_files=True``, and interleaves them as before.
+        """
+        from recordkit.formats.tfds import ReadOrder
+
+        catalog = self.catalog
+        order = catalog.order
+        assert order is not None
+        self._check_global()
+        offsets = catalog.offsets()
+        lo, hi = bounds(self.before, len(order))
+        spec = self.shuffle
+        if spec is not None and spec.is_global:
+            positions = permutation(hi - lo, self.seed, epoch, "global") + lo
+            return plan_sequence(
+                positions_in_files(order, offsets, positions),
+                shard,
+                num_shards,
+                self.equal,
+                self.after,
+            )
+        chosen = positions_in_files(order, offsets, np.arange(lo, hi, dtype=np.int64))
+        if spec is not None and spec.files:
+            files = permutation(len(catalog), self.seed, epoch, "files").tolist()
+            shuffled = ReadOrder(order.lengths, order.cycle_length, order.block_length, files)
+            every = positions_in_files(shuffled, offsets, np.arange(len(shuffled), dtype=np.int64))
+            chosen = every if hi - lo == len(order) else every[np.isin(every, chosen)]
+        return plan_sequence(chosen, shard, num_shards, self.equal, self.after)
 
     def length(self, epoch: int, shard: int, num_shards: int) -> int:
         """The number of records ``shard`` reads in ``epoch``, learnt from headers and indexes alone.
@@ -219,7 +259,7 @@ class FileSource:
         if self.equal is not None:
             for f in range(len(catalog)):
                 known(f)
-        if self.shuffle is not None and self.shuffle.is_global:
+        if catalog.order is not None or (self.shuffle is not None and self.shuffle.is_global):
             self._check_global()
             lo, hi = bounds(self.before, sum(known(f) for f in range(len(catalog))))
             lo, hi = bounds(self.after, hi - lo)

@@ -18,6 +18,7 @@ from recordkit.data._sharding import IndexUnit, RangeUnit, Unit, plan_length
 
 if TYPE_CHECKING:
     from recordkit.formats.manifest import Manifest
+    from recordkit.formats.tfds import ReadOrder
     from recordkit.io import RecordReader
 
 __all__ = ["Catalog", "ReaderPool", "ShardStream"]
@@ -50,16 +51,20 @@ class Catalog:
         self.format = format
         self.counts: list[int | None] = [None] * len(self.files)
         self.random_access: list[bool | None] = [None] * len(self.files)
+        # The records' order when it is not file after file: a TFDS split's (formats.tfds.read_order).
+        self.order: ReadOrder | None = None
         self._dataset: tuple[str, Manifest] | None = None
 
     @classmethod
     def of_dataset(cls, directory: str, manifest: Manifest) -> Catalog:
         """The shards a manifest lists, with its counts: nothing needs to be opened to plan an epoch."""
+        from recordkit.formats.tfds import read_order
         from recordkit.io import shard_path
 
         catalog = cls([shard_path(directory, shard) for shard in manifest.shards], manifest.format)
         catalog.counts = [shard.records for shard in manifest.shards]
         catalog.random_access = [not manifest.compression] * len(manifest.shards)
+        catalog.order = read_order(manifest)
         catalog._dataset = (directory, manifest)
         return catalog
 

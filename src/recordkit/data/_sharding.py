@@ -17,9 +17,12 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from recordkit.formats.tfds import ReadOrder
 
 __all__ = [
     "EqualShards",
@@ -33,6 +36,8 @@ __all__ = [
     "plan_global",
     "plan_length",
     "plan_pieces",
+    "plan_sequence",
+    "positions_in_files",
     "resolve_rank",
     "shard_of",
     "whole_files",
@@ -333,11 +338,46 @@ def plan_global(
 
     lo, hi = bounds(before, sum(counts))
     perm = permutation(hi - lo, seed, epoch, "global") + lo
-    perm = perm[slice(*bounds(after, len(perm)))]
-    size = _equal_size(len(perm), num_shards, equal)
-    perm = np.resize(perm, size) if size > len(perm) else perm[:size]
-    lo, hi = _balanced(len(perm), shard, num_shards)
-    return [IndexUnit(perm[lo:hi])]
+    return plan_sequence(perm, shard, num_shards, equal, after)
+
+
+def plan_sequence(
+    sequence: np.ndarray,
+    shard: int,
+    num_shards: int,
+    equal: EqualShards = None,
+    after: Window = (0, None),
+) -> list[Unit]:
+    """Return one shard's balanced contiguous slice of ``sequence`` (global indexes) cut to ``after``.
+
+    ``equal="pad"`` extends the sequence with its own beginning and ``"drop"`` cuts it, so that it divides
+    evenly.
+    """
+    sequence = sequence[slice(*bounds(after, len(sequence)))]
+    size = _equal_size(len(sequence), num_shards, equal)
+    sequence = np.resize(sequence, size) if size > len(sequence) else sequence[:size]
+    lo, hi = _balanced(len(sequence), shard, num_shards)
+    return [IndexUnit(sequence[lo:hi])]
+
+
+def positions_in_files(order: ReadOrder, offsets: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """The global indexes of the records at ``positions`` of ``order``.
+
+    Global indexes count the files laid end to end: file ``f``'s records from ``offsets[f]`` on.
+    """
+    segments = order.segments
+    starts = np.fromiter((s.start for s in segments), np.int64, len(segments))
+    blocks = np.fromiter((s.block for s in segments), np.int64, len(segments))
+    widths = np.fromiter((len(s.shards) for s in segments), np.int64, len(segments))
+    first = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(np.int64)
+    shards = np.fromiter((f for s in segments for f in s.shards), np.int64, int(widths.sum()))
+    records = np.fromiter((r for s in segments for r in s.starts), np.int64, int(widths.sum()))
+    positions = np.asarray(positions, dtype=np.int64)
+    k = np.searchsorted(starts, positions, side="right") - 1
+    turn, rest = np.divmod(positions - starts[k], widths[k] * blocks[k])
+    j, offset = np.divmod(rest, blocks[k])
+    at = first[k] + j
+    return offsets[shards[at]] + records[at] + turn * blocks[k] + offset
 
 
 def global_length(total: int, shard: int, num_shards: int, equal: EqualShards = None) -> int:

@@ -22,6 +22,10 @@ to the digits of the number of shards when it has more) and ``SHARD_X_OF_Y``
 (``{SHARD_INDEX}-of-{NUM_SHARDS}``). So the second of three train shards of ``mnist`` is
 ``mnist-train.tfrecord-00001-of-00003``.
 
+TFDS does not read a split shard after shard: ``builder.as_dataset(split, shuffle_files=False)`` reads 16
+shards side by side, 16 records per turn (tf.data's ``interleave`` with ``tfds.ReadConfig``'s defaults).
+:class:`ReadOrder` computes that order from the shard lengths, and :func:`read_order` gives it for a split.
+
 This module is in the framing layer: it imports neither TensorFlow nor protobuf, and only reads and writes
 the JSON files; :func:`recordkit.open` reads the shards.
 """
@@ -32,7 +36,9 @@ import json
 import os
 import re
 import string
-from collections.abc import Mapping, Sequence
+from bisect import bisect_right
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from recordkit._atomic import write_atomically
@@ -40,11 +46,16 @@ from recordkit.errors import ManifestError
 from recordkit.formats.manifest import Manifest, Shard
 
 __all__ = [
+    "BLOCK_LENGTH",
+    "CYCLE_LENGTH",
     "DEFAULT_TEMPLATE",
     "FEATURES_NAME",
     "INFO_NAME",
+    "ReadOrder",
+    "Segment",
     "is_tfds_directory",
     "manifest_from_tfds",
+    "read_order",
     "write_tfds_info",
 ]
 
@@ -56,6 +67,12 @@ FEATURES_NAME = "features.json"
 
 DEFAULT_TEMPLATE = "{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}"
 """The shard file name template of a split that names none."""
+
+CYCLE_LENGTH = 16
+"""Shards TFDS reads side by side (``tfds.ReadConfig``'s default ``interleave_cycle_length``)."""
+
+BLOCK_LENGTH = 16
+"""Records TFDS takes from one shard per turn (``tfds.ReadConfig``'s ``interleave_block_length``)."""
 
 _FILE_FORMAT = "tfrecord"
 # Bytes TFRecord adds around each payload: length, its checksum, the payload's checksum.
@@ -103,7 +120,10 @@ def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None =
     by split in the file's order and shard by shard in index order: its path relative to ``directory``,
     its record count from ``shardLengths`` and its split name. TFDS records no per-shard byte count or
     checksum, so ``size`` is the file's size on disk at the time of the call and ``sha256`` and ``index``
-    are ``None``. The manifest's ``metadata`` holds ``{"tfds": {"name": ..., "version": ...}}``.
+    are ``None``. The manifest's ``metadata`` holds ``{"tfds": {"name": ..., "version": ..., "interleave":
+    {"cycle_length": 16, "block_length": 16}}}``: how TFDS interleaves a split's shards
+    (``cycle_length`` is 1 when ``dataset_info.json`` sets ``disableShuffling``), which
+    :func:`read_order` turns into the order of a split's records.
 
     Parameters
     ----------
@@ -161,8 +181,193 @@ def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None =
         for relative, (records, split_name) in listed.items()
         if split is None or split_name == split
     )
-    metadata = {"tfds": {"name": name, "version": info.string("version")}}
+    # TFDS reads a split's shards CYCLE_LENGTH at a time, BLOCK_LENGTH records per turn, unless the
+    # dataset disables shuffling: then it reads them one after the other (interleave_cycle_length=1).
+    cycle = 1 if info.boolean("disable_shuffling") else CYCLE_LENGTH
+    metadata = {
+        "tfds": {
+            "name": name,
+            "version": info.string("version"),
+            "interleave": {"cycle_length": cycle, "block_length": BLOCK_LENGTH},
+        }
+    }
     return Manifest(format=_FILE_FORMAT, compression="", shards=shards, metadata=metadata)
+
+
+# -- the order of a split's records ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Consecutive positions of a :class:`ReadOrder` in which the same shards take full turns.
+
+    ``rounds`` times, each shard of ``shards`` in turn gives ``block`` consecutive records, shard
+    ``shards[j]`` from its record ``starts[j]`` on. Position ``start + p`` is record
+    ``starts[j] + r * block + p % block`` of shard ``shards[j]``, where
+    ``r, q = divmod(p, len(shards) * block)`` and ``j = q // block``.
+    """
+
+    start: int
+    shards: tuple[int, ...]
+    starts: tuple[int, ...]
+    rounds: int
+    block: int
+
+    def __len__(self) -> int:
+        """The number of positions the segment covers."""
+        return self.rounds * len(self.shards) * self.block
+
+    def locate(self, position: int) -> tuple[int, int]:
+        """Return ``(shard, record)`` at ``position`` (counted from the order's start, not the segment's)."""
+        turn, rest = divmod(position - self.start, len(self.shards) * self.block)
+        j, offset = divmod(rest, self.block)
+        return self.shards[j], self.starts[j] + turn * self.block + offset
+
+    def runs(self) -> Iterator[tuple[int, int, int]]:
+        """Yield ``(shard, start, stop)``: the shard records the segment gives, turn by turn."""
+        for turn in range(self.rounds):
+            for shard, first in zip(self.shards, self.starts, strict=True):
+                begin = first + turn * self.block
+                yield shard, begin, begin + self.block
+
+
+class ReadOrder:
+    """The order in which tf.data's deterministic ``interleave`` yields the records of several shards.
+
+    ``cycle_length`` shards are read side by side and take turns, giving ``block_length`` consecutive
+    records each; when a shard has no record left, its place goes to the next shard the next time the turn
+    comes back to it. This is how ``builder.as_dataset(split, shuffle_files=False)`` reads a split of a TFDS
+    dataset (16 shards at a time, 16 records per turn, by ``tfds.ReadConfig``'s defaults).
+
+    The order is held as :class:`Segment` s: a few per shard, however many records there are.
+
+    Parameters
+    ----------
+    lengths
+        The number of records of each shard.
+    cycle_length, block_length
+        As tf.data's ``interleave`` takes them (both at least 1).
+    shard_order
+        The shards in the order they are opened (default: index order), each at most once.
+    """
+
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        cycle_length: int = CYCLE_LENGTH,
+        block_length: int = BLOCK_LENGTH,
+        shard_order: Sequence[int] | None = None,
+    ) -> None:
+        if cycle_length < 1 or block_length < 1:
+            raise ValueError(
+                f"cycle_length and block_length must be at least 1, not {cycle_length}, {block_length}"
+            )
+        self.lengths = tuple(lengths)
+        if any(n < 0 for n in self.lengths):
+            raise ValueError(f"a shard cannot hold a negative number of records: {self.lengths}")
+        self.cycle_length = cycle_length
+        self.block_length = block_length
+        order = range(len(self.lengths)) if shard_order is None else shard_order
+        self.shard_order = tuple(order)
+        if len(set(self.shard_order)) != len(self.shard_order) or not all(
+            0 <= shard < len(self.lengths) for shard in self.shard_order
+        ):
+            raise ValueError(f"shard_order must name shards at most once: {self.shard_order}")
+        self.segments = _interleave(self.lengths, self.shard_order, cycle_length, block_length)
+        self._starts = [segment.start for segment in self.segments]
+        self._total = sum(self.lengths[shard] for shard in self.shard_order)
+
+    def __len__(self) -> int:
+        """The number of records in the order."""
+        return self._total
+
+    def __repr__(self) -> str:
+        return (
+            f"ReadOrder({len(self.shard_order)} shards, {self._total} records, "
+            f"cycle_length={self.cycle_length}, block_length={self.block_length})"
+        )
+
+    def locate(self, position: int) -> tuple[int, int]:
+        """Return ``(shard, record)``: where the record at ``position`` (``0 <= position < len``) is."""
+        if not 0 <= position < self._total:
+            raise IndexError(f"position {position} out of range for {self._total} records")
+        return self.segments[bisect_right(self._starts, position) - 1].locate(position)
+
+    def runs(self) -> Iterator[tuple[int, int, int]]:
+        """Yield ``(shard, start, stop)`` in order: records ``start`` to ``stop - 1`` of ``shard``."""
+        for segment in self.segments:
+            yield from segment.runs()
+
+
+def _interleave(
+    lengths: Sequence[int], order: Sequence[int], cycle: int, block: int
+) -> list[Segment]:
+    """The segments of tf.data's deterministic interleave over shards of ``lengths`` opened in ``order``.
+
+    tf.data visits the slots in turn; an empty slot is given the next shard; a shard gives up to ``block``
+    records and, once it has given ``block``, the turn passes; a shard found without records frees its slot
+    and the turn passes. Whole rounds in which every open shard gives a full block are one segment.
+    """
+    segments: list[Segment] = []
+    slots: list[list[int] | None] = [None] * cycle  # [shard, its next record]
+    opened = 0
+    slot = 0
+    position = 0
+    while True:
+        current = slots[slot]
+        if current is None:
+            if opened == len(order):
+                if all(s is None for s in slots):
+                    return segments
+                slot = (slot + 1) % cycle
+                continue
+            current = slots[slot] = [order[opened], 0]
+            opened += 1
+        if opened == len(order) or all(s is not None for s in slots):
+            # No slot will be refilled during whole rounds: take as many as every open shard allows.
+            turn = [s for s in slots[slot:] + slots[:slot] if s is not None]
+            rounds = min((lengths[shard] - record) // block for shard, record in turn)
+            if rounds:
+                segment = Segment(
+                    position, tuple(s[0] for s in turn), tuple(s[1] for s in turn), rounds, block
+                )
+                segments.append(segment)
+                position += len(segment)
+                for s in turn:
+                    s[1] += rounds * block
+                continue
+        shard, record = current
+        left = lengths[shard] - record
+        if not left:
+            slots[slot] = None
+            slot = (slot + 1) % cycle
+            continue
+        take = min(block, left)
+        segments.append(Segment(position, (shard,), (record,), 1, take))
+        position += take
+        current[1] += take
+        if take == block:
+            slot = (slot + 1) % cycle
+
+
+def read_order(manifest: Manifest) -> ReadOrder | None:
+    """Return the order TFDS reads the records of a TFDS split in, or ``None`` for file after file.
+
+    ``manifest`` is one split of a manifest :func:`manifest_from_tfds` made (its ``metadata["tfds"]`` holds
+    how TFDS interleaves the shards). Anything else, a manifest of several splits, and a dataset whose
+    ``dataset_info.json`` disables shuffling (TFDS then reads the shards one after the other), give
+    ``None``.
+    """
+    tfds = manifest.metadata.get("tfds")
+    interleave = tfds.get("interleave") if isinstance(tfds, Mapping) else None
+    if not isinstance(interleave, Mapping):
+        return None
+    cycle, block = interleave.get("cycle_length"), interleave.get("block_length")
+    if not (type(cycle) is int and type(block) is int and cycle >= 1 and block >= 1):
+        raise ManifestError(f"metadata.tfds.interleave is malformed: {dict(interleave)!r}")
+    if cycle == 1 or len(manifest.shards) < 2 or len({s.split for s in manifest.shards}) > 1:
+        return None
+    return ReadOrder([shard.records for shard in manifest.shards], cycle, block)
 
 
 def _split_files(split: _Message, values: Mapping[str, str]) -> list[tuple[str, int]]:
@@ -233,6 +438,14 @@ class _Message:
             return ""
         if not isinstance(value, str):
             raise self.error(f"{_camel(name)!r} must be a string, not {type(value).__name__}")
+        return value
+
+    def boolean(self, name: str) -> bool:
+        value = self.field(name)
+        if value is None:
+            return False
+        if not isinstance(value, bool):
+            raise self.error(f"{_camel(name)!r} must be true or false, not {value!r}")
         return value
 
     def integer(self, value: Any, what: str) -> int:
@@ -332,7 +545,7 @@ def write_tfds_info(
     """Write the metadata that makes a directory of TFRecord shards loadable by TFDS.
 
     ``tfds.builder_from_directory(directory)`` then loads the dataset, and
-    ``builder.as_dataset(split=...)`` reads each split's shards in index order. TFDS needs both
+    ``builder.as_dataset(split=...)`` opens each split's shards in index order. TFDS needs both
     ``dataset_info.json`` (the splits and their shards) and a description of the features: pass
     ``features``, or write ``features.json`` yourself (for example with tfds's
     ``FeaturesDict.save_config`` for images or class labels); without either, TFDS refuses the directory.
