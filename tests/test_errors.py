@@ -69,6 +69,7 @@ def test_warnings() -> None:
         errors.LegacyFormatWarning,
         errors.SlowCRCWarning,
         errors.DataLossWarning,
+        errors.StaleIndexWarning,
     }
     for cls in WARNING_CLASSES:
         assert issubclass(cls, errors.RecordKitWarning)

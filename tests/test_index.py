@@ -1,17 +1,23 @@
-"""Sidecar offset indexes: the tfrecord2idx text format, staleness checks, interop with vahidk tfrecord."""
+"""Sidecar offset indexes: the tfrecord2idx text format, staleness checks, interop with vahidk tfrecord.
+
+An index is a cache: one that does not describe its file is ignored with a StaleIndexWarning, and the file's
+headers are scanned instead.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import itertools
 import os
+import re
 import subprocess
 import sys
+import warnings
 
 import pytest
 
 import recordkit as rk
-from recordkit.errors import StaleIndexError
+from recordkit.errors import StaleIndexError, StaleIndexWarning
 from recordkit.formats.tfrecord import frame
 from recordkit.io import load_index, write_index
 
@@ -79,19 +85,20 @@ def _nested_file(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "how",
-    [lambda r: r[1], lambda r: r.read([1]), len],
+    ("how", "expected"),
+    [(lambda r: r[1], b"second"), (lambda r: r.read([1]), [b"second"]), (len, 2)],
     ids=["index", "read", "len"],
 )
-def test_an_index_entry_pointing_inside_a_payload_never_returns_that_payload(tmp_path, how):
+def test_an_index_entry_pointing_inside_a_payload_never_returns_that_payload(
+    tmp_path, how, expected
+):
     path = _nested_file(tmp_path)
-    with rk.open(path) as reader, pytest.raises(StaleIndexError) as caught:
-        how(reader)
-    assert caught.value.path == os.fspath(path)
-    assert caught.value.index == 0
-    assert caught.value.offset == 0
-    with rk.open(path, index=False) as reader:
-        assert len(reader) == 2
+    with rk.open(path) as reader:
+        with pytest.warns(StaleIndexWarning, match=r"record 0 spans bytes 0-16.*ignored") as caught:
+            assert how(reader) == expected
+        assert reader.read([0, 1]) == [b"xxxx" + frame(b"inner") + b"yyyy", b"second"]
+    assert len(caught) == 1
+    assert os.fspath(path) in str(caught[0].message)
 
 
 @pytest.mark.parametrize("name", ["a.tfrecord", "a.ofrecord"])
@@ -102,11 +109,12 @@ def test_an_index_entry_shorter_than_a_header_is_a_stale_index(tmp_path, name, h
     size = (tmp_path / name).stat().st_size
     half = size // 2
     (tmp_path / (name + ".idx")).write_text(f"0 {half}\n{half} {half - 5}\n{size - 5} 5\n")
-    with rk.open(tmp_path / name) as reader, pytest.raises(StaleIndexError) as caught:
-        reader[2] if how == "index" else reader.read([2, 0])
-    assert caught.value.path == os.fspath(tmp_path / name)
-    assert caught.value.index is not None
-    assert caught.value.offset is not None
+    with rk.open(tmp_path / name) as reader:
+        with pytest.warns(StaleIndexWarning, match=r"record 1 spans .* ignored"):
+            got = reader[1] if how == "index" else reader.read([1, 0])
+        assert got == (records[1] if how == "index" else [records[1], records[0]])
+        with pytest.raises(IndexError):
+            reader[2]  # the file holds 2 records, whatever the index said
 
 
 def _hostile_indexes(rng, records, overhead):
@@ -128,7 +136,7 @@ def _hostile_indexes(rng, records, overhead):
 
 
 @pytest.mark.parametrize("name", ["a.tfrecord", "a.ofrecord"])
-def test_hostile_indexes_give_the_true_records_or_a_stale_index_error(tmp_path, rng, name):
+def test_hostile_indexes_give_the_true_records(tmp_path, rng, name):
     overhead = 16 if name.endswith("tfrecord") else 8
     records = [rng.randbytes(rng.choice([1, 3, 20, 40])) for _ in range(rng.randrange(1, 6))]
     # Payloads that hold valid frames too, the hardest case for an index check.
@@ -136,15 +144,14 @@ def test_hostile_indexes_give_the_true_records_or_a_stale_index_error(tmp_path, 
     _write(tmp_path / name, records)
     for text in _hostile_indexes(rng, records, overhead):
         (tmp_path / (name + ".idx")).write_text(text)
-        with rk.open(tmp_path / name) as reader:
-            try:
-                got = [reader[i] for i in range(len(reader))] + reader.read(range(len(reader)))
-            except StaleIndexError as exc:
-                error: StaleIndexError | None = exc
-            else:
-                error = None
-                assert got == records * 2
-        assert error is None or error.path == os.fspath(tmp_path / name)
+        with rk.open(tmp_path / name) as reader, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = [reader[i] for i in range(len(reader))] + reader.read(range(len(reader)))
+        assert got == records * 2
+        # Only an index that disagrees with the file is reported, once, naming the file.
+        assert len(caught) <= 1
+        assert all(w.category is StaleIndexWarning for w in caught)
+        assert all(os.fspath(tmp_path / name) in str(w.message) for w in caught)
 
 
 def test_explicit_index_path(tmp_path):
@@ -170,24 +177,61 @@ def test_stale_index(tmp_path, content, message):
     (tmp_path / "a.tfrecord.idx").write_text(content)
     with rk.open(tmp_path / "a.tfrecord") as reader:
         assert list(iter(reader)) == RECORDS  # iteration never needs the index
-        with pytest.raises(StaleIndexError, match=message):
-            len(reader)
+        with pytest.warns(StaleIndexWarning, match=message):
+            assert len(reader) == len(RECORDS)
+        assert reader.read([3, 0]) == [RECORDS[3], RECORDS[0]]
 
 
-def test_index_of_a_file_rewritten_by_another_program_is_stale(tmp_path):
+def test_the_index_of_a_file_rewritten_by_another_program_is_ignored(tmp_path):
     _write(tmp_path / "a.tfrecord")
     write_index(tmp_path / "a.tfrecord")
     (tmp_path / "a.tfrecord").write_bytes(frame(b"x" * 5) + frame(b"y"))
-    with rk.open(tmp_path / "a.tfrecord") as reader, pytest.raises(StaleIndexError):
-        reader[0]
+    with pytest.warns(StaleIndexWarning, match="past the end"):
+        assert list(rk.open(tmp_path / "a.tfrecord")) == [b"x" * 5, b"y"]  # list() asks len()
+    with rk.open(tmp_path / "a.tfrecord") as reader, pytest.warns(StaleIndexWarning):
+        assert reader[0] == b"x" * 5
 
 
 def test_index_boundaries_that_disagree_with_headers(tmp_path):
     (tmp_path / "a.tfrecord").write_bytes(frame(b"ab") + frame(b"cd"))
     (tmp_path / "a.tfrecord.idx").write_text("0 17\n17 19\n")  # covers the file, wrong split
-    with rk.open(tmp_path / "a.tfrecord") as reader, pytest.raises(StaleIndexError) as caught:
-        reader[0]
-    assert caught.value.index == 0
+    with rk.open(tmp_path / "a.tfrecord") as reader:
+        with pytest.warns(StaleIndexWarning, match="record 0 spans bytes 0-17"):
+            assert reader[0] == b"ab"
+        assert reader[1] == b"cd"
+
+
+def test_damage_in_the_file_still_raises_beside_a_stale_index(tmp_path):
+    _write(tmp_path / "a.tfrecord")
+    write_index(tmp_path / "a.tfrecord")
+    data = (tmp_path / "a.tfrecord").read_bytes()
+    (tmp_path / "a.tfrecord").write_bytes(data[:-3])  # cut inside the last record
+    with rk.open(tmp_path / "a.tfrecord") as reader, pytest.raises(rk.TruncatedRecordError):
+        len(reader)
+
+
+@pytest.mark.interop
+def test_a_file_rewritten_by_tensorflow_is_read_despite_the_old_index(tmp_path):
+    """TensorFlow rewrites the file and leaves recordkit's old index beside it: the records are TF's."""
+    tf = pytest.importorskip("tensorflow")
+    from recordkit.data import Dataset
+
+    path = tmp_path / "x.tfrecord"
+    _write(path, [b"old %d" % i * 50 for i in range(20)])
+    written = write_index(path)
+    new = [b"tf %d" % i * 3 for i in range(7)]
+    with tf.io.TFRecordWriter(os.fspath(path)) as writer:
+        for record in new:
+            writer.write(record)
+    assert os.path.exists(written)  # the stale index is still there
+    with pytest.warns(StaleIndexWarning, match=re.escape(os.fspath(path))):
+        assert list(rk.open(path)) == new
+    with pytest.warns(StaleIndexWarning):
+        assert len(rk.open(path)) == len(new)
+    with pytest.warns(StaleIndexWarning):
+        assert list(Dataset(path)) == new
+    with rk.open(path) as reader, pytest.warns(StaleIndexWarning):
+        assert reader.read([6, 0]) == [new[6], new[0]]
 
 
 def test_index_of_compressed_or_ffrecord_files_is_refused(tmp_path):
@@ -246,3 +290,12 @@ def test_an_aborted_rewrite_keeps_the_file_and_its_index(tmp_path):
     writer.abort()  # what leaving a with block by an exception does
     assert list(rk.open(path)) == [b"first", b"second"]
     assert os.path.exists(f"{path}.idx")
+
+
+def test_load_index_itself_still_raises_for_a_stale_index(tmp_path):
+    """The low-level loader reports; readers turn its error into a StaleIndexWarning and scan."""
+    _write(tmp_path / "a.tfrecord")
+    (tmp_path / "a.tfrecord.idx").write_text("0 21\n")
+    size = (tmp_path / "a.tfrecord").stat().st_size
+    with pytest.raises(StaleIndexError, match="covers 21 bytes"):
+        load_index(tmp_path / "a.tfrecord.idx", size=size, path=os.fspath(tmp_path / "a.tfrecord"))

@@ -136,7 +136,8 @@ def test_hostile_sidecar_index(tmp_path, length):
     path = tmp_path / "a.tfrecord"
     path.write_bytes(rk_bytes(RECORDS, "tfrecord"))
     (tmp_path / "a.tfrecord.idx").write_text(f"0 {length}\n")
-    assert _peak(lambda: _read_every_way(lambda: rk.open(path))) < BOUND
+    with pytest.warns(rk.StaleIndexWarning):  # ignored: the file is scanned instead
+        assert _peak(lambda: _read_every_way(lambda: rk.open(path))) < BOUND
 
 
 def _varint(value):

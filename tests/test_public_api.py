@@ -31,6 +31,7 @@ EXPECTED_ALL = [
     "ShardWriter",
     "SlowCRCWarning",
     "StaleIndexError",
+    "StaleIndexWarning",
     "TruncatedRecordError",
     "UnknownFormatError",
     "UnsafePathError",

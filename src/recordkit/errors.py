@@ -40,6 +40,7 @@ __all__ = [
     "RecordKitWarning",
     "SlowCRCWarning",
     "StaleIndexError",
+    "StaleIndexWarning",
     "TruncatedRecordError",
     "UnknownFormatError",
     "UnsafePathError",
@@ -312,6 +313,15 @@ class DataLossWarning(RecordKitWarning):
 
 class LegacyFormatWarning(RecordKitWarning):
     """A file uses an old variant of its format (e.g. an FFRecord file without a header checksum)."""
+
+
+class StaleIndexWarning(RecordKitWarning):
+    """A sidecar index does not describe the file beside it; it was ignored and the file's headers scanned.
+
+    An index is a cache of the record offsets: a stale or malformed one (another program rewrote the file)
+    costs a header scan, never the file's records. The message says what is wrong with it; rebuild it with
+    ``recordkit index FILE`` (:func:`recordkit.io.write_index`) or delete it.
+    """
 
 
 class SlowCRCWarning(RecordKitWarning, RuntimeWarning):

@@ -14,13 +14,14 @@ override :meth:`~SequentialFrameReader.iter_window` with a faster loop over a wi
 from __future__ import annotations
 
 import io
+import warnings
 from abc import abstractmethod
 from array import array
 from collections.abc import Callable, Generator, Iterable, Iterator
 from functools import partial
 from typing import Any, ClassVar
 
-from recordkit.errors import StaleIndexError
+from recordkit.errors import StaleIndexError, StaleIndexWarning
 from recordkit.formats.base import (
     READ_CHUNK,
     WINDOW,
@@ -264,11 +265,34 @@ class SequentialFrameReader(IndexedFrameReader):
                 raise self.unsupported("an offset index")
             if self._load_offsets is None:
                 self._offsets = self.scan()
-            elif isinstance(self._load_offsets, VerifiedOffsets):
-                self._offsets = self._load_offsets()
             else:
-                self._offsets = self.check_index(self._load_offsets())
+                self._offsets = self._indexed_offsets(self._load_offsets)
         return self._offsets
+
+    def _indexed_offsets(self, load: Callable[[], array[int]]) -> array[int]:
+        """The offset table an index gives, checked; a stale or malformed index is ignored with a warning.
+
+        An index is a cache: when it does not describe the file (another program rewrote the file and left
+        the old index beside it), the file's own headers are scanned instead, and a
+        :class:`~recordkit.errors.StaleIndexWarning` says so. Damage in the file itself still raises.
+        """
+        try:
+            loaded: array[int] | None = load()
+        except StaleIndexError as exc:
+            loaded, problem = None, exc
+        if loaded is not None and isinstance(load, VerifiedOffsets):
+            return loaded
+        table = self.scan()
+        if loaded is not None:
+            if table == loaded:
+                return table
+            problem = self._index_mismatch(table, loaded)
+        warnings.warn(
+            f"{problem}. The index was ignored: the records were found by scanning the file's headers",
+            StaleIndexWarning,
+            stacklevel=4,
+        )
+        return table
 
     def check_index(self, loaded: array[int]) -> array[int]:
         """Return a loaded offset table if the record headers agree with every entry of it.
@@ -280,7 +304,8 @@ class SequentialFrameReader(IndexedFrameReader):
         Raises
         ------
         recordkit.errors.StaleIndexError
-            At the first record whose boundaries differ.
+            At the first record whose boundaries differ. (Reading never raises it for a sidecar index:
+            :attr:`offsets` then warns and uses the scanned table.)
         """
         table = self.scan()
         if table != loaded:
