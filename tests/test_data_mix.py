@@ -304,3 +304,11 @@ def test_datasets_repeated_a_number_of_times(tmp_path, suffix):
 
     everything = [x for s in every_share(share, 2, 2) for x in s]
     assert collections.Counter(everything) == collections.Counter(ra + rb * 2)
+
+
+def test_plain_dataloader_length_of_an_endless_mix(tmp_path):
+    torch_data = pytest.importorskip("recordkit.data.torch")
+    a, _ = source(tmp_path, "a", [5], ".ffr")
+    b, _ = source(tmp_path, "b", [4], ".ffr")
+    with pytest.raises(TypeError, match="never ends"):
+        len(torch_data.torch_dataset(mix([endless(a, 2), endless(b, 2)])))

@@ -23,7 +23,7 @@ import multiprocessing.context
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 import numpy as np
 
@@ -265,7 +265,8 @@ class RecordIterable(torch_data.IterableDataset[Any]):
             how many items that gives depends on how the mix is split between workers, which a plain
             DataLoader does not tell its dataset.
         """
-        if getattr(self.dataset._source, "stop", None) == "first_exhausted":
+        source = self.dataset._source
+        if getattr(source, "stop", None) == "first_exhausted" and source._endless() is None:
             raise TypeError(
                 "len() of a mix in a plain DataLoader is unknown: how many items it gives before its first "
                 "source runs out depends on the number of workers; recordkit.data.dataloader() knows it and "
@@ -756,9 +757,64 @@ class RecordLoader:
         self._restored = True
 
 
+Output = Literal["torch", "numpy"]
+"""What :func:`dataloader` hands out: tensors (as ``DataLoader`` does) or numpy arrays."""
+
+
 def _convert(data: Any) -> Any:
     """Turn numpy arrays in an item into tensors, in the worker (as ``DataLoader`` does unbatched)."""
     return torch_data.default_convert(data)  # type: ignore[no-untyped-call]
+
+
+def _keep(data: Any) -> Any:
+    """Hand an item on as it is (numpy output, or what a ``collate_fn`` of the user's returned)."""
+    return data
+
+
+_TEXT = (str, bytes, bytearray, memoryview)
+
+
+def _numpy_collate(batch: Sequence[Any]) -> Any:
+    """Collate a batch into numpy arrays, as ``torch.utils.data.default_collate`` collates it into tensors.
+
+    Arrays (and tensors) of one shape are stacked; numbers become a 1-D array (``int64``, ``float64`` or
+    ``bool`` for Python numbers, their own dtype for numpy scalars); ``bytes`` and ``str`` stay a list;
+    dicts, named tuples, tuples and lists are collated entry by entry (a tuple or list becomes a list of
+    its entries' batches, as ``default_collate`` does). It is what ``dataloader(..., to="numpy")`` uses.
+
+    Raises
+    ------
+    ValueError
+        The batch is empty, or sequences or arrays in it differ in length or shape.
+    TypeError
+        An entry is of a type it cannot collate (pass a ``collate_fn`` of your own).
+    """
+    if not len(batch):
+        raise ValueError("cannot collate an empty batch")
+    elem = batch[0]
+    if isinstance(elem, (np.generic, bool, int, float, complex)):
+        return np.asarray(batch)
+    if hasattr(elem, "__array__") and hasattr(elem, "shape"):  # numpy arrays, tensors
+        arrays = [np.asarray(x) for x in batch]
+        shapes = {a.shape for a in arrays}
+        if len(shapes) > 1:
+            raise ValueError(
+                f"cannot stack arrays of different shapes into a batch: {sorted(shapes)}"
+            )
+        return np.stack(arrays)
+    if isinstance(elem, _TEXT):
+        return list(batch)
+    if isinstance(elem, Mapping):
+        return {key: _numpy_collate([item[key] for item in batch]) for key in elem}
+    if isinstance(elem, tuple) and hasattr(elem, "_fields"):
+        return type(elem)(*(_numpy_collate(list(column)) for column in zip(*batch, strict=True)))
+    if isinstance(elem, (tuple, list)):
+        if len({len(item) for item in batch}) > 1:
+            raise ValueError("cannot collate sequences of different lengths into a batch")
+        return [_numpy_collate(list(column)) for column in zip(*batch, strict=True)]
+    raise TypeError(
+        f"cannot collate {type(elem).__name__} into numpy arrays; pass a collate_fn of your own"
+    )
 
 
 def dataloader(
@@ -767,6 +823,7 @@ def dataloader(
     batch_size: int | None = None,
     drop_last: bool = False,
     collate_fn: Callable[[Any], Any] | None = None,
+    to: Output = "torch",
     shuffle: bool = False,
     seed: int = 0,
     rank: int | None = None,
@@ -795,7 +852,15 @@ def dataloader(
         Leave out a short last batch.
     collate_fn
         Turns a batch (list) into what the loop receives; by default ``torch.utils.data.default_collate``
-        (numbers and arrays stacked into tensors, ``bytes`` left in a list).
+        (numbers and arrays stacked into tensors, ``bytes`` left in a list), or its numpy counterpart with
+        ``to="numpy"``. Without ``batch_size`` it is applied to every item. What it returns reaches the
+        loop untouched, as with ``torch.utils.data.DataLoader``: it may return numpy arrays.
+    to
+        ``"torch"`` (default): items and batches are tensors, as a ``DataLoader`` hands them out (numpy
+        arrays in items are converted, batches collated by ``default_collate``). ``"numpy"``: numpy
+        arrays, for JAX or numpy training loops: batches are stacked into numpy arrays (a dict of arrays
+        for dicts of features, a list of ``bytes`` for raw records) and items are left as the pipeline
+        gives them. Either way the workers, epochs and ``state_dict`` are the same.
     shuffle, seed, rank, world_size, equal_shards
         For a ``MapDataset`` only: shuffle with a seeded permutation each epoch, and split the indexes
         between ranks (``rank``/``world_size`` as for ``Dataset``; ``equal_shards`` ``"pad"`` or ``"drop"``
@@ -812,7 +877,15 @@ def dataloader(
     -------
     RecordLoader
         Iterate it once per epoch; it advances the epoch itself.
+
+    Raises
+    ------
+    ValueError
+        ``to`` is neither ``"torch"`` nor ``"numpy"``, or an option does not apply to this kind of dataset.
     """
+    if to not in ("torch", "numpy"):
+        raise ValueError(f'to must be "torch" or "numpy", not {to!r}')
+    default_collate = torch_data.default_collate if to == "torch" else _numpy_collate
     options: dict[str, Any] = {
         "num_workers": num_workers,
         "multiprocessing_context": multiprocessing_context if num_workers else None,
@@ -836,15 +909,15 @@ def dataloader(
             )
         ds = dataset
         if batch_size is not None:
-            ds = ds.batch(batch_size, drop_last=drop_last).map(
-                collate_fn or torch_data.default_collate
-            )
+            ds = ds.batch(batch_size, drop_last=drop_last).map(collate_fn or default_collate)
         elif collate_fn is not None:
             ds = ds.map(collate_fn)
+        # As a DataLoader does: numpy in unbatched items becomes tensors, a collate_fn's output does not.
+        convert = _convert if to == "torch" and collate_fn is None else _keep
         iterable = RecordIterable(ds._with(_repeat=1))
         iterable._tagged = True
         loader: torch_data.DataLoader[Any] = torch_data.DataLoader(
-            iterable, collate_fn=_convert, **options
+            iterable, collate_fn=convert, **options
         )
         fingerprint = {
             **ds._fingerprint(),
@@ -872,7 +945,7 @@ def dataloader(
     loader = torch_data.DataLoader(
         dataset,
         sampler=batches,
-        collate_fn=collate_fn or torch_data.default_collate,
+        collate_fn=collate_fn or default_collate,
         persistent_workers=persistent_workers and num_workers > 0,
         **options,
     )
