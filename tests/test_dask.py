@@ -370,3 +370,32 @@ def test_the_dask_page_runs_as_shown(client, tmp_path, monkeypatch, capsys):
     shards, counts = capsys.readouterr().out.splitlines()
     assert shards == str([(f"part-{i:05d}.tfrecord", 2_500) for i in range(4)])
     assert counts == "4 1000"
+
+
+def test_images_decode_on_the_workers_as_in_parse_examples(client, tmp_path: Path) -> None:
+    """rk.Image through decode=: each item holds its image at its own size, as parse_examples gives it."""
+    import functools
+    import io
+
+    import numpy as np
+
+    pil = pytest.importorskip("PIL.Image")
+    rng = np.random.default_rng(2)
+    pixels = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in [(3, 4), (5, 2), (1, 6)]]
+    records = []
+    for i, image in enumerate(pixels):
+        buffer = io.BytesIO()
+        pil.fromarray(image).save(buffer, "PNG")
+        records.append(rk.encode_example({"id": i, "image": buffer.getvalue()}))
+    path = tmp_path / "images.ffr"
+    with rk.open(path, "w") as writer:
+        writer.write_many(records)
+    spec = {"id": rk.FixedLen((), np.int64), "image": rk.Image()}
+    decode = functools.partial(rk.parse_example, features=spec)
+    items = sorted(rkd.read_records(str(path), decode=decode).compute(), key=lambda x: x["id"])
+    expected = rk.parse_examples(records, spec)["image"]
+    assert [int(item["id"]) for item in items] == [0, 1, 2]
+    for item, want, original in zip(items, expected, pixels, strict=True):
+        assert item["image"].dtype == np.uint8
+        np.testing.assert_array_equal(item["image"], want)
+        np.testing.assert_array_equal(item["image"], original)

@@ -384,3 +384,54 @@ def test_the_ray_page_code_runs(tmp_path, monkeypatch):
     run_python_blocks(Path(__file__).resolve().parent.parent / "docs" / "ray.md")
     with rk.open(tmp_path / "out" / "train-tf") as reader:
         assert len(reader) == 1000
+
+
+def _png(pixels):
+    pil = pytest.importorskip("PIL.Image")
+    import io
+
+    buffer = io.BytesIO()
+    pil.fromarray(pixels).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def test_images_are_decoded_into_tensor_columns(tmp_path):
+    """rk.Image: images of their own sizes as a variable-shaped tensor column, resized ones as a tensor."""
+    rng = np.random.default_rng(5)
+    shapes = [
+        (4, 5),
+        (4, 5),
+        (4, 5),
+        (6, 3),
+        (2, 7),
+        (2, 7),
+        (9, 1),
+    ]  # the first task's block: one shape
+    pixels = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for h, w in shapes]
+    path = tmp_path / "images.ffr"
+    with rk.open(path, "w") as writer:
+        writer.write_many(
+            rk.encode_example({"id": i, "image": _png(p)}) for i, p in enumerate(pixels)
+        )
+    spec = {"id": rk.FixedLen((), np.int64), "image": rk.Image()}
+    read = rkray.read_records(str(path), spec=spec, records_per_task=3)
+    assert "VariableShapedTensor" in str(read.schema().types[1])
+    rows = sorted(read.take_all(), key=lambda row: row["id"])
+    assert [row["id"] for row in rows] == list(range(len(pixels)))
+    for row, want in zip(rows, pixels, strict=True):
+        assert row["image"].dtype == np.uint8
+        np.testing.assert_array_equal(row["image"], want)
+    # The same arrays as parse_examples gives outside Ray.
+    with rk.open(path) as reader:
+        expected = rk.parse_examples(list(reader), spec)["image"]
+    batch = read.take_batch(len(pixels), batch_format="numpy")
+    got = [batch["image"][i] for i in np.argsort(batch["id"])]
+    for image, want in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(image, want)
+
+    gray = rkray.read_records(
+        str(path), spec={"image": rk.Image(size=(8, 8), color_space="GRAY")}, records_per_task=3
+    )
+    images = gray.take_batch(len(pixels), batch_format="numpy")["image"]
+    assert images.shape == (len(pixels), 8, 8, 1)
+    assert images.dtype == np.uint8

@@ -36,7 +36,7 @@ from recordkit._closing import Closing
 from recordkit._heap import keep_freed_memory
 from recordkit.formats import _crc
 from recordkit.formats.base import SHRUNK
-from recordkit.io import RecordReader, RecordWriter, expand_sources
+from recordkit.io import RecordReader, RecordWriter, ResolvedSources, resolve_sources
 from recordkit.io import open as _open
 
 if TYPE_CHECKING:
@@ -90,12 +90,11 @@ def _read_samples(frames: Any, indices: Iterable[int], check: bool) -> list[npt.
     return samples
 
 
-def _file_names(fname: Any) -> list[str]:
+def _resolve(fname: Any) -> ResolvedSources:
     if not isinstance(fname, (str, os.PathLike, list, tuple)):
         raise TypeError("fname must be str, os.PathLike, list or tuple")
     # Sorted by name, not naturally: sample i is the same sample as with the original.
-    files: list[str] = expand_sources(fname, format="ffrecord", natural=False)
-    return files
+    return resolve_sources(fname, format="ffrecord", natural=False)
 
 
 class FileReader(Closing):
@@ -105,7 +104,8 @@ class FileReader(Closing):
     ----------
     fname
         A file, a directory (its ``*.ffr`` files, sorted by name as ffrecord does), a glob pattern, or a
-        list of these (see :func:`recordkit.io.expand_sources`).
+        list of these; or a dataset directory (with a manifest), read as its manifest lists it, as
+        :func:`recordkit.open` reads it (see :func:`recordkit.io.resolve_sources`).
     check_data
         Verify the header checksum and each sample's CRC-32.
 
@@ -120,9 +120,16 @@ class FileReader(Closing):
     """
 
     def __init__(self, fname: Any, check_data: bool = True) -> None:
-        self.fnames = _file_names(fname)
+        self._setup(_resolve(fname), check_data)
+
+    def _setup(self, resolved: ResolvedSources, check_data: bool) -> None:
+        self._resolved = resolved
+        self.fnames: list[str] = list(resolved.files)
         self.check_data = check_data
-        self._reader: RecordReader = _open(self.fnames, format="ffrecord", check_crc=check_data)
+        self._reader: RecordReader = self._resolved.open(check_crc=check_data)
+        for part in range(len(self.fnames)):
+            # A manifest's count must be the header's: samples are located from the headers.
+            self._reader._check_count(part)
         self.n = len(self._reader)
 
     def _index(self, index: Any) -> int:
@@ -171,7 +178,7 @@ class FileReader(Closing):
         recordkit.errors.ChecksumError
             If a header checksum does not match.
         """
-        _open(self.fnames, format="ffrecord", check_crc=True).close()
+        self._resolved.open(check_crc=True).close()
 
     def get_offsets(self, file_index: int) -> npt.NDArray[np.int64]:
         """Return the sample offsets of file ``file_index`` followed by its size (``n + 1`` values)."""
@@ -191,8 +198,15 @@ class FileReader(Closing):
         self._reader.close()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Readers are sent to DataLoader workers by pickling; each worker reopens the files.
-        return (FileReader, (self.fnames, self.check_data))
+        # Readers are sent to DataLoader workers by pickling; each worker reopens the same files (a
+        # dataset's with its manifest's checks).
+        return (_reopen_file_reader, (self._resolved, self.check_data))
+
+
+def _reopen_file_reader(resolved: ResolvedSources, check_data: bool) -> FileReader:
+    reader = FileReader.__new__(FileReader)
+    reader._setup(resolved, check_data)
+    return reader
 
 
 class FileWriter(Closing):

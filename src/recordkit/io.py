@@ -70,12 +70,14 @@ if TYPE_CHECKING:
 __all__ = [
     "RecordReader",
     "RecordWriter",
+    "ResolvedSources",
     "dataset_files",
     "expand_sources",
     "find_dataset",
     "natural_key",
     "open",
     "open_shard",
+    "resolve_sources",
     "scan_offsets",
     "shard_path",
     "write_index",
@@ -550,32 +552,43 @@ def find_dataset(
         raise ManifestError(exc.reason, path=path) from None
 
 
-def _read_dataset(path: str, split: str | None) -> tuple[str, Manifest] | None:
+def _manifest_file(path: str) -> str | None:
+    """The manifest (or TFDS ``dataset_info.json``) that makes ``path`` a dataset, else ``None``.
+
+    The one test of what a dataset is (:func:`find_dataset`, :func:`resolve_sources`): a local directory
+    holding a manifest or a ``dataset_info.json``, a manifest file (any ``.json`` name), or a URL ending in
+    ``/`` whose directory holds a manifest.
+    """
     if _is_url(path):
         if path.endswith(".json"):
-            return posixpath.dirname(path), _load_remote_manifest(path)
+            return path
         if path.endswith("/"):
             candidate = path + MANIFEST_NAME
-            return (
-                (path.rstrip("/"), _load_remote_manifest(candidate)) if _exists(candidate) else None
-            )
+            return candidate if _exists(candidate) else None
         return None
     if os.path.isdir(path):
-        if os.path.isfile(os.path.join(path, MANIFEST_NAME)):
-            return path, load_manifest(path)
-        if os.path.isfile(os.path.join(path, _TFDS_INFO)):
-            from recordkit.formats.tfds import manifest_from_tfds
-
-            return path, manifest_from_tfds(path, split=split)
+        for name in (MANIFEST_NAME, _TFDS_INFO):
+            candidate = os.path.join(path, name)
+            if os.path.isfile(candidate):
+                return candidate
         return None
     if path.endswith(".json") and os.path.isfile(path):
-        directory = os.path.dirname(path) or "."
-        if os.path.basename(path) == _TFDS_INFO:
-            from recordkit.formats.tfds import manifest_from_tfds
-
-            return directory, manifest_from_tfds(directory, split=split)
-        return directory, load_manifest(path)
+        return path
     return None
+
+
+def _read_dataset(path: str, split: str | None) -> tuple[str, Manifest] | None:
+    found = _manifest_file(path)
+    if found is None:
+        return None
+    if _is_url(found):
+        return posixpath.dirname(found), _load_remote_manifest(found)
+    directory = os.path.dirname(found) or "."
+    if os.path.basename(found) == _TFDS_INFO:
+        from recordkit.formats.tfds import manifest_from_tfds
+
+        return directory, manifest_from_tfds(directory, split=split)
+    return directory, load_manifest(found)
 
 
 def _load_remote_manifest(url: str) -> Manifest:
@@ -591,15 +604,16 @@ def shard_path(directory: str, shard: Shard) -> str:
 
 
 def _manifest_format(
-    manifest: Manifest, format: str | None, compression: str | None
+    manifest: Manifest, format: str | None, compression: str | None, path: str | None = None
 ) -> tuple[str, str]:
     if format is not None and get_format(format).name != manifest.format:
         raise ManifestError(
-            f"format={format!r}, but the manifest says its shards are {manifest.format}"
+            f"format={format!r}, but the manifest says its shards are {manifest.format}", path=path
         )
     if compression is not None and normalize_compression(compression) != manifest.compression:
         raise ManifestError(
-            f"compression={compression!r}, but the manifest says {manifest.compression or 'none'}"
+            f"compression={compression!r}, but the manifest says {manifest.compression or 'none'}",
+            path=path,
         )
     return manifest.format, manifest.compression
 
@@ -693,6 +707,160 @@ def _open_shard(
             shard=number,
         )
     return frames, opened, fmt, comp
+
+
+# -- resolving sources: the one way every reading entry point turns what it is given into files ------
+
+
+class ResolvedSources(NamedTuple):
+    """What a reading entry point reads, as :func:`resolve_sources` found it.
+
+    Attributes
+    ----------
+    files
+        The files (paths, URLs or file objects), in reading order.
+    format, compression
+        A dataset's, from its manifest; otherwise as given (``None``: found per file).
+    source
+        The one path, directory or glob given, else ``None`` (what :attr:`RecordReader.path` shows).
+    directory
+        The dataset's directory, or ``None``.
+    manifest
+        The manifest (of the chosen split) whose shards are ``files``, one for one; ``None`` when the
+        sources are not a dataset.
+    """
+
+    files: list[Any]
+    format: str | None
+    compression: str | None
+    source: str | None = None
+    directory: str | None = None
+    manifest: Manifest | None = None
+
+    def open(
+        self,
+        *,
+        check_crc: bool = True,
+        index: Any = None,
+        lenient: bool = False,
+        zero_copy: bool = False,
+    ) -> RecordReader:
+        """Open every file as one reader: what :func:`open` returns (the options are its own).
+
+        A dataset's shards are checked against the manifest (presence, size, record count).
+        """
+        shards = None if self.manifest is None else self.manifest.shards
+        if shards is None and len(self.files) > 1 and index not in (None, False, True):
+            raise ValueError("index= takes a path only when reading a single file")
+        spec = _Reopen(
+            self.files, self.source, check_crc, index, lenient, shards, zero_copy, self.order
+        )
+        return _read_files(spec, format=self.format, compression=self.compression)
+
+    @property
+    def order(self) -> ReadOrder | None:
+        """The order the records are read in when it is not file after file: a TFDS split's.
+
+        TFDS reads a split's shards side by side (:func:`recordkit.formats.tfds.read_order`); ``None``
+        otherwise.
+        """
+        if self.manifest is None:
+            return None
+        from recordkit.formats.tfds import read_order
+
+        return read_order(self.manifest)
+
+    def open_part(self, part: int, *, check_crc: bool = True) -> RecordReader:
+        """Open file number ``part`` alone; a dataset's shard with the checks :meth:`open` makes on it."""
+        if self.manifest is not None:
+            assert self.directory is not None
+            assert self.format is not None
+            return open_shard(
+                self.directory,
+                self.manifest.shards[part],
+                format=self.format,
+                compression=self.compression or "",
+                check_crc=check_crc,
+            )
+        file = self.files[part]
+        spec = _Reopen([file], _display_path(file), check_crc, None, False)
+        return _read_files(spec, format=self.format, compression=self.compression)
+
+
+def resolve_sources(
+    sources: Any,
+    *,
+    format: str | None = None,
+    compression: str | None = None,
+    split: str | None = None,
+    all_splits: bool = False,
+    natural: bool = True,
+    missing_ok: bool = False,
+) -> ResolvedSources:
+    """Return what ``sources`` names for reading: the resolution :func:`open` and every other reader uses.
+
+    :func:`open`, :class:`recordkit.data.Dataset`, :class:`recordkit.data.torch.MapDataset`,
+    :class:`recordkit.ffrecord.FileReader`, the Ray and Dask readers and the command line all call it, so
+    a source names the same records whichever of them reads it.
+
+    * A dataset (:func:`find_dataset`: a directory with a ``_recordkit_manifest.json`` or a
+      tensorflow-datasets ``dataset_info.json``, a manifest file, or a URL ending in ``/`` whose directory
+      has a manifest) gives the shards its manifest lists for ``split``, in the manifest's order, with the
+      manifest's format and compression. Files beside them that it does not list (left over from an earlier
+      write) are not read.
+    * Anything else is expanded by :func:`expand_sources` (files, directories, globs, lists).
+
+    Parameters
+    ----------
+    sources
+        One source or a list of them (see :func:`expand_sources`). A dataset is read on its own: a list of
+        several sources that holds one raises :class:`~recordkit.errors.UnsupportedOperationError` (its
+        manifest, not the files present, says what it holds). A list of one source is that source.
+    format, compression
+        As given to :func:`open`. With a dataset they must agree with its manifest.
+    split
+        A dataset's split; required when it has several (unless ``all_splits``).
+    all_splits
+        Take every shard of a dataset, whatever its split.
+    natural, missing_ok
+        As for :func:`expand_sources`.
+
+    Raises
+    ------
+    ManifestError
+        The manifest is malformed, disagrees with ``format``/``compression``, or the split is missing or
+        needed.
+    ValueError
+        ``split`` was given for sources that are not a dataset, or no source was given.
+    UnsupportedOperationError
+        A list of several sources holds a dataset.
+    FileNotFoundError, UnsafePathError
+        As for :func:`expand_sources`.
+    """
+    one = isinstance(sources, (str, os.PathLike)) or callable(getattr(sources, "read", None))
+    items = [sources] if one else list(sources)
+    if len(items) == 1 and isinstance(items[0], (str, os.PathLike)):
+        dataset = find_dataset(items[0], split=split, all_splits=all_splits)
+        if dataset is not None:
+            directory, manifest = dataset
+            fmt, comp = _manifest_format(manifest, format, compression, directory)
+            files = [shard_path(directory, shard) for shard in manifest.shards]
+            return ResolvedSources(files, fmt, comp, _display_path(sources), directory, manifest)
+    else:
+        for item in items:
+            if isinstance(item, (str, os.PathLike)) and _manifest_file(os.fspath(item)):
+                raise UnsupportedOperationError(
+                    f"{os.fspath(item)} is a dataset (it has a manifest), and a dataset is read on its "
+                    "own: its manifest, not the files present, says which files it holds. Open it "
+                    "alone, or mix datasets with recordkit.data.mix"
+                )
+    if split is not None and not all_splits:
+        raise ValueError(
+            f"split={split!r} needs a dataset directory: one with a {MANIFEST_NAME} or a "
+            "tensorflow-datasets dataset_info.json"
+        )
+    files = expand_sources(items, format=format, natural=natural, missing_ok=missing_ok)
+    return ResolvedSources(files, format, compression, _display_path(sources))
 
 
 # -- what readers and writers share ----------------------------------------------------------------
@@ -1174,34 +1342,10 @@ def _open_reader(
     split: str | None = None,
     zero_copy: bool = False,
 ) -> RecordReader:
-    dataset = find_dataset(src, split=split) if isinstance(src, (str, os.PathLike)) else None
-    if dataset is not None:
-        root, manifest = dataset
-        format, compression = _manifest_format(manifest, format, compression)
-        files = [shard_path(root, shard) for shard in manifest.shards]
-        from recordkit.formats.tfds import read_order
-
-        spec = _Reopen(
-            files,
-            _display_path(src),
-            check_crc,
-            index,
-            lenient,
-            manifest.shards,
-            zero_copy,
-            read_order(manifest),
-        )
-        return _read_files(spec, format=format, compression=compression)
-    if split is not None:
-        raise ValueError(
-            f"split={split!r} needs a dataset directory: one with a {MANIFEST_NAME} or a "
-            "tensorflow-datasets dataset_info.json"
-        )
-    files = expand_sources(src, format=format, missing_ok=True)
-    if len(files) > 1 and index not in (None, False, True):
-        raise ValueError("index= takes a path only when reading a single file")
-    spec = _Reopen(files, _display_path(src), check_crc, index, lenient, None, zero_copy)
-    return _read_files(spec, format=format, compression=compression)
+    resolved = resolve_sources(
+        src, format=format, compression=compression, split=split, missing_ok=True
+    )
+    return resolved.open(check_crc=check_crc, index=index, lenient=lenient, zero_copy=zero_copy)
 
 
 def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -> RecordReader:

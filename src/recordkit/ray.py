@@ -232,14 +232,19 @@ def _raw_table(records: Sequence[bytes], column: str) -> pa.Table:
 
 
 def _check_spec(spec: Mapping[str, Spec]) -> None:
-    from recordkit.decode.parsing import FixedLen, VarLen
+    from recordkit.decode.parsing import FixedLen, FixedLenSequence, Image, VarLen
 
     for name, feature in spec.items():
-        if not isinstance(feature, (FixedLen, VarLen)):
+        if isinstance(feature, FixedLenSequence):
             raise TypeError(
-                f"feature {name!r}: read_records takes FixedLen and VarLen specs, not "
-                f"{type(feature).__name__} (its padding would differ from block to block); read it as "
-                "VarLen and reshape"
+                f"feature {name!r}: read_records does not take FixedLenSequence specs: each block would "
+                "be padded to its own longest record, so the column's shape would differ from block to "
+                "block; read it as VarLen and reshape"
+            )
+        if not isinstance(feature, (FixedLen, VarLen, Image)):
+            raise TypeError(
+                f"feature {name!r}: read_records takes FixedLen, VarLen and Image specs, not "
+                f"{type(feature).__name__}"
             )
 
 
@@ -264,9 +269,18 @@ def _suffix_format(path: str) -> str | None:
 
 
 def _arrow_column(value: Any) -> pa.Array:
-    """One parsed feature as an Arrow column: scalars plain, arrays as Ray tensors, Ragged as lists."""
+    """One parsed feature as an Arrow column: scalars plain, arrays as Ray tensors, Ragged as lists.
+
+    Images of their own sizes (an ``Image`` spec without ``size``: a list of arrays) become a Ray tensor
+    column of variable shape, even where a block's images happen to share one shape, so that every block
+    has the same column type.
+    """
     from recordkit.decode.parsing import Ragged
 
+    if isinstance(value, list):
+        from ray.data.extensions import ArrowVariableShapedTensorArray
+
+        return ArrowVariableShapedTensorArray.from_numpy(value)
     if isinstance(value, Ragged):
         assert isinstance(value.values, np.ndarray)  # Examples and OFRecords have one ragged level
         values = _flat_array(value.values)
@@ -436,11 +450,14 @@ def read_records(
         A dataset directory's split.
     spec
         Without it, each row holds one record, as ``bytes``, in the column ``column``. With it (feature
-        name -> :class:`~recordkit.FixedLen` or :class:`~recordkit.VarLen`), records are parsed per batch
-        with :func:`recordkit.parse_examples` (:func:`recordkit.parse_ofrecords` for OFRecord files) into
-        one column per feature: scalars as plain columns, fixed shapes as Ray tensor columns, ``bytes``
-        and ``str`` of a fixed shape as fixed-size lists, VarLen features as Arrow lists (Ray's numpy
-        batches show them as object arrays of 1-D arrays).
+        name -> :class:`~recordkit.FixedLen`, :class:`~recordkit.VarLen` or :class:`~recordkit.Image`),
+        records are parsed per batch with :func:`recordkit.parse_examples`
+        (:func:`recordkit.parse_ofrecords` for OFRecord files) into one column per feature: scalars as
+        plain columns, fixed shapes as Ray tensor columns, ``bytes`` and ``str`` of a fixed shape as
+        fixed-size lists, VarLen features as Arrow lists (Ray's numpy batches show them as object arrays
+        of 1-D arrays). Images are decoded on the workers into ``uint8`` arrays: with ``size``, a Ray
+        tensor column of shape ``(height, width, channels)``; without, a Ray tensor column of variable
+        shape, each row its image's own ``(H, W, channels)``. ``FixedLenSequence`` raises ``TypeError``.
     check_crc
         Verify every record's checksum.
     records_per_task

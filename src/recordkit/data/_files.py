@@ -32,7 +32,7 @@ from recordkit.data._sharding import (
     whole_files,
 )
 from recordkit.data._shuffle import BufferShuffler, derive_seed, permutation
-from recordkit.data._sources import Sources, expand_sources
+from recordkit.data._sources import Sources
 from recordkit.errors import UnsupportedOperationError
 
 __all__ = ["EVERYTHING", "FileSource", "Shuffle", "catalog_of", "narrow"]
@@ -64,18 +64,17 @@ class Shuffle:
 
 
 def catalog_of(sources: Sources, format: str | None, split: str | None) -> Catalog:
-    """The files named by ``sources``, or the shards a dataset directory's manifest lists."""
-    from recordkit.io import find_dataset
+    """The files named by ``sources``, or the shards a dataset directory's manifest lists.
 
-    dataset = find_dataset(sources, split=split)
-    if dataset is not None:
-        return Catalog.of_dataset(*dataset)
-    if split is not None:
-        raise ValueError(
-            f"split={split!r} needs a dataset directory with a manifest or a tensorflow-datasets "
-            "dataset_info.json"
-        )
-    return Catalog(expand_sources(sources, format=format), format)
+    ``sources`` are resolved as :func:`recordkit.open` resolves them (:func:`recordkit.io.resolve_sources`).
+    """
+    from recordkit.io import resolve_sources
+
+    resolved = resolve_sources(sources, format=format, split=split)
+    if resolved.manifest is not None:
+        assert resolved.directory is not None
+        return Catalog.of_dataset(resolved.directory, resolved.manifest)
+    return Catalog(resolved.files, format)
 
 
 def _buffer_shuffled(

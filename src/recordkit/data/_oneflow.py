@@ -2,15 +2,53 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from recordkit.data._dataset import Dataset
+from recordkit.data._files import FileSource
+from recordkit.data._readers import Catalog
 from recordkit.data._sources import part_files
+from recordkit.errors import ManifestError
 
 __all__ = ["OFRecordReader"]
+
+
+def _listed_parts(data_dir: str | os.PathLike[str], files: list[str]) -> Catalog | None:
+    """The parts as the manifest of ``data_dir`` lists them, or ``None`` when it has no manifest.
+
+    A dataset directory is read as its manifest describes it (:func:`recordkit.io.find_dataset`, as
+    :func:`recordkit.open` reads it): every part named must be one of its shards, and is checked against
+    its entry when it is opened.
+    """
+    from recordkit.io import find_dataset
+
+    dataset = find_dataset(data_dir, all_splits=True)
+    if dataset is None:
+        return None
+    directory, manifest = dataset
+    if manifest.format != "ofrecord":
+        raise ManifestError(
+            f"the manifest says its shards are {manifest.format}; OFRecordReader reads OFRecord parts",
+            path=directory,
+        )
+    folder = os.fspath(data_dir).rstrip("/")
+    shards = {shard.path: shard for shard in manifest.shards}
+    chosen = []
+    for path in files:
+        shard = shards.get(path[len(folder) + 1 :])
+        if shard is None:
+            raise ManifestError(
+                f"the part is not one of the {len(shards)} shards the manifest of {directory} lists: "
+                "a file left over from an earlier write? (recordkit manifest build describes the "
+                "directory again)",
+                path=path,
+            )
+        chosen.append(shard)
+    return Catalog.of_dataset(directory, dataclasses.replace(manifest, shards=tuple(chosen)))
 
 
 class OFRecordReader:
@@ -28,7 +66,11 @@ class OFRecordReader:
     Parameters
     ----------
     data_dir
-        The folder of the part files (local or an fsspec URL).
+        The folder of the part files (local or an fsspec URL). When it holds a manifest (a directory
+        ``recordkit convert`` or :class:`~recordkit.ShardWriter` wrote), every part named must be one of
+        the shards it lists (a part left over from an earlier write raises
+        :class:`~recordkit.errors.ManifestError`), and each is checked against its entry as
+        :func:`recordkit.open` checks a dataset's shards.
     batch_size
         Records per batch.
     data_part_num
@@ -84,6 +126,9 @@ class OFRecordReader:
         self.seed = secrets.randbits(63) if self._random_seed else int(seed)
         files = part_files(data_dir, data_part_num, part_name_prefix, part_name_suffix_length)
         ds = Dataset(files, format="ofrecord", seed=self.seed, rank=rank, world_size=world_size)
+        listed = _listed_parts(data_dir, files)
+        if listed is not None:
+            ds = Dataset._from_source(FileSource(listed, self.seed, None), rank, world_size)
         if random_shuffle or shuffle_after_epoch:
             ds = ds.shuffle(shuffle_buffer_size if random_shuffle else 0, files=shuffle_after_epoch)
         ds = ds.batch(batch_size, drop_last=drop_last)

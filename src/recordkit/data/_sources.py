@@ -35,19 +35,25 @@ def _exists(path: str) -> bool:
     return os.path.exists(path.removeprefix("file://"))
 
 
-def expand_sources(sources: Sources, *, format: str | None = None) -> list[str]:
-    """Return the files named by ``sources``, in a deterministic order.
+def expand_sources(
+    sources: Sources, *, format: str | None = None, split: str | None = None
+) -> list[str]:
+    """Return the files named by ``sources``, in a deterministic order: the files a :class:`Dataset` reads.
 
-    The same expansion as :func:`recordkit.open` and the command line (:func:`recordkit.io.expand_sources`).
+    The same resolution as :func:`recordkit.open` and the command line
+    (:func:`recordkit.io.resolve_sources`).
 
     Parameters
     ----------
     sources
         A file, a directory (its record files in natural order, hidden files left out), a glob pattern
         (``*``, ``?``, ``[...]``; its matches in natural order), an fsspec URL (globs allowed), or a list of
-        any of these, which keeps its order.
+        any of these, which keeps its order. A dataset directory (with a manifest, or a tensorflow-datasets
+        ``dataset_info.json``) gives the shards its manifest lists, and nothing else.
     format
         With a directory: take its files with this format's suffixes.
+    split
+        A dataset directory's split; required when it has several.
 
     Returns
     -------
@@ -58,13 +64,15 @@ def expand_sources(sources: Sources, *, format: str | None = None) -> list[str]:
     ------
     FileNotFoundError
         A file does not exist, a glob matches nothing, or a directory holds no record file.
+    ManifestError
+        A dataset's manifest is malformed, or its split is missing or needed.
     ValueError
-        No source was given.
+        No source was given, or ``split`` was given for sources that are not a dataset.
     """
-    from recordkit.io import expand_sources as expand
+    from recordkit.io import resolve_sources
 
     items = sources if isinstance(sources, (str, os.PathLike)) else list(sources)
-    return expand(items, format=format)
+    return list(resolve_sources(items, format=format, split=split).files)
 
 
 def part_files(

@@ -35,10 +35,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
     ) from exc
 
 from recordkit.data._dataset import EPOCH_END, Dataset
-from recordkit.data._readers import Catalog, ReaderPool
+from recordkit.data._files import catalog_of
+from recordkit.data._readers import ReaderPool
 from recordkit.data._sharding import EqualShards, resolve_rank, shard_of, worker_info
 from recordkit.data._shuffle import permutation
-from recordkit.data._sources import Sources, expand_sources
+from recordkit.data._sources import Sources
 from recordkit.data._state import STATE_VERSION, check_state
 from recordkit.errors import RecordKitError, UnsupportedOperationError, _attach_attributes
 
@@ -423,16 +424,22 @@ class MapDataset(torch_data.Dataset[Any]):
     ----------
     sources
         Paths, globs or URLs of random-access files (FFRecord, uncompressed TFRecord or OFRecord); the
-        files are laid end to end.
+        files are laid end to end. A dataset directory (with a manifest) is read as its manifest lists
+        it, as :func:`recordkit.open` and :class:`~recordkit.data.Dataset` read it.
     format
         The format of every file, if the suffixes do not tell.
     process
         ``process(indices, data) -> list`` used when the subclass does not override :meth:`process`.
+    split
+        A dataset directory's split (``"train"``); required when it has several.
 
     Raises
     ------
     UnsupportedOperationError
         A file can only be read sequentially (a compressed TFRecord).
+    ManifestError
+        A dataset's shard is missing or changed since its manifest was written, or the split is missing
+        or needed.
     """
 
     def __init__(
@@ -441,8 +448,9 @@ class MapDataset(torch_data.Dataset[Any]):
         *,
         format: str | None = None,
         process: Callable[[list[int], list[bytes]], Any] | None = None,
+        split: str | None = None,
     ) -> None:
-        self._catalog = Catalog(expand_sources(sources), format)
+        self._catalog = catalog_of(sources, format, split)
         self._catalog.describe()
         for name, ra in zip(self._catalog.files, self._catalog.random_access, strict=True):
             if not ra:

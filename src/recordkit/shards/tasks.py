@@ -26,7 +26,7 @@ from recordkit._index import default_index_path
 from recordkit.errors import ManifestError
 from recordkit.formats import format_for_path, get_format
 from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
-from recordkit.io import _is_url, expand_sources, find_dataset, open_shard
+from recordkit.io import _is_url, open_shard, resolve_sources
 from recordkit.io import open as open_records
 from recordkit.shards.shardfile import save_manifest
 
@@ -108,15 +108,12 @@ def plan_reads(
     """
     if min_ranges < 1:
         raise ValueError(f"min_ranges must be at least 1, not {min_ranges}")
-    dataset = (
-        find_dataset(sources, split=split) if isinstance(sources, (str, os.PathLike)) else None
-    )
-    if dataset is not None:
-        whole = _manifest_files(*dataset, format)
+    resolved = resolve_sources(sources, format=format, split=split)
+    if resolved.manifest is not None:
+        assert resolved.directory is not None
+        whole = _manifest_files(resolved.directory, resolved.manifest)
     else:
-        if split is not None:
-            raise ValueError(f"split={split!r} needs a dataset directory with a manifest")
-        whole = [_described_file(path, format) for path in expand_sources(sources, format=format)]
+        whole = [_described_file(path, format) for path in resolved.files]
     known = sum(r.records or 0 for r in whole if _splittable(r))
     size = records_per_range or min(
         DEFAULT_RANGE_RECORDS,
@@ -127,12 +124,7 @@ def plan_reads(
     return [part for item in whole for part in _cut(item, size)]
 
 
-def _manifest_files(directory: str, manifest: Manifest, format: str | None) -> list[ReadRange]:
-    if format is not None and get_format(format).name != manifest.format:
-        raise ManifestError(
-            f"format={format!r}, but the manifest says its shards are {manifest.format}",
-            path=directory,
-        )
+def _manifest_files(directory: str, manifest: Manifest) -> list[ReadRange]:
     return [
         ReadRange(
             path=_join(directory, shard.path),

@@ -1,0 +1,246 @@
+"""Every reading entry point resolves its sources the same way (recordkit.io.resolve_sources).
+
+A directory rewritten with fewer shards keeps the older shards beside the new ones; its manifest lists
+only the new ones, and every reader must read those and nothing else, as ``recordkit.open`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import recordkit as rk
+from recordkit.data import Dataset
+from recordkit.data import expand_sources as data_expand_sources
+from recordkit.ffrecord import FileReader
+from recordkit.formats.manifest import MANIFEST_NAME
+from recordkit.shards.tasks import plan_reads, read_range
+
+torch_data = pytest.importorskip("recordkit.data.torch")
+
+NEW = [b"new-0", b"new-1"]
+OLD = [b"old-0", b"old-1", b"old-2", b"old-3"]
+
+
+def _rewritten(directory: Path) -> Path:
+    """Four shards, then the same pattern rewritten with two: part-02 and part-03 are stale leftovers."""
+    pattern = f"{directory}/part-{{shard:02d}}.ffr"
+    with rk.ShardWriter(pattern, max_records=1) as writer:
+        writer.write_many(OLD)
+    with rk.ShardWriter(pattern, max_records=1) as writer:
+        writer.write_many(NEW)
+    assert sorted(p.name for p in directory.glob("part-*.ffr")) == [
+        f"part-0{i}.ffr" for i in range(4)
+    ]
+    return directory
+
+
+def _plain(directory: Path) -> Path:
+    """The same files without a manifest: every file is read."""
+    directory.mkdir()
+    for i, record in enumerate(OLD):
+        with rk.open(directory / f"part-{i:02d}.ffr", "w") as writer:
+            writer.write(record)
+    return directory
+
+
+def _via_open(source: Any) -> list[bytes]:
+    with rk.open(source) as reader:
+        return list(reader)
+
+
+def _via_dataset(source: Any) -> list[bytes]:
+    return [bytes(r) for r in Dataset(source)]
+
+
+def _via_file_reader(source: Any) -> list[bytes]:
+    reader = FileReader(source)
+    try:
+        return [bytes(sample) for sample in reader.read(range(reader.n))]
+    finally:
+        reader.close()
+
+
+def _via_pickled_file_reader(source: Any) -> list[bytes]:
+    reader = pickle.loads(pickle.dumps(FileReader(source)))
+    try:
+        return [bytes(reader.read_one(i)) for i in range(reader.n)]
+    finally:
+        reader.close()
+
+
+def _via_map_dataset(source: Any) -> list[bytes]:
+    dataset = torch_data.MapDataset(source)
+    return [bytes(r) for r in dataset[list(range(len(dataset)))]]
+
+
+def _via_data_expand_sources(source: Any) -> list[bytes]:
+    return [record for path in data_expand_sources(source) for record in rk.open(path)]
+
+
+def _via_plan_reads(source: Any) -> list[bytes]:
+    return [r for item in plan_reads(source) for batch in read_range(item) for r in batch]
+
+
+ENTRY_POINTS: dict[str, Callable[[Any], list[bytes]]] = {
+    "open": _via_open,
+    "Dataset": _via_dataset,
+    "ffrecord.FileReader": _via_file_reader,
+    "pickled FileReader": _via_pickled_file_reader,
+    "MapDataset": _via_map_dataset,
+    "data.expand_sources": _via_data_expand_sources,
+    "ray/dask plan_reads": _via_plan_reads,
+}
+
+
+@pytest.mark.parametrize("read", ENTRY_POINTS.values(), ids=ENTRY_POINTS.keys())
+def test_every_entry_point_reads_only_the_shards_the_manifest_lists(tmp_path, read):
+    directory = _rewritten(tmp_path)
+    assert read(directory) == NEW
+    assert read(os.fspath(directory)) == NEW
+    assert read(directory / MANIFEST_NAME) == NEW  # the manifest file itself names the dataset
+    assert read([directory]) == NEW  # a list of one source is that source
+
+
+@pytest.mark.parametrize("read", ENTRY_POINTS.values(), ids=ENTRY_POINTS.keys())
+def test_a_directory_without_manifest_still_reads_every_file(tmp_path, read):
+    directory = _plain(tmp_path / "plain")
+    assert read(directory) == OLD
+    assert read([directory / "part-01.ffr", directory / "part-00.ffr"]) == [OLD[1], OLD[0]]
+
+
+READERS = {name: read for name, read in ENTRY_POINTS.items() if name != "data.expand_sources"}
+
+
+@pytest.mark.parametrize("read", READERS.values(), ids=READERS.keys())
+def test_a_replaced_shard_is_refused_by_every_reader(tmp_path, read):
+    directory = _rewritten(tmp_path)
+    with rk.open(directory / "part-01.ffr", "w") as writer:
+        writer.write_many([b"replaced", b"longer than before"])
+    with pytest.raises(rk.ManifestError, match="manifest says"):
+        read(directory)
+
+
+@pytest.mark.parametrize("read", ENTRY_POINTS.values(), ids=ENTRY_POINTS.keys())
+def test_a_dataset_in_a_list_of_sources_is_refused(tmp_path, read):
+    directory = _rewritten(tmp_path / "dataset")
+    other = _plain(tmp_path / "plain")
+    with pytest.raises(rk.UnsupportedOperationError, match="read on its own"):
+        read([other / "part-00.ffr", directory])
+
+
+def _tfds(directory: Path) -> Path:
+    """A tensorflow-datasets directory with a stale third train shard from an earlier preparation."""
+    directory.mkdir()
+    files = {
+        "toy-train.tfrecord-00000-of-00002": [b"t0", b"t1"],
+        "toy-train.tfrecord-00001-of-00002": [b"t2"],
+        "toy-train.tfrecord-00000-of-00003": [b"stale-a"],
+        "toy-train.tfrecord-00002-of-00003": [b"stale-b"],
+        "toy-test.tfrecord-00000-of-00001": [b"e0"],
+    }
+    for name, records in files.items():
+        with rk.open(directory / name, "w", format="tfrecord") as writer:
+            writer.write_many(records)
+    info = {
+        "name": "toy",
+        "version": "1.0.0",
+        "fileFormat": "tfrecord",
+        "splits": [
+            {"name": "train", "shardLengths": ["2", "1"]},
+            {"name": "test", "shardLengths": ["1"]},
+        ],
+    }
+    (directory / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
+    return directory
+
+
+def _via_map_dataset_split(directory: Path, split: str | None) -> list[bytes]:
+    dataset = torch_data.MapDataset(directory, split=split)
+    return [bytes(r) for r in dataset[list(range(len(dataset)))]]
+
+
+TFDS_ENTRY_POINTS: dict[str, Callable[[Any, str | None], list[bytes]]] = {
+    "open": lambda d, split: list(rk.open(d, split=split)),
+    "Dataset": lambda d, split: [bytes(r) for r in Dataset(d, split=split)],
+    "MapDataset": lambda d, split: _via_map_dataset_split(d, split),
+    "data.expand_sources": lambda d, split: [
+        r for path in data_expand_sources(d, split=split) for r in rk.open(path, format="tfrecord")
+    ],
+}
+
+
+@pytest.mark.parametrize("read", TFDS_ENTRY_POINTS.values(), ids=TFDS_ENTRY_POINTS.keys())
+def test_every_entry_point_reads_a_tfds_split_as_its_info_lists_it(tmp_path, read):
+    directory = _tfds(tmp_path / "tfds")
+    assert sorted(read(directory, "train")) == [b"t0", b"t1", b"t2"]
+    assert read(directory, "test") == [b"e0"]
+    with pytest.raises(rk.ManifestError, match="choose one with split="):
+        read(directory, None)
+
+
+def test_the_ffrecord_reader_refuses_a_dataset_of_another_format(tmp_path):
+    with pytest.raises(rk.ManifestError, match="choose one with split="):
+        FileReader(_tfds(tmp_path / "tfds"))
+    with rk.ShardWriter(f"{tmp_path}/tf/part-{{shard}}.tfrecord", max_records=1) as writer:
+        writer.write_many([b"a", b"b"])
+    with pytest.raises(rk.ManifestError, match="manifest says its shards are tfrecord"):
+        FileReader(tmp_path / "tf")
+
+
+def test_map_dataset_refuses_a_compressed_dataset(tmp_path):
+    with rk.ShardWriter(f"{tmp_path}/part-{{shard}}.tfrecord.gz", max_records=1) as writer:
+        writer.write_many([b"a", b"b"])
+    with pytest.raises(rk.UnsupportedOperationError, match="sequentially"):
+        torch_data.MapDataset(tmp_path)
+
+
+def _ofrecords(directory: Path, count: int, tag: str) -> list[bytes]:
+    """``count`` OFRecord payloads (one bytes feature each) written as OneFlow parts by a ShardWriter."""
+    records = [rk.encode_ofrecord({"tag": f"{tag}-{i}".encode()}) for i in range(count)]
+    with rk.ShardWriter(f"{directory}/part-{{shard}}", format="ofrecord", max_records=1) as w:
+        w.write_many(records)
+    return records
+
+
+def test_the_oneflow_reader_refuses_a_part_the_manifest_does_not_list(tmp_path):
+    from recordkit.data import OFRecordReader
+
+    _ofrecords(tmp_path, 4, "old")
+    new = _ofrecords(tmp_path, 2, "new")
+    assert (tmp_path / "part-3").exists()  # left over from the first write
+    reader = OFRecordReader(tmp_path, batch_size=1, data_part_num=2, seed=0)
+    assert [r for batch in reader for r in batch] == new
+    # A subset of the shards is read as OneFlow reads it.
+    first = OFRecordReader(tmp_path, batch_size=1, data_part_num=1, seed=0)
+    assert [r for batch in first for r in batch] == new[:1]
+    with pytest.raises(rk.ManifestError, match="not one of the 2 shards") as caught:
+        OFRecordReader(tmp_path, batch_size=1, data_part_num=4, seed=0)
+    assert caught.value.path == f"{tmp_path}/part-2"
+
+
+def test_the_oneflow_reader_checks_its_parts_against_the_manifest(tmp_path):
+    from recordkit.data import OFRecordReader
+
+    _ofrecords(tmp_path, 2, "new")
+    (tmp_path / "part-1").write_bytes((tmp_path / "part-0").read_bytes() * 2)  # replaced
+    reader = OFRecordReader(tmp_path, batch_size=1, data_part_num=2, seed=0)
+    with pytest.raises(rk.ManifestError, match="manifest says"):
+        list(reader)
+
+
+def test_the_oneflow_reader_reads_parts_without_a_manifest_as_before(tmp_path):
+    from recordkit.data import OFRecordReader
+
+    records = [rk.encode_ofrecord({"i": [i]}) for i in range(3)]
+    for i, record in enumerate(records):
+        with rk.open(tmp_path / f"part-{i}", "w", format="ofrecord") as writer:
+            writer.write(record)
+    reader = OFRecordReader(tmp_path, batch_size=3, data_part_num=3, seed=0)
+    assert list(reader) == [records]
