@@ -1,12 +1,17 @@
-"""Read Markdown pages: run their ``python`` blocks, list the commands of their shell blocks."""
+"""Read Markdown pages: run their ``python`` blocks as scripts, list the commands of their shell blocks."""
 
 from __future__ import annotations
 
 import re
+import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from _scripts import run_script
+
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+PYCON_BLOCK = re.compile(r"^```pycon\n(.*?)^```", re.DOTALL | re.MULTILINE)
 
 
 def python_blocks(path: Path) -> list[str]:
@@ -14,12 +19,31 @@ def python_blocks(path: Path) -> list[str]:
     return PYTHON_BLOCK.findall(path.read_text(encoding="utf-8"))
 
 
-def run_python_blocks(path: Path) -> None:
-    """Execute every ``python`` block of ``path`` (in the current directory), failing on any error."""
-    namespace: dict[str, object] = {"__name__": f"__{path.stem}__"}
-    for number, block in enumerate(python_blocks(path)):
-        code = compile(block, f"{path.name} python block {number}", "exec")
-        exec(code, namespace)  # noqa: S102 - running the documented code is the point
+def pycon_blocks(path: Path) -> list[str]:
+    """Return every fenced ``pycon`` block (an interactive session, ``>>>`` prompts) of ``path``."""
+    return PYCON_BLOCK.findall(path.read_text(encoding="utf-8"))
+
+
+def run_python_blocks(
+    path: Path, cwd: Path | None = None, blocks: Sequence[int] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python`` blocks of ``path`` in sequence as one script, as a user who copies them would.
+
+    The blocks (all, or those numbered in ``blocks``) are written to a ``.py`` file in ``cwd`` (default:
+    the current directory) and run there with ``python file.py`` in a new process, so that what only
+    breaks in a script (a process pool re-importing ``__main__``, say) breaks here too. Fails with the
+    output when the script exits with a status other than 0; returns the finished process.
+    """
+    folder = Path.cwd() if cwd is None else cwd
+    code = python_blocks(path)
+    chosen = range(len(code)) if blocks is None else blocks
+    script = folder / f"{path.stem.replace('-', '_')}_page.py"
+    script.write_text(
+        "".join(f"# {path.name}, python block {i}\n{code[i]}\n" for i in chosen), encoding="utf-8"
+    )
+    proc = run_script(script, folder)
+    assert proc.returncode == 0, f"{path.name} as a script:\n{proc.stdout}{proc.stderr}"
+    return proc
 
 
 SHELL_BLOCK = re.compile(r"^```(bash|console|sh|shell)\n(.*?)^```", re.DOTALL | re.MULTILINE)

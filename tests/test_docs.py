@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import importlib.util
 import os
 import re
@@ -9,10 +10,12 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from _markdown import ShellCommand, python_blocks, run_python_blocks, shell_commands
+from _markdown import ShellCommand, pycon_blocks, python_blocks, run_python_blocks, shell_commands
 from _scripts import run_script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -299,22 +302,218 @@ def test_readme_says_where_the_oneflow_golden_files_are():
     assert "`shared/`" in readme
 
 
-def test_quickstart_page_code_runs(tmp_path, monkeypatch):
-    page = DOCS / "quickstart.md"
-    assert python_blocks(page)
-    monkeypatch.chdir(tmp_path)
-    run_python_blocks(page)
+# -- every python block of the docs runs as a script, as a user would copy it --------------------------
 
 
-@pytest.mark.slow
-@pytest.mark.filterwarnings(r"ignore::DeprecationWarning:ray\..*")
-def test_scale_out_page_code_runs(tmp_path, monkeypatch):
-    """The page's one-machine, Ray and Dask writers produce the same records, as it says."""
-    pytest.importorskip("ray")
-    pytest.importorskip("dask.bag")
-    page = DOCS / "scale-out.md"
-    monkeypatch.chdir(tmp_path)
-    run_python_blocks(page)
+def _example_files(folder: Path) -> None:
+    """train.tfrecord (Examples), clips.tfrecord (SequenceExamples), part-0 (OFRecords)."""
+    import numpy as np
+
+    import recordkit as rk
+
+    rng = np.random.default_rng(0)
+    with rk.open(folder / "train.tfrecord", "w") as writer:
+        for i in range(300):
+            features = {
+                "label": i % 10,
+                "image": rng.random((28, 28), dtype=np.float32),
+                "tokens": list(range(i % 5)),
+            }
+            if i % 3:
+                features["caption"] = f"record {i}"
+            writer.write(rk.encode_example(features))
+    with rk.open(folder / "clips.tfrecord", "w") as writer:
+        for i in range(4):
+            frames = rng.random((i + 1, 2), dtype=np.float32)
+            tokens = [[1, 2], [3], [4, 5, 6]][: 2 + i % 2]
+            writer.write(
+                rk.encode_sequence_example(
+                    {"id": b"clip-%d" % i}, {"frames": frames, "tokens": tokens}
+                )
+            )
+    with rk.open(folder / "part-0", "w", format="ofrecord") as writer:
+        for i in range(40):
+            ids = rk.int32_feature(np.arange(i, i + 128, dtype=np.int32))
+            writer.write(rk.encode_ofrecord({"input_ids": ids, "encoded": b"\xff\xd8jpeg %d" % i}))
+
+
+def _jpeg_files(folder: Path) -> None:
+    """train.tfrecord of encoded JPEG images and labels, and part-00000, OFRecords of JPEGs."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    import recordkit as rk
+
+    rng = np.random.default_rng(0)
+    jpegs = []
+    for _ in range(8):
+        buffer = io.BytesIO()
+        pixels = rng.integers(0, 256, (48 + 8, 64, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(buffer, format="JPEG")
+        jpegs.append(buffer.getvalue())
+    with rk.open(folder / "train.tfrecord", "w") as writer:
+        for i in range(64):
+            writer.write(rk.encode_example({"image": jpegs[i % 8], "label": i % 10}))
+    with rk.open(folder / "part-00000", "w", format="ofrecord") as writer:
+        for i in range(32):
+            writer.write(rk.encode_ofrecord({"encoded": [jpegs[i % 8]]}))
+
+
+def _pipeline_files(folder: Path) -> None:
+    import numpy as np
+
+    import recordkit as rk
+
+    (folder / "data").mkdir()
+    for part in range(2):
+        with rk.open(folder / "data" / f"train-{part:05d}.tfrecord", "w") as writer:
+            writer.write_many(rk.encode_example({"label": part * 100 + i}) for i in range(100))
+        with rk.open(folder / f"web-{part}.tfrecord", "w") as writer:
+            writer.write_many(rk.encode_example({"label": i}) for i in range(50))
+    with rk.open(folder / "books-0.ffr", "w") as writer:
+        writer.write_many(rk.encode_example({"label": i}) for i in range(50))
+    for part in range(4):
+        with rk.open(folder / "data" / f"part-{part:05d}", "w", format="ofrecord") as writer:
+            images = np.zeros(784, np.float32)
+            writer.write_many(rk.encode_ofrecord({"images": images}) for _ in range(40))
+
+
+def _reliability_files(folder: Path) -> None:
+    import recordkit as rk
+
+    _copy_golden(folder, ("tfrecord/corrupt_data_crc.tfrecord", "shard-7.tfrecord"))
+    with rk.open(folder / "part-0", "w", format="ofrecord") as writer:
+        writer.write_many(rk.encode_ofrecord({"i": [i]}) for i in range(10))
+
+
+def _ffrecord_files(folder: Path) -> None:
+    import recordkit as rk
+
+    (folder / "data").mkdir()
+    for part in range(2):
+        with rk.open(folder / "data" / f"PART_{part:05d}.ffr", "w") as writer:
+            writer.write_many(b"sample %d" % i for i in range(10))
+
+
+@dataclass(frozen=True)
+class DocPage:
+    """How a page's python blocks run: the files they need first (made in an empty folder), the modules
+    each block needs (a block whose module is missing is left out, with the blocks after it in its
+    script), the scripts (lists of block numbers; default: every block, in order, as one script), and a
+    check of what the scripts did."""
+
+    files: Callable[[Path], None] | None = None
+    needs: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    scripts: tuple[tuple[int, ...], ...] | None = None
+    check: Callable[[list[str], Path], None] | None = None
+    marks: tuple[pytest.MarkDecorator, ...] = ()
+
+
+def _check_dask(outputs: list[str], folder: Path) -> None:
+    shards, counts, mean = outputs[0].splitlines()
+    assert shards == str([(f"part-{i:05d}.tfrecord", 2_500) for i in range(4)])
+    assert counts == "4 1000"
+    assert float(mean) == pytest.approx(sum(i / 100 for i in range(10_000)) / 10_000)
+
+
+def _check_ray(outputs: list[str], folder: Path) -> None:
+    import recordkit as rk
+
+    assert outputs[0].splitlines() == ["1000", "(8, 28, 28)"]
+    with rk.open(folder / "out" / "train-tf") as reader:
+        assert len(reader) == 1000
+
+
+def _check_scale_out(outputs: list[str], folder: Path) -> None:
+    # Ray's and Dask's logs may come between the lines; the counts are the page's.
+    assert [line for line in outputs[0].splitlines() if line.isdigit()] == ["10000"] * 3
+
+
+DOC_PAGES = {
+    "docs/cli.md": DocPage(files=_cli_page_files),
+    "docs/dask.md": DocPage(
+        needs={0: ("dask.bag",), 1: ("dask.bag", "distributed")}, check=_check_dask
+    ),
+    "docs/datasets.md": DocPage(),
+    "docs/errors.md": DocPage(),
+    "docs/formats/ffrecord.md": DocPage(files=_ffrecord_files),
+    "docs/formats/tfds.md": DocPage(needs={2: ("tensorflow_datasets",)}),
+    "docs/images.md": DocPage(files=_jpeg_files, needs={0: ("PIL",), 1: ("PIL",)}),
+    "docs/index.md": DocPage(files=_example_files),
+    "docs/messages.md": DocPage(),
+    "docs/parsing.md": DocPage(files=_example_files),
+    "docs/pipelines.md": DocPage(
+        files=_pipeline_files,
+        needs={3: ("torch",), 4: ("torch", "torchdata")},
+        scripts=((0, 1, 2, 5), (3, 4)),
+        marks=(pytest.mark.torch,),
+    ),
+    "docs/quickstart.md": DocPage(),
+    "docs/ray.md": DocPage(needs={0: ("ray",)}, check=_check_ray, marks=(pytest.mark.ray,)),
+    "docs/reading-writing.md": DocPage(files=_example_files),
+    "docs/reliability.md": DocPage(files=_reliability_files),
+    "docs/scale-out.md": DocPage(
+        needs={1: ("ray",), 2: ("dask.bag",)},
+        check=_check_scale_out,
+        marks=(pytest.mark.ray, pytest.mark.slow),
+    ),
+    "docs/tables.md": DocPage(needs={0: ("pyarrow", "pandas"), 1: ("pyarrow", "pandas")}),
+}
+
+
+def _has(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a missing parent package
+        return False
+
+
+def test_every_docs_page_with_python_is_run():
+    pages = {
+        page.relative_to(ROOT).as_posix()
+        for page in DOCS.rglob("*.md")
+        if python_blocks(page) or pycon_blocks(page)
+    }
+    assert pages == DOC_PAGES.keys(), "list the page in DOC_PAGES (README.md: test_readme.py)"
+    for name, page in DOC_PAGES.items():
+        count = len(python_blocks(ROOT / name))
+        assert all(block < count for block in page.needs), name
+        if page.scripts is not None:
+            assert sorted(b for script in page.scripts for b in script) == list(range(count)), name
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=page.marks) for name, page in sorted(DOC_PAGES.items())]
+)
+def test_docs_page_python_runs_as_a_script(name, tmp_path):
+    """Each page's python blocks, in order, saved as a .py file and run with python in a new process;
+    its interactive sessions (pycon blocks) run through doctest."""
+    page, path = DOC_PAGES[name], ROOT / name
+    scripts, left_out = [], []
+    for script in page.scripts or (tuple(range(len(python_blocks(path)))),):
+        runnable = []
+        for block in script:
+            missing = [module for module in page.needs.get(block, ()) if not _has(module)]
+            if missing:
+                left_out.append(f"block {block} needs {', '.join(missing)}")
+                break  # the blocks after it build on it
+            runnable.append(block)
+        if runnable:
+            scripts.append(runnable)
+    if left_out and not scripts:
+        pytest.skip("; ".join(left_out))
+    if page.files is not None:
+        page.files(tmp_path)
+    outputs = [run_python_blocks(path, tmp_path, script).stdout for script in scripts]
+    for number, session in enumerate(pycon_blocks(path)):
+        test = doctest.DocTestParser().get_doctest(session, {}, f"{name}[{number}]", name, 0)
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+        runner.run(test)
+        assert runner.summarize(verbose=False).failed == 0, f"{name}: pycon block {number}"
+    if page.check is not None and not left_out:
+        page.check(outputs, tmp_path)
 
 
 # -- docs/coming-from.md: every block runs, recordkit's and the other libraries' -----------------------
