@@ -181,7 +181,7 @@ PAGES = {
         },
     ),
     "docs/quickstart.md": (_quickstart_page_files, {}),
-    "docs/datasets.md": (lambda folder: run_python_blocks(DOCS / "datasets.md"), {}),
+    "docs/datasets.md": (lambda folder: _run_doc_page("docs/datasets.md"), {}),
     "docs/tables.md": (_tables_page_files, {}),
     "docs/performance.md": (lambda folder: _link_repository(folder, "tests"), {}),
     "docs/reliability.md": (lambda folder: _link_repository(folder, "tests"), {}),
@@ -483,16 +483,12 @@ def test_every_docs_page_with_python_is_run():
         if page.scripts is not None:
             assert sorted(b for script in page.scripts for b in script) == list(range(count)), name
 
-
-@pytest.mark.parametrize(
-    "name", [pytest.param(name, marks=page.marks) for name, page in sorted(DOC_PAGES.items())]
-)
-def test_docs_page_python_runs_as_a_script(name, tmp_path):
-    """Each page's python blocks, in order, saved as a .py file and run with python in a new process;
-    its interactive sessions (pycon blocks) run through doctest."""
-    page, path = DOC_PAGES[name], ROOT / name
+def _runnable_scripts(name: str) -> tuple[list[list[int]], list[str]]:
+    """The scripts of a page (lists of block numbers) with the modules they need installed, and why
+    any blocks are left out."""
+    page = DOC_PAGES[name]
     scripts, left_out = [], []
-    for script in page.scripts or (tuple(range(len(python_blocks(path)))),):
+    for script in page.scripts or (tuple(range(len(python_blocks(ROOT / name)))),):
         runnable = []
         for block in script:
             missing = [module for module in page.needs.get(block, ()) if not _has(module)]
@@ -502,6 +498,24 @@ def test_docs_page_python_runs_as_a_script(name, tmp_path):
             runnable.append(block)
         if runnable:
             scripts.append(runnable)
+    return scripts, left_out
+
+
+def _run_doc_page(name: str) -> None:
+    """Run what can run of a page's python blocks in the current directory (the files it writes)."""
+    for script in _runnable_scripts(name)[0]:
+        run_python_blocks(ROOT / name, blocks=script)
+
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=page.marks) for name, page in sorted(DOC_PAGES.items())]
+)
+def test_docs_page_python_runs_as_a_script(name, tmp_path):
+    """Each page's python blocks, in order, saved as a .py file and run with python in a new process;
+    its interactive sessions (pycon blocks) run through doctest."""
+    page, path = DOC_PAGES[name], ROOT / name
+    scripts, left_out = _runnable_scripts(name)
     if left_out and not scripts:
         pytest.skip("; ".join(left_out))
     if page.files is not None:
