@@ -362,16 +362,6 @@ def test_client_retries_rewrite_a_failed_shard(client, tmp_path):
     assert manifest == load_manifest(out)
 
 
-def test_the_dask_page_runs_as_shown(client, tmp_path, monkeypatch, capsys):
-    from _markdown import run_python_blocks
-
-    monkeypatch.chdir(tmp_path)
-    run_python_blocks(Path(__file__).parent.parent / "docs" / "dask.md")
-    shards, counts = capsys.readouterr().out.splitlines()
-    assert shards == str([(f"part-{i:05d}.tfrecord", 2_500) for i in range(4)])
-    assert counts == "4 1000"
-
-
 def test_images_decode_on_the_workers_as_in_parse_examples(client, tmp_path: Path) -> None:
     """rk.Image through decode=: each item holds its image at its own size, as parse_examples gives it."""
     import functools
