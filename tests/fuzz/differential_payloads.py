@@ -3,11 +3,12 @@
 Each case builds a batch of 1-20 ``tf.train.Example``, ``tf.train.SequenceExample`` or ``oneflow.OFRecord``
 payloads byte by byte, by structure: packed, unpacked and mixed numeric lists, lists split over several
 occurrences, empty lists and empty ``Feature`` messages, oneof switches inside one ``Feature`` and across the
-repeated value fields of one map entry, repeated keys, value-before-key entries, entries without key or
-value, unknown fields of every wire type (groups too) at every level, over-long varints, tags and lengths,
-negative integers, NaN/-0.0/infinite floats with any bit pattern, empty and non-UTF-8 bytes values, and
-repeated ``Features``/``FeatureLists`` messages. About half the batches hold a group of 8 or more records of
-one length and layout, so the batch template path of ``recordkit.decode._columns`` runs as well as the scanner.
+repeated value fields of one map entry, repeated keys, value-before-key entries, entries without key or value
+(or without either), unknown fields of every wire type (groups too) at every level, over-long varints, tags
+and lengths, negative integers, NaN/-0.0/infinite floats with any bit pattern, empty and non-UTF-8 bytes
+values, and repeated ``Features``/``FeatureLists`` messages. About half the batches hold a group of 8 or more
+records of one length and layout, so the batch template path of ``recordkit.decode._columns`` runs as well as
+the scanner.
 
 The oracle is protobuf's own parser. From the message it reads, the expected result of every spec is derived
 (see ``docs/parsing.md`` for the rules) and compared exactly with what ``parse_examples``,
@@ -447,6 +448,10 @@ class Writer:
                 extra = self.unknown(depth, plain_ok=depth == 0)
                 data.append(extra)
                 clean.append(extra)
+            if self.weird(0.03):  # an empty entry (no key, no value): the name "" with no list
+                self.plain = False
+                data.append(b"\x0a\x00")
+                clean.append(b"\x0a\x00")
         if any(len(kinds) > 1 and not kinds[-1] for kinds in last_kind.values()):
             self.plain = False  # TensorFlow keeps an earlier entry over a last one with no list
         self.tail_poison(data, depth)

@@ -411,8 +411,9 @@ def scan_features(
         stop = pos + n
         if stop > end:
             raise DecodeError("malformed protobuf: length runs past the end of its message")
-        if buf[pos] == 0x0A and buf[pos + 1] < 0x80:
-            # The usual layout, read inline: key, then one value, filling the entry.
+        if n > 1 and buf[pos] == 0x0A and buf[pos + 1] < 0x80:
+            # The usual layout, read inline: key, then one value, filling the entry. (An entry of 0 or 1
+            # bytes is read below: looking at its first two bytes would look past it.)
             key_stop = pos + 2 + buf[pos + 1]
             if key_stop < stop and buf[key_stop] == 0x12:
                 n = buf[key_stop + 1]
