@@ -77,6 +77,7 @@ __all__ = [
     "natural_key",
     "open",
     "open_shard",
+    "reading_format",
     "resolve_sources",
     "scan_offsets",
     "shard_path",
@@ -255,6 +256,42 @@ def _resolve_format(
     return _sniff(opened), compression
 
 
+def _reading_format(
+    opened: _Opened, path: str | None, format: str | None, compression: str | None
+) -> tuple[RecordFormat, str]:
+    """Return the format and compression of a file to read: the one resolution of every reader.
+
+    The format: ``format``, else the name's suffix, else the content. The compression: ``compression``,
+    else the name's suffix (also when ``format`` is given: ``x.tfrecord.gz`` holds GZIP data), else the
+    content. :func:`open` and :mod:`recordkit.recover` both call it.
+    """
+    fmt, comp = _resolve_format(opened, path, format, compression)
+    if comp is None:
+        comp = fmt.detect_compression(_head(opened, 64)) if fmt.capabilities.compression else ""
+    _check_compression(fmt, comp)
+    return fmt, comp
+
+
+def reading_format(
+    source: Source, *, format: str | None = None, compression: str | None = None
+) -> tuple[str, str]:
+    """Return the ``(format, compression)`` :func:`open` reads ``source`` with (``""``: uncompressed).
+
+    The format is ``format``, else the one ``source.path``'s suffix names, else the one its content
+    shows; the compression is ``compression``, else the one the suffix names (also when ``format`` is
+    given), else the one the content shows. :mod:`recordkit.recover` reads damaged files with it.
+
+    Raises
+    ------
+    UnknownFormatError
+        The format cannot be told.
+    ValueError
+        The compression does not fit the format.
+    """
+    fmt, comp = _reading_format(_Opened(source), source.path, format, compression)
+    return fmt.name, comp
+
+
 def _named_compression(fmt: RecordFormat, path: str) -> str | None:
     """Return the compression ``path``'s suffix names for a file of format ``fmt`` (``None``: none named).
 
@@ -318,10 +355,7 @@ def _open_part(
         opened = _open_fileobj(src)
         path = opened.source.path
     try:
-        fmt, comp = _resolve_format(opened, path, format, compression)
-        if comp is None:
-            comp = fmt.detect_compression(_head(opened, 64)) if fmt.capabilities.compression else ""
-        _check_compression(fmt, comp)
+        fmt, comp = _reading_format(opened, path, format, compression)
         if zero_copy and comp:
             raise UnsupportedOperationError(
                 f"zero_copy=True needs an uncompressed file; {path} is {comp}-compressed (its records "

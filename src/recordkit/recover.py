@@ -51,8 +51,9 @@ from typing import IO, Any
 
 from recordkit._closing import Closing
 from recordkit.errors import DataLossWarning, UnknownFormatError
-from recordkit.formats import _crc, detect_format, format_for_path, get_format
-from recordkit.formats.base import READ_CHUNK, normalize_compression
+from recordkit.formats import _crc
+from recordkit.formats.base import READ_CHUNK, Source
+from recordkit.io import reading_format
 
 __all__ = ["SalvageReport", "SkippedRange", "Scan", "salvage", "scan"]
 
@@ -271,30 +272,6 @@ def _inflate(
     mapped = mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ)
     cleanup.append(mapped)
     return mapped, len(mapped)
-
-
-def _resolve(
-    head: bytes, size: int, path: str | None, format: str | None, compression: str | None
-) -> tuple[str, str]:
-    if format is not None:
-        name = get_format(format).name
-        suffix_compression = None
-    else:
-        by_suffix = format_for_path(path) if path else None
-        if by_suffix is not None:
-            name, suffix_compression = by_suffix[0].name, by_suffix[1]
-        else:
-            detected = detect_format(head, size)
-            if detected is None:
-                raise UnknownFormatError(
-                    f"cannot tell the record format of {path or 'the file object'}: pass format="
-                )
-            name, suffix_compression = detected, None
-    if compression is not None:
-        return name, normalize_compression(compression)
-    if suffix_compression is not None:
-        return name, suffix_compression
-    return name, get_format(name).detect_compression(head) if name == "tfrecord" else ""
 
 
 # -- per-format recovery ------------------------------------------------------------------------
@@ -681,7 +658,9 @@ def scan(
     try:
         buffer, path = _buffer_of(src, cleanup)
         size = len(buffer)
-        name, comp = _resolve(bytes(buffer[:64]), size, path, format, compression)
+        name, comp = reading_format(
+            Source(path=path, buffer=buffer), format=format, compression=compression
+        )
         if name not in _SCANNERS:
             raise UnknownFormatError(f"no recovery for the {name} format", name=name)
         report = SalvageReport(path, name, comp)
