@@ -92,7 +92,7 @@ def test_sharding_default_names_and_order(
     )  # fmt: skip
     assert result.code == 0, result.err
     assert result.out == f"wrote 60 records to 4 {fmt} files in {out}\n"
-    indexes = [] if fmt == "ffrecord" else [name + ".idx" for name in names]
+    indexes = [] if fmt == "ffrecord" else [f".{name}.idx" for name in names]
     assert sorted(p.name for p in out.iterdir()) == sorted(
         [*names, *indexes, "_recordkit_manifest.json"]
     )
@@ -124,11 +124,11 @@ def test_custom_pattern_and_gzip_suffix(capsys, tmp_path, golden_dir):
     assert result.code == 0, result.err
     # Without --to, a directory gets the first source's format (TFRecord), whatever the names say.
     assert sorted(p.name for p in out.iterdir()) == [
+        ".shard-00-of-2.ffr.idx",
+        ".shard-01-of-2.ffr.idx",
         "_recordkit_manifest.json",
         "shard-00-of-2.ffr",
-        "shard-00-of-2.ffr.idx",
         "shard-01-of-2.ffr",
-        "shard-01-of-2.ffr.idx",
     ]
     gz = tmp_path / "gz"
     result = run_cli(capsys, "convert", src, gz, "--shards", "2", "--compression", "gzip")

@@ -426,6 +426,18 @@ def _check_ray(outputs: list[str], folder: Path) -> None:
         assert len(reader) == 1000
 
 
+def _check_datasets(outputs: list[str], folder: Path) -> None:
+    # TensorFlow's glob of the page leaves the manifest and the hidden indexes out.
+    shards = [
+        "test-00000-of-00001.tfrecord",
+        *(f"train-0000{i}-of-00003.tfrecord" for i in range(3)),
+    ]
+    assert outputs[0].splitlines()[-2:] == [str(shards), "1100"]
+    assert {".train-00000-of-00003.tfrecord.idx", "_recordkit_manifest.json"} <= {
+        path.name for path in (folder / "data").iterdir()
+    }
+
+
 def _check_scale_out(outputs: list[str], folder: Path) -> None:
     # Ray's and Dask's logs may come between the lines; the counts are the page's.
     assert [line for line in outputs[0].splitlines() if line.isdigit()] == ["10000"] * 3
@@ -436,7 +448,8 @@ DOC_PAGES = {
     "docs/dask.md": DocPage(
         needs={0: ("dask.bag",), 1: ("dask.bag", "distributed")}, check=_check_dask
     ),
-    "docs/datasets.md": DocPage(),
+    # The last block reads the directory with TensorFlow's glob, as the page recommends.
+    "docs/datasets.md": DocPage(needs={5: ("tensorflow",)}, check=_check_datasets),
     "docs/errors.md": DocPage(),
     "docs/formats/ffrecord.md": DocPage(files=_ffrecord_files),
     "docs/formats/tfds.md": DocPage(needs={2: ("tensorflow_datasets",)}),

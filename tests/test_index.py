@@ -42,8 +42,8 @@ def test_index_file_format(tmp_path, name, overhead):
     records = [r for r in RECORDS if r] if name.endswith("ofrecord") else RECORDS
     _write(tmp_path / name, records)
     index_path = write_index(tmp_path / name)
-    assert index_path == os.fspath(tmp_path / name) + ".idx"
-    assert (tmp_path / (name + ".idx")).read_text().splitlines() == _expected_lines(
+    assert index_path == os.fspath(tmp_path / f".{name}.idx")  # hidden: other readers pass it by
+    assert (tmp_path / f".{name}.idx").read_text().splitlines() == _expected_lines(
         records, overhead
     )
 
@@ -62,10 +62,34 @@ def test_default_sidecar_is_used_and_checked_against_the_headers(tmp_path, monke
     with rk.open(tmp_path / "a.tfrecord") as reader:
         assert len(reader) == 4
         assert reader[2] == RECORDS[2]
-    assert loaded == [os.fspath(tmp_path / "a.tfrecord.idx")]
+    assert loaded == [os.fspath(tmp_path / ".a.tfrecord.idx")]
     with rk.open(tmp_path / "a.tfrecord", index=False) as reader:
         assert len(reader) == 4
     assert len(loaded) == 1
+
+
+def test_an_index_under_the_old_name_is_found_used_and_replaced(tmp_path, monkeypatch):
+    """Earlier versions (and DALI's tfrecord2idx) name the index ``a.tfrecord.idx``: still used."""
+    path = tmp_path / "a.tfrecord"
+    _write(path)
+    legacy = write_index(path, tmp_path / "a.tfrecord.idx")
+    loaded = []
+    original = load_index
+    monkeypatch.setattr(
+        "recordkit.io.load_index", lambda *a, **k: loaded.append(a[0]) or original(*a, **k)
+    )
+    with rk.open(path) as reader:
+        assert reader.read([3, 1]) == [RECORDS[3], RECORDS[1]]
+    assert loaded == [legacy]
+    # write_index writes the hidden name and removes the old one, which other readers would take as data.
+    assert write_index(path) == os.fspath(tmp_path / ".a.tfrecord.idx")
+    assert sorted(os.listdir(tmp_path)) == [".a.tfrecord.idx", "a.tfrecord"]
+    # With both present, recordkit's own name wins.
+    write_index(path, legacy)
+    (tmp_path / "a.tfrecord.idx").write_text("garbage\n")
+    with rk.open(path) as reader:
+        assert reader[2] == RECORDS[2]
+    assert loaded[-1] == os.fspath(tmp_path / ".a.tfrecord.idx")
 
 
 def _nested_file(tmp_path):
@@ -273,9 +297,10 @@ def test_rewriting_a_file_removes_its_sidecar_index(tmp_path):
     with rk.open(path, "w") as writer:
         writer.write_many([b"first", b"second", b"third"])
     write_index(path)
+    write_index(path, f"{path}.idx")  # and one under the name of earlier versions
     with rk.open(path, "w") as writer:
         writer.write(b"only")
-    assert not os.path.exists(f"{path}.idx")
+    assert os.listdir(tmp_path) == ["data.tfrecord"]  # both indexes described the old file
     assert list(rk.open(path)) == [b"only"]
     assert len(rk.open(path)) == 1
 
@@ -289,7 +314,7 @@ def test_an_aborted_rewrite_keeps_the_file_and_its_index(tmp_path):
     writer.write(b"new")
     writer.abort()  # what leaving a with block by an exception does
     assert list(rk.open(path)) == [b"first", b"second"]
-    assert os.path.exists(f"{path}.idx")
+    assert os.path.exists(tmp_path / ".data.tfrecord.idx")
 
 
 def test_load_index_itself_still_raises_for_a_stale_index(tmp_path):

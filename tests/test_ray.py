@@ -93,7 +93,7 @@ def test_write_then_read_gives_the_same_multiset(fmt, examples, ofrecords, tmp_p
         with rk.open(out / shard.path, format=fmt) as reader:
             assert len(reader) == shard.records > 0
     assert sum(shard.records for shard in manifest.shards) == len(records)
-    sidecars = [] if fmt == "ffrecord" else [path + ".idx" for path in paths]
+    sidecars = [] if fmt == "ffrecord" else [f".{path}.idx" for path in paths]
     assert sorted(os.listdir(out)) == sorted([MANIFEST_NAME, *paths, *sidecars])
     assert json.loads((out / MANIFEST_NAME).read_text())["format"] == fmt
 
@@ -112,7 +112,8 @@ def _tf_rows(rows):
 
 
 @pytest.mark.interop
-def test_ray_read_tfrecords_reads_recordkit_shards(tmp_path):
+@pytest.mark.parametrize("writer", ["write_records", "ShardWriter"])
+def test_ray_read_tfrecords_reads_recordkit_shards(tmp_path, writer):
     pytest.importorskip("tensorflow")
     # Ray's reader unwraps one-element lists and cannot mix them with longer ones in a column, so
     # every feature keeps one length here.
@@ -128,8 +129,15 @@ def test_ray_read_tfrecords_reads_recordkit_shards(tmp_path):
         for i in range(2_000)
     ]
     out = tmp_path / "out"
-    rkray.write_records(_dataset(records), out, format="tfrecord")
-    theirs = ray.data.read_tfrecords(str(out), file_extensions=["tfrecord"]).take_all()
+    if writer == "write_records":
+        rkray.write_records(_dataset(records), out, format="tfrecord")
+    else:
+        with rk.ShardWriter(str(out / "train-{shard:05d}.tfrecord"), max_records=300) as shards:
+            shards.write_many(records)
+    assert any(name.endswith(".idx") for name in os.listdir(out))  # the indexes are there, hidden
+    # The directory itself, as users pass it: recordkit's own files (the sidecar indexes, the manifest)
+    # have names Ray passes by, so it reads the shards and nothing else.
+    theirs = ray.data.read_tfrecords(str(out)).take_all()
     spec = {
         "id": rk.FixedLen((), np.int64),
         "name": rk.FixedLen((), bytes),
@@ -313,7 +321,7 @@ def test_a_retried_write_task_leaves_one_shard_and_one_entry(tmp_path, examples)
     paths = [shard.path for shard in manifest.shards]
     assert len(paths) == len(set(paths))
     assert sorted(os.listdir(out)) == sorted(
-        [MANIFEST_NAME, *paths, *(path + ".idx" for path in paths)]
+        [MANIFEST_NAME, *paths, *(f".{path}.idx" for path in paths)]
     )
     with rk.open(out) as reader:
         assert collections.Counter(reader) == collections.Counter(records)

@@ -94,7 +94,7 @@ def test_tfds_naming_is_read_by_tensorflow(tmp_path: Path) -> None:
         writer.write_many(records)
     names = sorted(p.name for p in tmp_path.iterdir())
     expected = [f"mydata-train.tfrecord-{i:05d}-of-00004" for i in range(4)]
-    assert names == sorted([MANIFEST_NAME, *expected, *(n + ".idx" for n in expected)])
+    assert names == sorted([MANIFEST_NAME, *expected, *(f".{n}.idx" for n in expected)])
     files = [str(tmp_path / n) for n in expected]
     from_tf = [t.numpy() for t in tf.data.TFRecordDataset(files)]
     assert from_tf == records
@@ -251,7 +251,7 @@ def test_len_and_random_access_need_no_header_walk(
 
 
 def test_an_index_changed_after_the_manifest_is_checked_against_the_headers(dataset: Path) -> None:
-    index = dataset / "d-01.tfrecord.idx"
+    index = dataset / ".d-01.tfrecord.idx"
     lines = index.read_text().splitlines()
     lines[2], lines[3] = lines[3], lines[2]
     index.write_text("\n".join(lines) + "\n")

@@ -5,16 +5,24 @@ The format is the one of DALI's ``tfrecord2idx`` and of the ``tfrecord`` package
 ``offset`` is the byte offset of the record's frame and ``length`` the size of the whole frame (header and
 checksums included). recordkit writes and reads the same format for OFRecord files.
 
-The default sidecar of ``data.tfrecord`` is ``data.tfrecord.idx``. An index is used only if it covers the
-file exactly (frames follow each other from byte 0 to the end of the file) and every entry agrees with the
-record headers, which the reader walks when it loads the index; otherwise
-:class:`~recordkit.errors.StaleIndexError` is raised. No path is ever taken from an index file's content.
+The sidecar recordkit writes for ``data.tfrecord`` is ``.data.tfrecord.idx``, a hidden name beside the
+file: tools that read every file of a directory (Ray Data, Spark, Dask, Hadoop) pass names starting with
+``.`` or ``_`` by, so the index is never read as a record file (see docs/design.md). The name of earlier
+versions and of DALI's and the ``tfrecord`` package's tools, ``data.tfrecord.idx``, is still found and used
+(:func:`find_index`).
+
+An index is used only if it covers the file exactly (frames follow each other from byte 0 to the end of
+the file) and every entry agrees with the record headers, which the reader walks when it loads the index;
+otherwise :func:`load_index` raises :class:`~recordkit.errors.StaleIndexError`, which readers turn into a
+:class:`~recordkit.errors.StaleIndexWarning` before scanning the file. No path is ever taken from an index
+file's content.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import posixpath
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO
@@ -22,25 +30,69 @@ from typing import IO
 from recordkit._atomic import write_atomically
 from recordkit.errors import StaleIndexError
 
-__all__ = ["INDEX_SUFFIX", "default_index_path", "format_index", "load_index", "save_index"]
+__all__ = [
+    "INDEX_PREFIX",
+    "INDEX_SUFFIX",
+    "default_index_path",
+    "find_index",
+    "format_index",
+    "index_paths",
+    "legacy_index_path",
+    "load_index",
+    "save_index",
+]
 
 # Two 20-digit numbers and a separator fit easily: a longer line is malformed, and is never read whole.
 _LINE_LIMIT = 128
 _BLOCK = 1 << 20
 
 INDEX_SUFFIX = ".idx"
-"""Appended to a record file's name to name its default sidecar index."""
+"""Appended to a record file's name to name its sidecar index."""
+
+INDEX_PREFIX = "."
+"""Put before a record file's name to name the sidecar index recordkit writes: a hidden name."""
 
 
 def default_index_path(path: str | os.PathLike[str]) -> str:
-    """Return the default sidecar index path of ``path``: the same name plus ``.idx``.
+    """Return the path of the sidecar index recordkit writes for ``path``: ``.<name>.idx`` beside it.
+
+    Works for local paths and for fsspec URLs (``/`` separators).
 
     Examples
     --------
     >>> default_index_path("data/train.tfrecord")
+    'data/.train.tfrecord.idx'
+    """
+    path = os.fspath(path)
+    split, join = (
+        (posixpath.split, posixpath.join) if "://" in path else (os.path.split, os.path.join)
+    )
+    directory, name = split(path)
+    return join(directory, f"{INDEX_PREFIX}{name}{INDEX_SUFFIX}")
+
+
+def legacy_index_path(path: str | os.PathLike[str]) -> str:
+    """Return the sidecar name of earlier versions (and of DALI's ``tfrecord2idx``): ``<path>.idx``.
+
+    Examples
+    --------
+    >>> legacy_index_path("data/train.tfrecord")
     'data/train.tfrecord.idx'
     """
     return os.fspath(path) + INDEX_SUFFIX
+
+
+def index_paths(path: str | os.PathLike[str]) -> tuple[str, str]:
+    """Return both places a sidecar index of ``path`` may be: recordkit's name, then the legacy one."""
+    return default_index_path(path), legacy_index_path(path)
+
+
+def find_index(path: str | os.PathLike[str]) -> str | None:
+    """Return the sidecar index of the local file ``path`` that exists (recordkit's name first), or ``None``."""
+    for candidate in index_paths(path):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
 
 
 def save_index(offsets: array[int], index_path: str | os.PathLike[str]) -> None:

@@ -37,7 +37,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, overload
 
 from recordkit._atomic import AtomicFile, UploadOnCommit
 from recordkit._closing import Closing
-from recordkit._index import INDEX_SUFFIX, default_index_path, load_index, save_index
+from recordkit._index import (
+    INDEX_SUFFIX,
+    default_index_path,
+    find_index,
+    index_paths,
+    legacy_index_path,
+    load_index,
+    save_index,
+)
 from recordkit._mapped import MappedFile, ViewLedger
 from recordkit.errors import (
     ManifestError,
@@ -74,6 +82,7 @@ __all__ = [
     "dataset_files",
     "expand_sources",
     "find_dataset",
+    "find_index",
     "natural_key",
     "open",
     "open_shard",
@@ -321,9 +330,10 @@ def _index_loader(index: Any, opened: _Opened) -> Callable[[], array[int]] | Non
     if index is None or index is True:
         if opened.local_path is None:
             return None
-        index_path = default_index_path(opened.local_path)
-        if not os.path.exists(index_path):
+        found = find_index(opened.local_path)
+        if found is None:
             return None
+        index_path = found
     else:
         index_path = os.fspath(index)
     size = source.size
@@ -1344,9 +1354,10 @@ class RecordWriter(_RecordFile):
 
 
 def _remove_index(path: str) -> None:
-    """Delete the default sidecar index of ``path``: it describes the file about to be replaced."""
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(default_index_path(path))
+    """Delete the sidecar indexes of ``path`` (both names): they describe the file about to be replaced."""
+    for index_path in index_paths(path):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(index_path)
 
 
 # -- open -------------------------------------------------------------------------------------------
@@ -1546,7 +1557,10 @@ def open(
         Reading: verify checksums. ``False`` verifies nothing.
     index
         Reading TFRecord/OFRecord: a sidecar index path to load, ``False`` to never use one, or ``None`` to
-        use ``<file>.idx`` when it exists (else the offsets are found by a header-only scan when needed).
+        use the file's sidecar when it exists: ``.<name>.idx`` beside it (what recordkit writes), else
+        ``<file>.idx`` (what earlier versions and DALI's tools write). Otherwise the offsets are found by a
+        header-only scan when needed, and so they are when the index does not describe the file (it is
+        then ignored with a :class:`~recordkit.errors.StaleIndexWarning`).
     lenient
         Reading: a file that ends inside a record header ends cleanly, as in TensorFlow; by default it
         raises :class:`~recordkit.errors.TruncatedRecordError`.
@@ -1615,7 +1629,9 @@ def write_index(
     path
         The record file (local, uncompressed).
     index_path
-        Where to write the index; default ``<path>.idx``.
+        Where to write the index. Default: ``.<name>.idx`` beside the file, a hidden name that tools reading
+        every file of the directory pass by; :func:`open` finds it there. An index of the file under the
+        old name (``<path>.idx``) is then deleted.
     format
         The format, if the suffix does not tell it.
 
@@ -1624,9 +1640,15 @@ def write_index(
     str
         The index path.
     """
-    index_path = os.fspath(index_path) if index_path is not None else default_index_path(path)
-    save_index(scan_offsets(path, format=format), index_path)
-    return index_path
+    offsets = scan_offsets(path, format=format)
+    if index_path is not None:
+        save_index(offsets, index_path)
+        return os.fspath(index_path)
+    written = default_index_path(path)
+    save_index(offsets, written)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(legacy_index_path(path))
+    return written
 
 
 def scan_offsets(path: PathLike, *, format: str | None = None) -> array[int]:

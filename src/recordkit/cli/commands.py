@@ -46,7 +46,7 @@ from recordkit.cli.payload import (
     record_json,
     record_text,
 )
-from recordkit.io import write_index
+from recordkit.io import find_index, write_index
 
 __all__ = ["build_parser", "main"]
 
@@ -80,8 +80,7 @@ def _index_note(reader: rk.RecordReader, path: str) -> str | None:
         return "header"
     if reader.compression:
         return None
-    sidecar = path + ".idx"
-    return sidecar if os.path.exists(sidecar) else None
+    return find_index(path)
 
 
 def _payload_kind(
@@ -547,7 +546,9 @@ def _add_convert(commands: Any) -> None:
 def _add_index(commands: Any) -> None:
     help = "write sidecar offset indexes (TFRecord, OFRecord)"
     p = _files_command(commands, "index", help, cmd_index)
-    p.add_argument("-o", "--output", help="index path (default: FILE.idx; one FILE only)")
+    p.add_argument(
+        "-o", "--output", help="index path (default: .FILE.idx beside FILE; one FILE only)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from recordkit._atomic import write_atomically
-from recordkit._index import default_index_path, format_index
+from recordkit._index import default_index_path, find_index, format_index
 from recordkit.formats.manifest import IndexFile, Manifest, Shard, load_manifest, sha256_of
 from recordkit.io import _fsspec, _is_url, _load_remote_manifest, _open_writer, scan_offsets
 from recordkit.io import open as open_records
@@ -182,8 +182,8 @@ def write_shard(records: Iterable[Any], path: str | os.PathLike[str], **options:
         ``root`` (the directory of the manifest that will list the shard, which :attr:`Shard.path` is
         relative to; default the shard's own directory), ``format``, ``compression`` and ``level`` (as for
         :func:`recordkit.open` in mode ``"w"``), ``index`` (default ``True``: also write the sidecar offset
-        index ``<path>.idx`` of an uncompressed TFRecord or OFRecord shard, so that reading it at random
-        needs no scan; FFRecord files hold their own index), ``split`` (recorded in the entry) and
+        index ``.<name>.idx`` of an uncompressed TFRecord or OFRecord shard beside it, a hidden name, so that
+        reading it at random needs no scan; FFRecord files hold their own index), ``split`` (recorded in the entry) and
         ``fsync``.
 
     Returns
@@ -254,8 +254,10 @@ def _size(path: str) -> int:
 
 
 def _existing_index(path: str, root: str, fmt: str, compression: str) -> IndexFile | None:
-    index_path = default_index_path(path)
-    if compression or _is_url(path) or not os.path.exists(index_path):
+    if compression or _is_url(path):
+        return None
+    index_path = find_index(path)  # recordkit's hidden name, or the one of earlier versions
+    if index_path is None:
         return None
     try:
         expected = format_index(scan_offsets(path, format=fmt))
