@@ -52,6 +52,7 @@ from typing import IO, Any
 from recordkit._closing import Closing
 from recordkit.errors import DataLossWarning, UnknownFormatError
 from recordkit.formats import _crc
+from recordkit.formats._compression import MEMBERS, decompressor
 from recordkit.formats.base import READ_CHUNK, Source
 from recordkit.io import reading_format
 
@@ -60,7 +61,6 @@ __all__ = ["SalvageReport", "SkippedRange", "Scan", "salvage", "scan"]
 _TF_HEADER = struct.Struct("<QI")
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
-_WBITS = {"gzip": 31, "zlib": 15}
 _LAST_SAMPLE_SEARCH = 1 << 26
 """How far (64 MiB) the end of a damaged last FFRecord sample is looked for."""
 _OF_MAP_TAG = 0x0A
@@ -213,6 +213,14 @@ def _feed_until_damage(inflater: Any, piece: bytes, emit: _Emitter) -> tuple[Any
     found by halving, each trial on a copy of the decompressor; output written before the error is not
     written twice.
     """
+    if not hasattr(inflater, "copy"):
+        # BZIP2: no copy to try prefixes on. It finds damage block by block, at a block's end: what the
+        # blocks before it gave is kept, and the piece where the damage showed counts as lost.
+        try:
+            _feed(inflater, piece, emit)
+        except zlib.error:
+            return inflater, 0
+        return inflater, len(piece)
     saved = inflater.copy()
     reached = emit.position  # the inflated stream's length after piece[:good]
     try:
@@ -246,11 +254,10 @@ def _inflate(
     out = tempfile.TemporaryFile(prefix="recordkit-salvage-")  # noqa: SIM115
     cleanup.append(out)
     emit = _Emitter(out.write)
-    wbits = _WBITS[compression]
     pos = 0
     size = len(buffer)
     while pos < size:
-        inflater = zlib.decompressobj(wbits)
+        inflater = decompressor(compression)
         while pos < size and not inflater.eof:
             piece = buffer[pos : pos + _INFLATE_PIECE]
             inflater, used = _feed_until_damage(inflater, piece, emit)
@@ -263,7 +270,7 @@ def _inflate(
         if not inflater.eof:
             report.stream_truncated = True
             break
-        if compression == "zlib":
+        if compression not in MEMBERS:
             report.lost_compressed_bytes = size - pos  # bytes after the end of a ZLIB stream
             break
     out.flush()
@@ -639,7 +646,8 @@ def scan(
         ``"tfrecord"``, ``"ofrecord"`` or ``"ffrecord"``. Default: from the suffix, else the content
         (a file damaged at its start may need it).
     compression
-        TFRecord: ``""``, ``"gzip"`` or ``"zlib"``. Default: from the suffix, else the content.
+        TFRecord: ``""``, ``"gzip"``, ``"zlib"`` or ``"bzip2"``. Default: from the suffix, else the
+        content.
     warn
         Issue a :class:`~recordkit.errors.DataLossWarning` after iterating if anything was skipped.
 

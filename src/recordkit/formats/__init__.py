@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 
 from recordkit.errors import UnknownFormatError
+from recordkit.formats._compression import SUFFIXES
 from recordkit.formats.base import RecordFormat
 from recordkit.formats.ffrecord import FFRecordFormat
 from recordkit.formats.ofrecord import OFRecordFormat
@@ -34,8 +35,6 @@ __all__ = [
     "register_format",
     "suffix_compression",
 ]
-
-_COMPRESSION_SUFFIXES = ((".gz", "gzip"), (".gzip", "gzip"), (".zlib", "zlib"))
 
 _REGISTRY: dict[str, RecordFormat] = {}
 
@@ -85,9 +84,9 @@ def available_formats() -> list[str]:
 
 
 def suffix_compression(path: str) -> str | None:
-    """Return the compression a file name's last suffix names: ``"gzip"`` or ``"zlib"``, else ``None``.
+    """Return the compression named by a file name's last suffix, or ``None``.
 
-    ``.gz`` and ``.gzip`` name GZIP, ``.zlib`` names ZLIB (any case).
+    ``.gz`` and ``.gzip`` name GZIP, ``.zlib`` names ZLIB, ``.bz2`` names BZIP2 (any case).
 
     Examples
     --------
@@ -95,7 +94,7 @@ def suffix_compression(path: str) -> str | None:
     ('gzip', None)
     """
     lowered = path.lower()
-    for suffix, name in _COMPRESSION_SUFFIXES:
+    for suffix, name in SUFFIXES:
         if lowered.endswith(suffix):
             return name
     return None
@@ -108,8 +107,8 @@ _SHARD_NUMBER = re.compile(r"-[0-9]+-of-[0-9]+$")
 def format_for_path(path: str) -> tuple[RecordFormat, str | None] | None:
     """Return the format a file name's suffix selects, and the compression the suffix implies.
 
-    The compression is ``None`` when the suffix says nothing about it (``"train.tfrecord"``), ``"gzip"`` or
-    ``"zlib"`` for ``.gz``/``.gzip``/``.zlib`` after a format suffix. Returns ``None`` if no format claims
+    The compression is ``None`` when the suffix says nothing about it (``"train.tfrecord"``), ``"gzip"``,
+    ``"zlib"`` or ``"bzip2"`` for ``.gz``/``.gzip``/``.zlib``/``.bz2`` after a format suffix. Returns ``None`` if no format claims
     the suffix (or the format it names cannot be compressed that way). A shard number after the suffix,
     as tensorflow-datasets and Apache Beam write it (``mnist-train.tfrecord-00003-of-00010``), is passed
     over.

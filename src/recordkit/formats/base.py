@@ -90,7 +90,6 @@ class VerifiedOffsets:
         return self._load()
 
 
-_COMPRESSION_NAMES = {"": "", "none": "", "gzip": "gzip", "gz": "gzip", "zlib": "zlib"}
 
 SHRUNK = "the file ends before this record: it is shorter than when it was opened (truncated while being read?)"
 """The message of the error raised when a file shrinks under a reader."""
@@ -169,10 +168,10 @@ def read_full(read: Any, n: int) -> bytes:
 
 
 def normalize_compression(name: str) -> str:
-    """Return the canonical compression name: ``""`` (none), ``"gzip"`` or ``"zlib"``.
+    """Return the canonical compression name: ``""`` (none), ``"gzip"``, ``"zlib"`` or ``"bzip2"``.
 
-    TensorFlow's spellings (``"GZIP"``, ``"ZLIB"``, ``""``) are accepted in any case, and so are ``"none"``
-    and ``"gz"``.
+    TensorFlow's spellings (``"GZIP"``, ``"ZLIB"``, ``""``) and Apache Beam's (``"BZIP2"``) are accepted in
+    any case, and so are ``"none"``, ``"gz"`` and ``"bz2"``.
 
     Raises
     ------
@@ -184,9 +183,11 @@ def normalize_compression(name: str) -> str:
     >>> normalize_compression("GZIP"), normalize_compression("NONE")
     ('gzip', '')
     """
-    canonical = _COMPRESSION_NAMES.get(str(name).lower())
+    from recordkit.formats._compression import NAMES
+
+    canonical = NAMES.get(str(name).lower())
     if canonical is None:
-        raise ValueError(f"unknown compression {name!r}; use '', 'gzip' or 'zlib'")
+        raise ValueError(f"unknown compression {name!r}; use '', 'gzip', 'zlib' or 'bzip2'")
     return canonical
 
 

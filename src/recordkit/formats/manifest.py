@@ -41,7 +41,7 @@ MANIFEST_VERSION = 1
 """The layout version this recordkit writes, and the newest it reads."""
 
 _KIND = "recordkit.manifest"
-_COMPRESSIONS = {"none": "", "gzip": "gzip", "zlib": "zlib"}
+_COMPRESSIONS = {"none": "", "gzip": "gzip", "zlib": "zlib", "bzip2": "bzip2"}
 _SHA256_LENGTH = 64
 _HASH_BLOCK = 1 << 20
 # A manifest names shards, not bulk data: anything larger is not one of ours.
@@ -112,7 +112,8 @@ class Manifest:
     format
         The record format of every shard: ``"tfrecord"``, ``"ofrecord"`` or ``"ffrecord"``.
     compression
-        The whole-file compression of every shard: ``""`` (none), ``"gzip"`` or ``"zlib"``.
+        The whole-file compression of every shard: ``""`` (none), ``"gzip"``, ``"zlib"`` or ``"bzip2"``
+        (read only).
     shards
         The shards, in reading order.
     schema

@@ -12,8 +12,8 @@ offset  size   field
 ======  =====  =============================================
 
 ``masked(crc) = ((crc >> 15 | crc << 17) + 0xA282EAD8) mod 2**32`` (see :mod:`recordkit.formats._crc`).
-The whole file may be GZIP or ZLIB compressed (TensorFlow's ``compression_type``); compressed files can only
-be read in order.
+The whole file may be GZIP or ZLIB compressed (TensorFlow's ``compression_type``), or BZIP2 compressed (as
+Apache Beam writes it; read only, as TensorFlow cannot read it); compressed files can only be read in order.
 
 Errors are located the way TensorFlow reports them: a bad length checksum at the record's first byte, a bad
 payload checksum at the record's first byte + 12. A file ending inside a header is an error unless
@@ -33,6 +33,12 @@ from typing import IO, Any, ClassVar
 
 from recordkit.errors import ChecksumError, CorruptRecordError, TruncatedRecordError
 from recordkit.formats import _crc
+from recordkit.formats._compression import (
+    MEMBERS,
+    check_writable,
+    decompressor,
+)
+from recordkit.formats._compression import magic as _compression_magic
 from recordkit.formats._sequential import SequentialFrameReader
 from recordkit.formats.base import (
     READ_CHUNK,
@@ -51,12 +57,14 @@ _TRAILER_AND_HEADER = struct.Struct("<IQI")
 _LENGTH = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 _MASK_DELTA = _crc.MASK_DELTA
-_WBITS = {"gzip": 31, "zlib": 15}
+_WBITS = {"gzip": 31, "zlib": 15}  # for writing (deflate)
 _CACHE_LIMIT = 4096
 # The payload checksums of this many bytes of records are compared together.
 _BATCH_BYTES = 1 << 20
 # TensorFlow's ZlibCompressionOptions use memLevel 9 (zlib's default is 8); the compressed bytes depend on it.
 _MEM_LEVEL = 9
+# Bytes a BZIP2 file's sniffer asks for: its first block compressed (blocks hold at most 900 kB before).
+_BZIP2_SNIFF = 1 << 20
 # Payloads at least this large are written straight to the file object instead of being joined with their
 # neighbours first: the join would copy them once more (and allocate a fresh block each time).
 _DIRECT_WRITE = 1 << 16
@@ -86,26 +94,13 @@ def frame(data: bytes) -> bytes:
     )
 
 
-def _looks_zlib(head: bytes) -> bool:
-    return (
-        len(head) >= 2
-        and head[0] & 0x0F == 8
-        and head[0] >> 4 <= 7
-        and (head[0] << 8 | head[1]) % 31 == 0
-    )
-
-
-def _compression_magic(head: bytes) -> str:
-    """Return the compression whose magic bytes ``head`` starts with (``""`` for none)."""
-    if head[:3] == b"\x1f\x8b\x08":
-        return "gzip"
-    return "zlib" if _looks_zlib(head) else ""
-
-
 def _inflate_head(head: bytes, compression: str) -> bytes | None:
-    """Return the first (up to 64) bytes ``head`` inflates to, or ``None`` if it is not valid data."""
+    """Return the first (up to 64) bytes ``head`` inflates to, or ``None`` if it is not valid data.
+
+    BZIP2 gives nothing until a whole block (up to 900 kB before compression) is there.
+    """
     try:
-        return zlib.decompressobj(_WBITS[compression]).decompress(head, 64)
+        return decompressor(compression).decompress(head, 64)
     except zlib.error:
         return None
 
@@ -120,7 +115,7 @@ def _valid_header(head: bytes, size: int | None) -> bool:
 
 
 class _Inflater:
-    """A ``read(n)`` stream that inflates GZIP (any number of members) or ZLIB data in bounded steps.
+    """A ``read(n)`` stream that inflates GZIP or BZIP2 (any number of members) or ZLIB data in bounded steps.
 
     Damaged or truncated compressed data raises :class:`~recordkit.errors.CorruptRecordError` /
     :class:`~recordkit.errors.TruncatedRecordError` located at the uncompressed offset reached. Every byte
@@ -129,10 +124,10 @@ class _Inflater:
 
     def __init__(self, raw: SupportsRead, compression: str, path: str | None) -> None:
         self._raw = raw
-        self._wbits = _WBITS[compression]
+        self._compression = compression
         self._name = compression.upper()
         self._path = path
-        self._inflate = zlib.decompressobj(self._wbits)
+        self._inflate = decompressor(compression)
         self._input = b""
         self._in_member = False
         self._done = False
@@ -200,11 +195,11 @@ class _Inflater:
         return chunk
 
     def _end_member(self) -> None:
-        """Keep what follows the finished stream: the next GZIP member, or stray bytes to report."""
+        """Keep what follows the finished stream: the next GZIP member or BZIP2 stream, or stray bytes."""
         self._in_member = False
         self._input = self._inflate.unused_data
-        if self._name == "GZIP":
-            self._inflate = zlib.decompressobj(self._wbits)
+        if self._compression in MEMBERS:
+            self._inflate = decompressor(self._compression)
 
 
 class TFRecordReader(SequentialFrameReader):
@@ -445,6 +440,7 @@ class TFRecordWriter(_BufferedFrameWriter):
         super().__init__(fileobj)
         self._headers: dict[int, bytes] = {}
         self._compressor = None
+        check_writable(compression, "TFRecord")
         if compression:
             level = -1 if level is None else level
             if not -1 <= level <= 9:
@@ -538,12 +534,15 @@ class TFRecordWriter(_BufferedFrameWriter):
 
 
 class TFRecordFormat(RecordFormat):
-    """The TFRecord format (plain, GZIP or ZLIB)."""
+    """The TFRecord format (plain, GZIP or ZLIB; BZIP2 read only)."""
 
     name: ClassVar[str] = "tfrecord"
     extensions: ClassVar[tuple[str, ...]] = (".tfrecord", ".tfrecords", ".tfrec", ".tfr")
     capabilities: ClassVar[Capabilities] = Capabilities(
-        random_access=True, checksums=True, compression=("gzip", "zlib"), empty_records=True
+        random_access=True,
+        checksums=True,
+        compression=("gzip", "zlib", "bzip2"),
+        empty_records=True,
     )
 
     def sniff(self, head: bytes, size: int | None) -> bool | int:
@@ -554,14 +553,17 @@ class TFRecordFormat(RecordFormat):
         if not compression:
             return False
         inflated = _inflate_head(head, compression)
+        if inflated == b"" and compression == "bzip2" and (size is None or len(head) < size):
+            return _BZIP2_SNIFF  # not a whole block yet: ask for more (a random-access file gets it)
         return inflated is not None and _valid_header(inflated, None)
 
     def detect_compression(self, head: bytes) -> str:
-        """Return ``"gzip"`` or ``"zlib"`` if ``head`` is the start of a compressed TFRecord file, else ``""``.
+        """Return the compression of a compressed TFRecord file starting with ``head``, else ``""``.
 
-        A file is taken as compressed only if it starts with GZIP's magic bytes or a ZLIB header, does not
-        start with a valid plain TFRecord header, and its first bytes inflate without error to the start
-        of a TFRecord (a valid first header, or too few bytes yet to tell). Anything else is read as a
+        A file is taken as compressed only if it starts with GZIP's magic bytes, a ZLIB header or BZIP2's
+        (``BZh`` and a block's magic), does not start with a valid plain TFRecord header, and its first
+        bytes inflate without error to the start of a TFRecord (a valid first header, or too few bytes yet
+        to tell: BZIP2 gives nothing before a whole block). Anything else is read as a
         plain TFRecord file, whose reader then reports what is wrong with it.
         """
         if _valid_header(head, None):
