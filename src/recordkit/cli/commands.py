@@ -215,7 +215,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     A damaged file is reported in its place (the error, the record index, the byte offset) and the
     others are still described; the status is then 1.
     """
-    return max(_info_and_report(args, path) for path in expand_inputs(args.files))
+    paths = expand_inputs(args.files, format=args.format, split=args.split)
+    return max(_info_and_report(args, path) for path in paths)
 
 
 # -- count -----------------------------------------------------------------------------------------
@@ -250,7 +251,7 @@ def cmd_count(args: argparse.Namespace) -> int:
     header, a TFRecord or OFRecord file's comes from a scan of the length fields. Compressed files are
     decompressed and read through.
     """
-    paths = expand_inputs(args.files)
+    paths = expand_inputs(args.files, format=args.format, split=args.split)
     results = [_count_and_report(args, path) for path in paths]
     if len(paths) > 1:
         print(f"{sum(n for _, n in results):>12}  total")
@@ -324,7 +325,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 "--decode"
             )
         return max(verify_directory(path) for path in datasets)
-    paths = expand_inputs(args.files)
+    paths = expand_inputs(args.files, format=args.format, all_splits=True)
     if args.salvage is not None and len(paths) != 1:
         raise CliError("--salvage applies to a single file")
     statuses = [_verify_and_report(args, path) for path in paths]
@@ -351,8 +352,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
     if args.offset < 0 or (args.limit is not None and args.limit < 0):
         raise CliError("--offset and --limit must be >= 0")
     ensure_ascii = "utf" not in (sys.stdout.encoding or "").lower()
-    files = expand_inputs([args.file], format=args.format)
-    with open_reader(files, format=args.format) as reader:
+    with open_reader(args.file, format=args.format, split=args.split) as reader:
         stop = None if args.limit is None else args.offset + args.limit
         records: Iterator[bytes] = itertools.islice(reader, args.offset, stop)
         kind = "raw"
@@ -384,7 +384,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Write the sidecar offset index of each TFRecord or OFRecord file."""
-    paths = expand_inputs(args.files)
+    paths = expand_inputs(args.files, format=args.format, split=args.split)
     if args.output is not None and len(paths) != 1:
         raise CliError("--output applies to a single file")
     for path in paths:
@@ -439,6 +439,14 @@ def _payload_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _split_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--split",
+        metavar="SPLIT",
+        help="the split of a dataset directory to read (required when it has several)",
+    )
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -464,11 +472,13 @@ def _files_command(
 def _add_info(commands: Any) -> None:
     help = "describe files: format, sizes, index, payload schema"
     p = _files_command(commands, "info", help, cmd_info, payload=True)
+    _split_option(p)
     p.add_argument("--json", action="store_true", help="one JSON object per file")
 
 
 def _add_count(commands: Any) -> None:
-    _files_command(commands, "count", "count records (header scan only)", cmd_count)
+    p = _files_command(commands, "count", "count records (header scan only)", cmd_count)
+    _split_option(p)
 
 
 def _add_verify(commands: Any) -> None:
@@ -495,6 +505,7 @@ def _add_cat(commands: Any) -> None:
     mode.add_argument("--raw", action="store_true", help="one base64 line per record, undecoded")
     mode.add_argument("--hex", action="store_true", help="a hexdump of each record, undecoded")
     _payload_option(p)
+    _split_option(p)
     _common_options(p)
     p.set_defaults(func=cmd_cat)
 
@@ -539,6 +550,7 @@ def _add_convert(commands: Any) -> None:
         "--lossy", action="store_true", help="allow rounding double_list values to float32"
     )
     p.add_argument("-f", "--force", action="store_true", help="overwrite existing outputs")
+    _split_option(p)
     _common_options(p)
     p.set_defaults(func=run_convert)
 
@@ -546,6 +558,7 @@ def _add_convert(commands: Any) -> None:
 def _add_index(commands: Any) -> None:
     help = "write sidecar offset indexes (TFRecord, OFRecord)"
     p = _files_command(commands, "index", help, cmd_index)
+    _split_option(p)
     p.add_argument(
         "-o", "--output", help="index path (default: .FILE.idx beside FILE; one FILE only)"
     )

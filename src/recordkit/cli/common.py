@@ -5,23 +5,29 @@ Like the rest of the command-line layer, this module uses only recordkit's publi
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import recordkit as rk
-from recordkit.io import expand_sources, find_dataset, natural_key, shard_path
+from recordkit.io import ResolvedSources, find_dataset, natural_key, resolve_sources
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = [
     "EXIT_CORRUPT",
     "EXIT_ERROR",
     "EXIT_OK",
     "CliError",
+    "InputPath",
     "describe_error",
     "expand_inputs",
     "natural_key",
     "open_reader",
     "progress",
+    "resolve_input",
 ]
 
 EXIT_OK = 0
@@ -50,46 +56,130 @@ class CliError(Exception):
         self.code = code
 
 
-def expand_inputs(paths: Iterable[str], *, format: str | None = None) -> list[str]:
-    """Replace each directory and glob pattern by the record files it names, in natural order.
+class InputPath(str):
+    """A file to read, named on the command line or found in a directory, glob or dataset named there.
+
+    It is the path itself (a ``str``: it prints, compares and joins as one) and knows how
+    :func:`recordkit.open` reads it: a dataset's shard is checked against its manifest's entry, and a
+    whole dataset (``part=None``) is read as its manifest lists it.
+
+    Parameters
+    ----------
+    path
+        What is shown for it.
+    resolved
+        The resolution of the command-line argument it comes from
+        (:func:`recordkit.io.resolve_sources`).
+    part
+        Which of ``resolved``'s files it is, or ``None`` for all of them as one sequence.
+    """
+
+    resolved: ResolvedSources
+    part: int | None
+
+    def __new__(cls, path: str, resolved: ResolvedSources, part: int | None) -> Self:
+        """Make the path ``path`` that opens as ``resolved``'s file ``part`` (all of them for ``None``)."""
+        self = super().__new__(cls, path)
+        self.resolved = resolved
+        self.part = part
+        return self
+
+    def open(self) -> rk.RecordReader:
+        """Open it for reading, with the checks :func:`recordkit.open` makes."""
+        if self.part is None:
+            return self.resolved.open()
+        return self.resolved.open_part(self.part)
+
+
+def resolve_input(
+    path: str | list[str],
+    *,
+    format: str | None,
+    split: str | None = None,
+    all_splits: bool = False,
+) -> ResolvedSources:
+    """Resolve one command-line argument as :func:`recordkit.open` resolves its sources.
+
+    Raises
+    ------
+    CliError
+        A dataset has several splits and ``--split`` names none of them (or none was given).
+    ManifestError
+        A dataset's manifest is malformed or disagrees with ``--format``.
+    """
+    try:
+        return resolve_sources(
+            path, format=format, split=split, all_splits=all_splits, missing_ok=True
+        )
+    except rk.ManifestError as exc:
+        whole = find_dataset(path, all_splits=True) if isinstance(path, str) else None
+        splits = whole[1].splits if whole is not None else []
+        if len(splits) > 1 and split not in splits:
+            # Choosing a split is the user's part, not damage in the data.
+            raise CliError(describe_error(exc)) from exc
+        raise
+
+
+def expand_inputs(
+    paths: Iterable[str],
+    *,
+    format: str | None = None,
+    split: str | None = None,
+    all_splits: bool = False,
+    whole_datasets: bool = False,
+) -> list[str]:
+    """Replace each argument by the record files it names (as :class:`InputPath`), as :func:`recordkit.open`
+    resolves it.
 
     A dataset directory with a manifest (or a tensorflow-datasets ``dataset_info.json``) contributes the
-    shards its manifest lists, every split, in the manifest's order: files beside them that it does not
-    list (left over from an earlier write) are not read. Any other directory or glob is expanded by
-    :func:`recordkit.io.expand_sources`, the same as :func:`recordkit.open`'s expansion: a directory
-    contributes its files whose suffix names a record format (with ``--format``: that format), or, when it
-    has none, its files without such a suffix (OneFlow's ``part-0``, ``part-1``, ...); hidden files, sidecar
-    ``*.idx`` indexes and links out of the directory are left out. A quoted glob pattern is expanded here.
-    A file that does not exist is returned as given and reported when it is opened, beside the others.
+    shards its manifest lists for ``--split`` (required when it has several, unless ``all_splits``), in
+    the manifest's order, each checked against its entry when opened: files beside them that it does not
+    list (left over from an earlier write) are not read. With ``whole_datasets``, it contributes itself,
+    read as one sequence in the order :func:`recordkit.open` reads it. Any other directory or glob is
+    expanded by :func:`recordkit.io.expand_sources`: a directory contributes its files whose suffix names a
+    record format (with ``--format``: that format), or, when it has none, its files without such a suffix
+    (OneFlow's ``part-0``, ``part-1``, ...); hidden files, sidecar ``*.idx`` indexes and links out of the
+    directory are left out. A quoted glob pattern is expanded here. A file that does not exist is returned
+    as given and reported when it is opened, beside the others.
 
     Raises
     ------
     FileNotFoundError
         A directory holds no record file, or a glob pattern matches nothing.
+    CliError
+        A dataset needs ``--split``, or ``--split`` was given for an argument that is not a dataset.
+    ManifestError
+        A dataset's manifest is malformed or disagrees with ``--format``.
     """
-    files: list[str] = []
-    plain: list[str] = []
+    inputs: list[str] = []
     for path in paths:
-        dataset = find_dataset(path, all_splits=True)
-        if dataset is None:
-            plain.append(path)
+        try:
+            resolved = resolve_input(path, format=format, split=split, all_splits=all_splits)
+        except ValueError as exc:
+            if isinstance(exc, rk.RecordKitError):
+                raise
+            raise CliError(f"{path}: {describe_error(exc)}") from exc
+        if resolved.manifest is not None and whole_datasets:
+            inputs.append(InputPath(path, resolved, None))
             continue
-        if plain:
-            files.extend(expand_sources(plain, format=format, missing_ok=True))
-            plain = []
-        directory, manifest = dataset
-        files.extend(shard_path(directory, shard) for shard in manifest.shards)
-    if plain:
-        files.extend(expand_sources(plain, format=format, missing_ok=True))
-    return files
+        inputs.extend(
+            InputPath(os.fspath(file), resolved, i) for i, file in enumerate(resolved.files)
+        )
+    return inputs
 
 
-def open_reader(path: str | list[str], *, format: str | None) -> rk.RecordReader:
-    """Open record files for reading, checksums checked, with the format from ``--format`` or detected.
+def open_reader(
+    path: str | list[str], *, format: str | None, split: str | None = None
+) -> rk.RecordReader:
+    """Open record files for reading, checksums checked, as :func:`recordkit.open` opens them.
 
-    ``path`` is one file or a list of files read as one sequence.
+    ``path`` is an :class:`InputPath` from :func:`expand_inputs` (opened as it says), or one file,
+    directory or glob, or a list of files, read as one sequence with the format from ``--format`` or
+    detected, and ``--split`` for a dataset.
     """
-    return rk.open(path, format=format)
+    if isinstance(path, InputPath):
+        return path.open()
+    return resolve_input(path, format=format, split=split).open()
 
 
 def progress(
@@ -120,6 +210,10 @@ def progress(
 
 def describe_error(exc: BaseException) -> str:
     """Return a one-line description of ``exc`` for stderr: what failed, where, and the error class."""
+    if isinstance(exc, (rk.ManifestError, ValueError)) and "split=" in str(exc):
+        # The library's message speaks of the Python argument split=; on the command line it is --split.
+        text = str(exc).replace("with split=", "with --split").replace("split=", "--split=")
+        return f"{text} [{type(exc).__name__}]" if isinstance(exc, rk.ManifestError) else text
     if isinstance(exc, rk.CorruptRecordError):
         return f"{exc} [{type(exc).__name__}]"
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:

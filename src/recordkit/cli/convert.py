@@ -187,7 +187,7 @@ def _to_parquet(args: argparse.Namespace, sources: list[str]) -> int:
 
 def run_convert(args: argparse.Namespace) -> int:
     """Run ``recordkit convert``; return the exit status."""
-    sources = expand_inputs(args.src)
+    sources = expand_inputs(args.src, format=args.format, split=args.split, whole_datasets=True)
     if os.path.abspath(args.dst) in {os.path.abspath(src) for src in sources}:
         raise CliError(f"{args.dst} is also an input; write to another path")
     from_parquet = [parquet.is_parquet(path) for path in sources]
