@@ -697,6 +697,10 @@ def test_a_split_reads_in_the_order_tfds_gives(tfds, tmp_path, lengths):
     # A global shuffle permutes the records take() chose in that order.
     chosen = _ids(Dataset(directory, split="train", seed=4).take(20).shuffle())
     assert sorted(chosen) == sorted(expected[:20])
+    torch = pytest.importorskip("recordkit.data.torch")
+    mapped = torch.MapDataset(directory, split="train")
+    assert len(mapped) == len(expected)
+    assert _ids(mapped[list(range(len(mapped)))]) == expected
 
 
 @pytest.mark.interop

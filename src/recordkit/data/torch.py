@@ -37,7 +37,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
 from recordkit.data._dataset import EPOCH_END, Dataset
 from recordkit.data._files import catalog_of
 from recordkit.data._readers import ReaderPool
-from recordkit.data._sharding import EqualShards, resolve_rank, shard_of, worker_info
+from recordkit.data._sharding import (
+    EqualShards,
+    positions_in_files,
+    resolve_rank,
+    shard_of,
+    worker_info,
+)
 from recordkit.data._shuffle import permutation
 from recordkit.data._sources import Sources
 from recordkit.data._state import STATE_VERSION, check_state
@@ -425,7 +431,8 @@ class MapDataset(torch_data.Dataset[Any]):
     sources
         Paths, globs or URLs of random-access files (FFRecord, uncompressed TFRecord or OFRecord); the
         files are laid end to end. A dataset directory (with a manifest) is read as its manifest lists
-        it, as :func:`recordkit.open` and :class:`~recordkit.data.Dataset` read it.
+        it, as :func:`recordkit.open` and :class:`~recordkit.data.Dataset` read it; a TFDS split's
+        indexes count in TFDS's order, as ``recordkit.open(directory, split=...)[i]`` does.
     format
         The format of every file, if the suffixes do not tell.
     process
@@ -485,6 +492,8 @@ class MapDataset(torch_data.Dataset[Any]):
         idx = self._index(indices)
         if self._pool is None:
             self._pool = ReaderPool(self._catalog)
+        if self._catalog.order is not None:  # a TFDS split: indexes count in TFDS's order
+            idx = positions_in_files(self._catalog.order, self._offsets, idx)
         files = np.searchsorted(self._offsets, idx, side="right") - 1
         return self._pool.read(files, idx - self._offsets[files])
 
