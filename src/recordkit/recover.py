@@ -646,8 +646,9 @@ def scan(
         ``"tfrecord"``, ``"ofrecord"`` or ``"ffrecord"``. Default: from the suffix, else the content
         (a file damaged at its start may need it).
     compression
-        TFRecord: ``""``, ``"gzip"``, ``"zlib"`` or ``"bzip2"``. Default: from the suffix, else the
-        content.
+        TFRecord: ``""``, ``"gzip"``, ``"zlib"`` or ``"bzip2"``. Default: from the suffix (also when
+        ``format`` is given), else the content: as :func:`recordkit.open` tells it
+        (:func:`recordkit.io.reading_format`).
     warn
         Issue a :class:`~recordkit.errors.DataLossWarning` after iterating if anything was skipped.
 
