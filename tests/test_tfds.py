@@ -755,10 +755,10 @@ def test_read_order_matches_tf_data_interleave(tf):
 def test_a_shard_that_changed_is_caught_in_the_interleaved_order(tmp_path):
     directory = _ordered_dir(tmp_path, [20, 20, 20])
     _write_records(tmp_path / "toy-train.tfrecord-00001-of-00003", 21, 100)
-    with pytest.raises(rk.ManifestError, match="holds 21 records, but the manifest says 20"):
+    with pytest.raises(rk.ManifestError, match=r"holds 21 records, but dataset_info\.json says 20"):
         list(rk.open(directory, split="train"))
     _write_records(tmp_path / "toy-train.tfrecord-00001-of-00003", 19, 100)
-    with pytest.raises(rk.ManifestError, match="holds 19 records, but the manifest says 20"):
+    with pytest.raises(rk.ManifestError, match=r"holds 19 records, but dataset_info\.json says 20"):
         list(rk.open(directory, split="train"))
 
 

@@ -89,6 +89,7 @@ __all__ = [
     "reading_format",
     "resolve_sources",
     "scan_offsets",
+    "shard_listing",
     "shard_path",
     "write_index",
 ]
@@ -558,6 +559,30 @@ def _display_path(src: Any) -> str | None:
 _TFDS_INFO = "dataset_info.json"
 
 
+def shard_listing(manifest: Manifest | None) -> str | None:
+    """Return ``"dataset_info.json"`` for a manifest made from a tensorflow-datasets directory, else ``None``.
+
+    What lists a dataset's shards decides what an error about a changed shard says: a recordkit manifest is
+    described again by ``recordkit manifest build``; a TFDS directory's ``dataset_info.json`` is TFDS's own.
+    """
+    return _TFDS_INFO if manifest is not None and "tfds" in manifest.metadata else None
+
+
+def _changed_shard(listing: str | None) -> tuple[str, str]:
+    """Who lists the shard (for "... says N"), and what to do about a shard that changed."""
+    if listing == _TFDS_INFO:
+        remedy = (
+            "it changed after tensorflow-datasets prepared the dataset: restore the shard, or prepare "
+            "the dataset again with tfds (dataset_info.json is TFDS's own record of its shards)"
+        )
+        return _TFDS_INFO, remedy
+    remedy = (
+        "it changed after the manifest was written (recordkit manifest build describes it again; "
+        "recordkit verify DIR --salvage repairs a damaged shard in place)"
+    )
+    return "the manifest", remedy
+
+
 def find_dataset(
     source: Any, *, split: str | None = None, all_splits: bool = False
 ) -> tuple[str, Manifest] | None:
@@ -708,6 +733,7 @@ def open_shard(
     format: str,
     compression: str,
     check_crc: bool = True,
+    listing: str | None = None,
 ) -> RecordReader:
     """Open one shard of a manifest for reading, with the checks :func:`open` makes on a dataset.
 
@@ -721,6 +747,9 @@ def open_shard(
         The manifest's.
     check_crc
         Verify checksums.
+    listing
+        ``"dataset_info.json"`` when the manifest was made from a tensorflow-datasets directory
+        (:func:`shard_listing`): the errors then name it, and its remedy.
 
     Raises
     ------
@@ -728,25 +757,27 @@ def open_shard(
         The shard is missing, or its size differs from the manifest's.
     """
     path = shard_path(directory, shard)
-    spec = _Reopen([path], path, check_crc, None, False, (shard,))
+    spec = _Reopen([path], path, check_crc, None, False, (shard,), listing=listing)
     return _read_files(spec, format=format, compression=compression)
 
 
 def _open_shard(
-    file: str, shard: Shard, number: int, *, index: Any, **options: Any
+    file: str, shard: Shard, number: int, *, index: Any, listing: str | None, **options: Any
 ) -> tuple[FrameReader, _Opened, RecordFormat, str]:
+    lister, remedy = _changed_shard(listing)
     try:
         frames, opened, fmt, comp = _open_part(file, index=index, **options)
     except FileNotFoundError:
         raise ManifestError(
-            f"the shard {shard.path} listed in the manifest is missing", path=file, shard=number
+            f"the shard {shard.path} listed in {lister} is missing", path=file, shard=number
         ) from None
     size = opened.source.size
     if size is not None and size != shard.size:
         opened.close()
+        # TFDS records no shard sizes: the size is the one the file had when the dataset was opened.
+        said = "it had" if listing == _TFDS_INFO else f"{lister} says"
         raise ManifestError(
-            f"the shard is {size} bytes, but the manifest says {shard.size}: it changed after the "
-            "manifest was written (recordkit manifest build describes it again)",
+            f"the shard is {size} bytes, but {said} {shard.size}: {remedy}",
             path=file,
             shard=number,
         )
@@ -797,7 +828,15 @@ class ResolvedSources(NamedTuple):
         if shards is None and len(self.files) > 1 and index not in (None, False, True):
             raise ValueError("index= takes a path only when reading a single file")
         spec = _Reopen(
-            self.files, self.source, check_crc, index, lenient, shards, zero_copy, self.order
+            self.files,
+            self.source,
+            check_crc,
+            index,
+            lenient,
+            shards,
+            zero_copy,
+            self.order,
+            shard_listing(self.manifest),
         )
         return _read_files(spec, format=self.format, compression=self.compression)
 
@@ -825,6 +864,7 @@ class ResolvedSources(NamedTuple):
                 format=self.format,
                 compression=self.compression or "",
                 check_crc=check_crc,
+                listing=shard_listing(self.manifest),
             )
         file = self.files[part]
         spec = _Reopen([file], _display_path(file), check_crc, None, False)
@@ -1101,9 +1141,9 @@ class RecordReader(_RecordFile):
 
     def _count_mismatch(self, part: int, found: int) -> ManifestError:
         assert self._counts is not None
+        lister, remedy = _changed_shard(None if self._reopen is None else self._reopen.listing)
         return ManifestError(
-            f"the shard holds {found} records, but the manifest says {self._counts[part]}: it changed "
-            "after the manifest was written (recordkit manifest build describes it again)",
+            f"the shard holds {found} records, but {lister} says {self._counts[part]}: {remedy}",
             path=self._frames[part].path,
             shard=part,
         )
@@ -1374,6 +1414,7 @@ class _Reopen(NamedTuple):
     shards: Sequence[Shard] | None = None
     zero_copy: bool = False
     order: ReadOrder | None = None  # a TFDS split's interleaved order
+    listing: str | None = None  # "dataset_info.json" when a TFDS directory lists the shards
 
 
 def _open_reader(
@@ -1410,7 +1451,9 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
             else:
                 shard = spec.shards[i]
                 index = _ShardIndex(file, shard) if spec.index in (None, True) else spec.index
-                frames, opened, fmt, comp = _open_shard(file, shard, i, index=index, **options)
+                frames, opened, fmt, comp = _open_shard(
+                    file, shard, i, index=index, listing=spec.listing, **options
+                )
             parts.append((frames, opened))
             formats.append((fmt.name, comp))
         if len(set(formats)) > 1:

@@ -37,7 +37,12 @@ from recordkit.cli.common import (
     progress,
 )
 from recordkit.cli.convert import run_convert
-from recordkit.cli.manifest import add_manifest_command, is_dataset_directory, verify_directory
+from recordkit.cli.manifest import (
+    add_manifest_command,
+    is_dataset_directory,
+    repair_directory,
+    verify_directory,
+)
 from recordkit.cli.payload import (
     PAYLOAD_KINDS,
     Schema,
@@ -302,6 +307,10 @@ def _verify_and_report(args: argparse.Namespace, path: str) -> int:
     return EXIT_OK
 
 
+_IN_PLACE = True
+"""``args.salvage`` when ``--salvage`` is given without OUT: repair a dataset directory in place."""
+
+
 def _salvage(args: argparse.Namespace, path: str) -> None:
     from recordkit.recover import salvage
 
@@ -315,16 +324,29 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """Read every record of each file, checking every checksum and the structure.
 
     A dataset directory with a manifest is checked against it instead: every shard's presence, size,
-    SHA-256, record count, checksums and index.
+    SHA-256, record count, checksums and index; a tensorflow-datasets directory against the record counts
+    of its ``dataset_info.json``. ``--salvage`` (without OUT) then repairs a manifest dataset in place.
     """
     datasets = [path for path in args.files if is_dataset_directory(path)]
     if datasets:
-        if len(datasets) != len(args.files) or args.salvage is not None or args.decode:
+        if len(datasets) != len(args.files) or args.decode:
             raise CliError(
-                "a dataset directory (with a manifest) is verified on its own, without --salvage or "
-                "--decode"
+                "a dataset directory (with a manifest or a dataset_info.json) is verified on its own, "
+                "without --decode"
             )
-        return max(verify_directory(path) for path in datasets)
+        if args.salvage is None:
+            return max(verify_directory(path) for path in datasets)
+        if args.salvage is not _IN_PLACE:
+            raise CliError(
+                "a dataset directory is repaired in place: pass --salvage without OUT (each damaged "
+                "shard is salvaged under its own name, the original kept aside)"
+            )
+        return max(repair_directory(path) for path in datasets)
+    if args.salvage is _IN_PLACE:
+        raise CliError(
+            "--salvage without OUT repairs a dataset directory (one with a manifest) in place; for a "
+            "file, name where its intact records go: --salvage OUT"
+        )
     paths = expand_inputs(args.files, format=args.format, all_splits=True)
     if args.salvage is not None and len(paths) != 1:
         raise CliError("--salvage applies to a single file")
@@ -487,8 +509,11 @@ def _add_verify(commands: Any) -> None:
     p.add_argument("--decode", action="store_true", help="also decode every payload")
     p.add_argument(
         "--salvage",
+        nargs="?",
+        const=_IN_PLACE,
         metavar="OUT",
-        help="if the file is damaged, copy its intact records to OUT (one FILE only)",
+        help="if the file is damaged, copy its intact records to OUT (one FILE only); for a dataset "
+        "directory, no OUT: repair its damaged shards and its manifest in place",
     )
     p.add_argument("-f", "--force", action="store_true", help="overwrite OUT if it exists")
 

@@ -10,19 +10,29 @@ from typing import Any
 import recordkit as rk
 from recordkit.cli.common import EXIT_CORRUPT, EXIT_OK
 from recordkit.cli.payload import Schema, detect_payload
-from recordkit.formats.manifest import MANIFEST_NAME, Manifest, load_manifest, merge_manifests
-from recordkit.shards.build import build_manifest, verify_dataset
+from recordkit.formats.manifest import MANIFEST_NAME, Manifest, merge_manifests
+from recordkit.io import shard_listing
+from recordkit.shards.build import (
+    ShardCheck,
+    build_manifest,
+    load_dataset,
+    repair_dataset,
+    verify_dataset,
+)
 
-__all__ = ["add_manifest_command", "is_dataset_directory", "verify_directory"]
+__all__ = ["add_manifest_command", "is_dataset_directory", "repair_directory", "verify_directory"]
+
+_TFDS_INFO = "dataset_info.json"
 
 _SCHEMA_SAMPLE = 1000
 
 
 def is_dataset_directory(path: str) -> bool:
-    """Whether ``path`` is a directory holding a recordkit manifest, or a manifest file (``.json``)."""
-    return os.path.isfile(os.path.join(path, MANIFEST_NAME)) or (
-        path.endswith(".json") and os.path.isfile(path)
-    )
+    """Whether ``path`` is a dataset: a directory holding a recordkit manifest or a tensorflow-datasets
+    ``dataset_info.json``, or a manifest file (``.json``)."""
+    return any(
+        os.path.isfile(os.path.join(path, name)) for name in (MANIFEST_NAME, _TFDS_INFO)
+    ) or (path.endswith(".json") and os.path.isfile(path))
 
 
 def _summary(manifest: Manifest) -> str:
@@ -88,21 +98,30 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    """Print a dataset's manifest: a summary and one line per shard, or the JSON itself."""
-    manifest = load_manifest(args.directory)
+    """Print a dataset's manifest: a summary and one line per shard, or the JSON itself.
+
+    A tensorflow-datasets directory is shown as recordkit reads it: the manifest its ``dataset_info.json``
+    makes (name, version, splits, each shard's record count; sizes from the file system).
+    """
+    _, manifest = load_dataset(args.directory)
     if args.json:
         print(manifest.to_json(), end="")
         return EXIT_OK
-    print(f"{args.directory}: {_summary(manifest)}")
+    tfds = manifest.metadata.get("tfds") if shard_listing(manifest) else None
+    if isinstance(tfds, dict):
+        print(
+            f"{args.directory}: tensorflow-datasets {tfds.get('name')} {tfds.get('version')} "
+            f"({_TFDS_INFO}): {_summary(manifest)}"
+        )
+    else:
+        print(f"{args.directory}: {_summary(manifest)}")
     for shard in manifest.shards:
         split = f"  [{shard.split}]" if shard.split is not None else ""
         print(f"{shard.records:>12}  {shard.size:>14} B  {shard.path}{split}")
     return EXIT_OK
 
 
-def verify_directory(directory: str, *, checksum: bool = True) -> int:
-    """Check every shard of a dataset directory against its manifest; print a line per shard."""
-    checks = verify_dataset(directory, checksum=checksum)
+def _print_checks(directory: str, checks: list[ShardCheck]) -> int:
     bad = 0
     for check in checks:
         if check.ok:
@@ -112,6 +131,30 @@ def verify_directory(directory: str, *, checksum: bool = True) -> int:
             print(f"{check.path}: CORRUPT: {check.problem}")
     print(f"{directory}: {len(checks)} shards: {len(checks) - bad} OK, {bad} bad")
     return EXIT_CORRUPT if bad else EXIT_OK
+
+
+def verify_directory(directory: str, *, checksum: bool = True) -> int:
+    """Check every shard of a dataset directory against its manifest (or a tensorflow-datasets
+    ``dataset_info.json``); print a line per shard."""
+    return _print_checks(directory, verify_dataset(directory, checksum=checksum))
+
+
+def repair_directory(directory: str, *, checksum: bool = True) -> int:
+    """Verify a dataset directory, then repair its bad shards in place (``verify DIR --salvage``)."""
+    checks, repairs = repair_dataset(directory, checksum=checksum)
+    status = _print_checks(directory, checks)
+    for repair in repairs:
+        where = repair.check.path
+        if repair.action == "missing":
+            print(f"  {where}: missing, not repaired (restore it, or rebuild the manifest)")
+        elif repair.action == "salvaged":
+            print(f"  salvaged {repair.report.summary()}")
+            print(f"    the damaged original is kept as {repair.kept}")
+        else:
+            print(f"  {where}: its records are intact; entry and index described again")
+    if any(repair.action != "missing" for repair in repairs):
+        print(f"{directory}: manifest rewritten; the dataset reads as it is now")
+    return status
 
 
 def add_manifest_command(commands: Any, common_options: Any) -> None:

@@ -6,7 +6,8 @@
 * :func:`plan_reads` / :func:`read_range` and :func:`task_shard_path` / :func:`commit_manifest` are what
   the Ray and Dask integrations run in their tasks.
 * :func:`build_manifest` describes shards written by anything else, :func:`verify_dataset` checks shards
-  against their manifest.
+  against their manifest (or a tensorflow-datasets ``dataset_info.json``), :func:`repair_dataset` repairs
+  the damaged ones in place.
 * :class:`Manifest`, :func:`load_manifest`: the manifest file (``docs/formats/manifest.md``).
 """
 
@@ -20,7 +21,14 @@ from recordkit.formats.manifest import (
     load_manifest,
     merge_manifests,
 )
-from recordkit.shards.build import build_manifest, verify_dataset
+from recordkit.shards.build import (
+    ShardCheck,
+    ShardRepair,
+    build_manifest,
+    load_dataset,
+    repair_dataset,
+    verify_dataset,
+)
 from recordkit.shards.shardfile import OpenShard, write_shard
 from recordkit.shards.tasks import (
     ReadRange,
@@ -39,14 +47,18 @@ __all__ = [
     "OpenShard",
     "ReadRange",
     "Shard",
+    "ShardCheck",
+    "ShardRepair",
     "ShardWriter",
     "build_manifest",
     "commit_manifest",
+    "load_dataset",
     "load_manifest",
     "merge_manifests",
     "plan_reads",
     "prepare_output",
     "read_range",
+    "repair_dataset",
     "task_shard_path",
     "verify_dataset",
     "write_shard",

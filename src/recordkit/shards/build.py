@@ -2,20 +2,39 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import hashlib
 import os
 import re
+import shutil
 from collections.abc import Mapping
 from typing import Any
 
-from recordkit._index import format_index
-from recordkit.errors import CorruptRecordError, ManifestError
+from recordkit._index import format_index, index_paths
+from recordkit.errors import CorruptRecordError, ManifestError, UnsupportedOperationError
 from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
-from recordkit.io import expand_sources, open_shard, scan_offsets, shard_path
+from recordkit.io import (
+    expand_sources,
+    find_dataset,
+    open_shard,
+    scan_offsets,
+    shard_listing,
+    shard_path,
+    write_index,
+)
+from recordkit.io import open as open_records
 from recordkit.shards.shardfile import describe_shard, file_sha256
 
-__all__ = ["ShardCheck", "build_manifest", "verify_dataset"]
+__all__ = [
+    "ShardCheck",
+    "ShardRepair",
+    "build_manifest",
+    "load_dataset",
+    "repair_dataset",
+    "verify_dataset",
+]
 
 # tensorflow-datasets names shards "<name>-<split>.<format>-<i>-of-<n>"; the split is read from the name.
 _TFDS_NAME = re.compile(r".+-(?P<split>[A-Za-z0-9_]+)\.[a-z_]+-[0-9]{5}-of-[0-9]{5}")
@@ -144,12 +163,15 @@ def verify_dataset(
 
     For each shard: it exists, has the recorded size and SHA-256, every record's checksum is right, it
     holds the recorded number of records, and its sidecar index (if recorded) is the one recorded and
-    describes the file.
+    describes the file. A tensorflow-datasets directory is checked against its ``dataset_info.json``: each
+    shard it lists exists, its records' checksums are right, and it holds the number of records
+    ``shardLengths`` gives (TFDS records no sizes or checksums of the files).
 
     Parameters
     ----------
     directory
-        The dataset directory, or its manifest file (a path ending in ``.json``).
+        The dataset directory (with a ``_recordkit_manifest.json`` or a tensorflow-datasets
+        ``dataset_info.json``), or its manifest file (a path ending in ``.json``).
     split
         Check only this split.
     checksum
@@ -165,15 +187,37 @@ def verify_dataset(
     FileNotFoundError
         There is no manifest.
     ManifestError
-        The manifest is malformed.
+        The manifest is malformed (or, for a TFDS directory, a shard it lists is missing).
     """
-    path = os.fspath(directory)
-    manifest = load_manifest(path)
-    if path.endswith(".json"):
-        path = os.path.dirname(path) or "."
+    path, manifest = load_dataset(directory)
     if split is not None:
         manifest = manifest.select(split)
     return [_check(path, manifest, shard, checksum) for shard in manifest.shards]
+
+
+def load_dataset(directory: str | os.PathLike[str]) -> tuple[str, Manifest]:
+    """Return ``(directory, manifest)`` of a dataset: every split, as :func:`recordkit.open` finds it.
+
+    A directory with a ``_recordkit_manifest.json``, one prepared by tensorflow-datasets (its
+    ``dataset_info.json`` made into a manifest, see :func:`recordkit.formats.tfds.manifest_from_tfds`), or
+    a manifest file.
+
+    Raises
+    ------
+    FileNotFoundError
+        There is neither a manifest nor a ``dataset_info.json``.
+    ManifestError
+        It is malformed.
+    """
+    path = os.fspath(directory)
+    found = find_dataset(path, all_splits=True)
+    if found is None:
+        raise FileNotFoundError(
+            errno.ENOENT,
+            f"no dataset manifest ({MANIFEST_NAME}) nor tensorflow-datasets dataset_info.json",
+            path,
+        )
+    return found
 
 
 def _check(directory: str, manifest: Manifest, shard: Shard, checksum: bool) -> ShardCheck:
@@ -191,12 +235,17 @@ def _check(directory: str, manifest: Manifest, shard: Shard, checksum: bool) -> 
 def _problem(
     directory: str, manifest: Manifest, shard: Shard, path: str, checksum: bool
 ) -> str | None:
+    listing = shard_listing(manifest)
     with open_shard(
-        directory, shard, format=manifest.format, compression=manifest.compression
+        directory,
+        shard,
+        format=manifest.format,
+        compression=manifest.compression,
+        listing=listing,
     ) as reader:
         count = sum(1 for _ in reader)
     if count != shard.records:
-        return f"holds {count} records; the manifest says {shard.records}"
+        return f"holds {count} records; {listing or 'the manifest'} says {shard.records}"
     if checksum and shard.sha256 is not None and file_sha256(path)[1] != shard.sha256:
         return "its SHA-256 differs from the manifest's: the content changed"
     if shard.index is not None:
@@ -217,3 +266,150 @@ def _index_problem(directory: str, manifest: Manifest, shard: Shard, path: str) 
     if data != format_index(scan_offsets(path, format=manifest.format)):
         return f"its index {shard.index.path} does not describe the file"
     return None
+
+
+# -- repairing a dataset in place ---------------------------------------------------------------------
+
+DAMAGED_SUFFIX = ".damaged"
+"""A damaged shard is kept aside as ``.<name>.damaged`` (hidden: no reader of the directory takes it)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardRepair:
+    """What :func:`repair_dataset` did to one shard that failed its check.
+
+    Attributes
+    ----------
+    check
+        The failed check.
+    action
+        ``"salvaged"`` (the intact records were copied into a new shard under the same name),
+        ``"described"`` (the records were intact: only the manifest entry and the index were rewritten), or
+        ``"missing"`` (nothing to repair from: the entry is kept, and reading still reports the shard).
+    shard
+        The new manifest entry (the old one when ``action`` is ``"missing"``).
+    kept
+        Where the damaged original was moved (``.<name>.damaged``), or ``None``.
+    report
+        The salvage report (records recovered, byte ranges skipped), or ``None``.
+    """
+
+    check: ShardCheck
+    action: str
+    shard: Shard
+    kept: str | None = None
+    report: Any = None
+
+
+def repair_dataset(
+    directory: str | os.PathLike[str], *, checksum: bool = True
+) -> tuple[list[ShardCheck], list[ShardRepair]]:
+    """Check a dataset directory against its manifest and repair, in place, every shard that fails.
+
+    A shard whose records are damaged is salvaged (:func:`recordkit.recover.salvage`): its intact records
+    are written to a new file under the shard's name, and the original is kept aside as
+    ``.<name>.damaged`` (a hidden name, which recordkit, Ray, Spark and Dask pass by; delete it once you
+    no longer need it). A shard whose records are intact but which differs from its entry (another tool
+    rewrote it, or its index is stale) keeps its bytes. Either way its sidecar index is rebuilt when the
+    manifest recorded one, and its entry is described anew (record count, size, SHA-256, index, the same
+    split). The manifest is then rewritten, atomically, so ``recordkit.open(directory)`` reads the intact
+    records with no further step. A missing shard cannot be repaired: its entry stays, and reading the
+    dataset still reports it.
+
+    Parameters
+    ----------
+    directory
+        A local dataset directory with a ``_recordkit_manifest.json``, or its manifest file.
+    checksum
+        Compare SHA-256 checksums when checking (as :func:`verify_dataset`), and record them.
+
+    Returns
+    -------
+    tuple
+        The checks of every shard (:func:`verify_dataset`'s, before the repair) and one
+        :class:`ShardRepair` per shard that failed.
+
+    Raises
+    ------
+    UnsupportedOperationError
+        The directory is a tensorflow-datasets one (its ``dataset_info.json`` is TFDS's record, which
+        recordkit does not rewrite), or remote.
+    """
+    path = os.fspath(directory)
+    root, manifest = load_dataset(path)
+    if shard_listing(manifest) is not None:
+        raise UnsupportedOperationError(
+            f"{path} is a tensorflow-datasets directory: its shards are listed by dataset_info.json, "
+            "which only TFDS writes. Restore the shard, or prepare the dataset again with tfds "
+            "(recordkit verify SHARD --salvage OUT copies one shard's intact records elsewhere)"
+        )
+    if "://" in root:
+        raise UnsupportedOperationError(f"{path}: only a local dataset is repaired in place")
+    checks = [_check(root, manifest, shard, checksum) for shard in manifest.shards]
+    repairs = [_repair(root, manifest, check, checksum) for check in checks if not check.ok]
+    if any(repair.action != "missing" for repair in repairs):
+        new = {repair.check.shard.path: repair.shard for repair in repairs}
+        shards = tuple(new.get(shard.path, shard) for shard in manifest.shards)
+        target = path if path.endswith(".json") else os.path.join(root, MANIFEST_NAME)
+        dataclasses.replace(manifest, shards=shards).save(target)
+    return checks, repairs
+
+
+def _repair(root: str, manifest: Manifest, check: ShardCheck, checksum: bool) -> ShardRepair:
+    path, old = check.path, check.shard
+    if not os.path.isfile(path):
+        return ShardRepair(check, "missing", old)
+    kept = report = None
+    try:
+        describe_shard(path, root=root, format=manifest.format, compression=manifest.compression)
+    except CorruptRecordError:
+        report, salvaged = _salvage(path, manifest)
+        kept = _aside(path)
+        try:  # a second name for the original, so that the shard's own name is replaced atomically
+            os.link(path, kept)
+        except OSError:  # a file system without hard links
+            shutil.copy2(path, kept)
+        os.replace(salvaged, path)
+    for index_path in index_paths(path):  # they describe the old file
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(index_path)
+    if old.index is not None:
+        write_index(path, format=manifest.format)
+    shard, _, _ = describe_shard(
+        path,
+        root=root,
+        format=manifest.format,
+        compression=manifest.compression,
+        split=old.split,
+        checksum=checksum,
+    )
+    return ShardRepair(check, "salvaged" if kept else "described", shard, kept, report)
+
+
+def _salvage(path: str, manifest: Manifest) -> tuple[Any, str]:
+    """Write the intact records of ``path`` to a hidden file beside it; return the report and the file."""
+    from recordkit.recover import scan
+
+    directory, name = os.path.split(path)
+    salvaged = os.path.join(directory, f".salvaged-{name}")
+    with scan(
+        path, format=manifest.format, compression=manifest.compression, warn=False
+    ) as records:
+        # The manifest's format and compression, whatever the name says: the shard's entry keeps them.
+        with open_records(
+            salvaged, "w", format=manifest.format, compression=manifest.compression or "none"
+        ) as writer:
+            writer.write_many(records)
+        report = records.report
+    return report, salvaged
+
+
+def _aside(path: str) -> str:
+    """A free hidden name beside ``path`` for its damaged original: ``.<name>.damaged`` (then ``-1``, ...)."""
+    directory, name = os.path.split(path)
+    candidate = os.path.join(directory, f".{name}{DAMAGED_SUFFIX}")
+    number = 0
+    while os.path.lexists(candidate):
+        number += 1
+        candidate = os.path.join(directory, f".{name}{DAMAGED_SUFFIX}-{number}")
+    return candidate
