@@ -483,19 +483,6 @@ def _has(module: str) -> bool:
         return False
 
 
-def test_every_docs_page_with_python_is_run():
-    pages = {
-        page.relative_to(ROOT).as_posix()
-        for page in DOCS.rglob("*.md")
-        if python_blocks(page) or pycon_blocks(page)
-    }
-    assert pages == DOC_PAGES.keys(), "list the page in DOC_PAGES (README.md: test_readme.py)"
-    for name, page in DOC_PAGES.items():
-        count = len(python_blocks(ROOT / name))
-        assert all(block < count for block in page.needs), name
-        if page.scripts is not None:
-            assert sorted(b for script in page.scripts for b in script) == list(range(count)), name
-
 def _runnable_scripts(name: str) -> tuple[list[list[int]], list[str]]:
     """The scripts of a page (lists of block numbers) with the modules they need installed, and why
     any blocks are left out."""
@@ -519,6 +506,19 @@ def _run_doc_page(name: str) -> None:
     for script in _runnable_scripts(name)[0]:
         run_python_blocks(ROOT / name, blocks=script)
 
+
+def test_every_docs_page_with_python_is_run():
+    pages = {
+        page.relative_to(ROOT).as_posix()
+        for page in DOCS.rglob("*.md")
+        if python_blocks(page) or pycon_blocks(page)
+    }
+    assert pages == DOC_PAGES.keys(), "list the page in DOC_PAGES (README.md: test_readme.py)"
+    for name, page in DOC_PAGES.items():
+        count = len(python_blocks(ROOT / name))
+        assert all(block < count for block in page.needs), name
+        if page.scripts is not None:
+            assert sorted(b for script in page.scripts for b in script) == list(range(count)), name
 
 
 @pytest.mark.parametrize(
