@@ -288,7 +288,7 @@ def test_info_names_the_sidecar_index(capsys, tmp_path, golden_dir):
     path.write_bytes((golden_dir / "tfrecord" / "examples.tfrecord").read_bytes())
     assert _info(capsys, path)["index"] is None
     assert run_cli(capsys, "index", path).code == 0
-    assert _info(capsys, path)["index"] == f"{tmp_path}/.copy.tfrecord.idx"
+    assert _info(capsys, path)["index"] == f"{tmp_path}/copy.tfrecord.idx"
 
 
 def _good_damaged_good(folder):
@@ -351,14 +351,24 @@ def test_index_writes_a_sidecar_matching_the_frames(
     path.write_bytes((golden_dir / "tfrecord" / "examples.tfrecord").read_bytes())
     result = run_cli(capsys, "index", path)
     assert result.code == 0
-    assert result.out == f"{path}: wrote {tmp_path}/.copy.tfrecord.idx (60 records)\n"
+    assert result.out == f"{path}: wrote {tmp_path}/copy.tfrecord.idx (60 records)\n"
     lengths = tfrecord_manifest["files"]["examples.tfrecord"]["lengths"]
-    lines = (tmp_path / ".copy.tfrecord.idx").read_text().splitlines()
+    lines = (tmp_path / "copy.tfrecord.idx").read_text().splitlines()
     offset = 0
     for line, length in zip(lines, lengths, strict=True):
         # One "<offset> <frame size>" line per record; a TFRecord frame adds 16 bytes of header/CRCs.
         assert line == f"{offset} {length + 16}"
         offset += length + 16
+
+
+def test_index_hidden_writes_a_name_directory_readers_pass_by(capsys, tmp_path):
+    path = tmp_path / "data.tfrecord"
+    with rk.open(path, "w") as writer:
+        writer.write_many([b"a", b"bc"])
+    assert run_cli(capsys, "index", path).code == 0
+    assert run_cli(capsys, "index", "--hidden", path).code == 0
+    assert sorted(os.listdir(tmp_path)) == [".data.tfrecord.idx", "data.tfrecord"]
+    assert _info(capsys, path)["index"] == f"{tmp_path}/.data.tfrecord.idx"
 
 
 def test_index_custom_output_and_ofrecord(capsys, tmp_path):

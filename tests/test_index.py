@@ -42,10 +42,23 @@ def test_index_file_format(tmp_path, name, overhead):
     records = [r for r in RECORDS if r] if name.endswith("ofrecord") else RECORDS
     _write(tmp_path / name, records)
     index_path = write_index(tmp_path / name)
-    assert index_path == os.fspath(tmp_path / f".{name}.idx")  # hidden: other readers pass it by
+    assert index_path == os.fspath(tmp_path / f"{name}.idx")  # a lone file: where DALI's tools look
+    assert (tmp_path / f"{name}.idx").read_text().splitlines() == _expected_lines(records, overhead)
+    hidden = write_index(tmp_path / name, hidden=True)  # other readers of the directory pass it by
+    assert hidden == os.fspath(tmp_path / f".{name}.idx")
     assert (tmp_path / f".{name}.idx").read_text().splitlines() == _expected_lines(
         records, overhead
     )
+    assert not (tmp_path / f"{name}.idx").exists()  # one index per file: the other name is removed
+
+
+def test_an_index_written_inside_a_dataset_directory_is_hidden(tmp_path):
+    with rk.ShardWriter(tmp_path / "part-{shard:02d}.tfrecord", max_records=2) as writer:
+        writer.write_many(RECORDS)
+    assert write_index(tmp_path / "part-00.tfrecord") == os.fspath(
+        tmp_path / ".part-00.tfrecord.idx"
+    )
+    assert not any(name.endswith(".idx") and name[0] != "." for name in os.listdir(tmp_path))
 
 
 def test_default_sidecar_is_used_and_checked_against_the_headers(tmp_path, monkeypatch):
@@ -62,7 +75,7 @@ def test_default_sidecar_is_used_and_checked_against_the_headers(tmp_path, monke
     with rk.open(tmp_path / "a.tfrecord") as reader:
         assert len(reader) == 4
         assert reader[2] == RECORDS[2]
-    assert loaded == [os.fspath(tmp_path / ".a.tfrecord.idx")]
+    assert loaded == [os.fspath(tmp_path / "a.tfrecord.idx")]
     with rk.open(tmp_path / "a.tfrecord", index=False) as reader:
         assert len(reader) == 4
     assert len(loaded) == 1
@@ -81,8 +94,9 @@ def test_an_index_under_the_old_name_is_found_used_and_replaced(tmp_path, monkey
     with rk.open(path) as reader:
         assert reader.read([3, 1]) == [RECORDS[3], RECORDS[1]]
     assert loaded == [legacy]
-    # write_index writes the hidden name and removes the old one, which other readers would take as data.
-    assert write_index(path) == os.fspath(tmp_path / ".a.tfrecord.idx")
+    # write_index(hidden=True) writes the hidden name and removes the old one, which other readers of the
+    # directory would take as data.
+    assert write_index(path, hidden=True) == os.fspath(tmp_path / ".a.tfrecord.idx")
     assert sorted(os.listdir(tmp_path)) == [".a.tfrecord.idx", "a.tfrecord"]
     # With both present, recordkit's own name wins.
     write_index(path, legacy)
@@ -296,8 +310,8 @@ def test_rewriting_a_file_removes_its_sidecar_index(tmp_path):
     path = tmp_path / "data.tfrecord"
     with rk.open(path, "w") as writer:
         writer.write_many([b"first", b"second", b"third"])
-    write_index(path)
-    write_index(path, f"{path}.idx")  # and one under the name of earlier versions
+    write_index(path, hidden=True)
+    write_index(path, f"{path}.idx")  # and one under the other name
     with rk.open(path, "w") as writer:
         writer.write(b"only")
     assert os.listdir(tmp_path) == ["data.tfrecord"]  # both indexes described the old file
@@ -314,7 +328,7 @@ def test_an_aborted_rewrite_keeps_the_file_and_its_index(tmp_path):
     writer.write(b"new")
     writer.abort()  # what leaving a with block by an exception does
     assert list(rk.open(path)) == [b"first", b"second"]
-    assert os.path.exists(tmp_path / ".data.tfrecord.idx")
+    assert os.path.exists(tmp_path / "data.tfrecord.idx")
 
 
 def test_load_index_itself_still_raises_for_a_stale_index(tmp_path):

@@ -39,10 +39,8 @@ from recordkit._atomic import AtomicFile, UploadOnCommit
 from recordkit._closing import Closing
 from recordkit._index import (
     INDEX_SUFFIX,
-    default_index_path,
     find_index,
     index_paths,
-    legacy_index_path,
     load_index,
     save_index,
 )
@@ -1664,6 +1662,7 @@ def write_index(
     index_path: PathLike | None = None,
     *,
     format: str | None = None,
+    hidden: bool | None = None,
 ) -> str:
     """Write the sidecar offset index of a TFRecord or OFRecord file.
 
@@ -1672,11 +1671,15 @@ def write_index(
     path
         The record file (local, uncompressed).
     index_path
-        Where to write the index. Default: ``.<name>.idx`` beside the file, a hidden name that tools reading
-        every file of the directory pass by; :func:`open` finds it there. An index of the file under the
-        old name (``<path>.idx``) is then deleted.
+        Where to write the index. Default: beside the file, under the name ``hidden`` picks; :func:`open`
+        finds it under either name. An index of the file under the other name is then deleted.
     format
         The format, if the suffix does not tell it.
+    hidden
+        ``True``: ``.<name>.idx``, a name that tools reading every file of a directory (Ray Data, Spark,
+        Dask) pass by. ``False``: ``<name>.idx``, the name DALI's and the ``tfrecord`` package's tools use.
+        ``None`` (default): hidden when the file's directory holds a dataset manifest, whose directory
+        those tools read whole; otherwise ``<name>.idx``, where the user's other tools look for it.
 
     Returns
     -------
@@ -1687,10 +1690,13 @@ def write_index(
     if index_path is not None:
         save_index(offsets, index_path)
         return os.fspath(index_path)
-    written = default_index_path(path)
+    if hidden is None:
+        hidden = os.path.isfile(os.path.join(os.path.dirname(os.fspath(path)), MANIFEST_NAME))
+    hidden_path, plain_path = index_paths(path)
+    written, other = (hidden_path, plain_path) if hidden else (plain_path, hidden_path)
     save_index(offsets, written)
     with contextlib.suppress(FileNotFoundError):
-        os.remove(legacy_index_path(path))
+        os.remove(other)
     return written
 
 

@@ -420,7 +420,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                     f"{path}: a {reader.compression}-compressed file has no random access, so no "
                     "index; decompress it first (recordkit convert --compression none)"
                 )
-        written = write_index(path, args.output, format=fmt)
+        written = write_index(path, args.output, format=fmt, hidden=args.hidden or None)
         if not args.quiet:
             with rk.open(path, format=fmt, index=written) as reader:
                 print(f"{path}: wrote {written} ({_records_text(len(reader))})")
@@ -585,7 +585,14 @@ def _add_index(commands: Any) -> None:
     p = _files_command(commands, "index", help, cmd_index)
     _split_option(p)
     p.add_argument(
-        "-o", "--output", help="index path (default: .FILE.idx beside FILE; one FILE only)"
+        "-o",
+        "--output",
+        help="index path (default: FILE.idx beside FILE, .FILE.idx in a dataset directory; one FILE only)",
+    )
+    p.add_argument(
+        "--hidden",
+        action="store_true",
+        help="write .FILE.idx, a name that tools reading every file of the directory pass by",
     )
 
 

@@ -374,7 +374,7 @@ def _repair(root: str, manifest: Manifest, check: ShardCheck, checksum: bool) ->
         with contextlib.suppress(FileNotFoundError):
             os.remove(index_path)
     if old.index is not None:
-        write_index(path, format=manifest.format)
+        write_index(path, format=manifest.format, hidden=True)
     shard, _, _ = describe_shard(
         path,
         root=root,
