@@ -47,6 +47,7 @@ from typing import IO, Any, ClassVar, Protocol, TypeAlias
 
 from recordkit._heap import keep_freed_memory
 from recordkit.errors import NoLengthError, TruncatedRecordError, UnsupportedOperationError
+from recordkit.formats._compression import NAMES as COMPRESSION_NAMES
 
 __all__ = [
     "READ_CHUNK",
@@ -88,7 +89,6 @@ class VerifiedOffsets:
     def __call__(self) -> array[int]:
         """Load the table."""
         return self._load()
-
 
 
 SHRUNK = "the file ends before this record: it is shorter than when it was opened (truncated while being read?)"
@@ -183,9 +183,7 @@ def normalize_compression(name: str) -> str:
     >>> normalize_compression("GZIP"), normalize_compression("NONE")
     ('gzip', '')
     """
-    from recordkit.formats._compression import NAMES
-
-    canonical = NAMES.get(str(name).lower())
+    canonical = COMPRESSION_NAMES.get(str(name).lower())
     if canonical is None:
         raise ValueError(f"unknown compression {name!r}; use '', 'gzip', 'zlib' or 'bzip2'")
     return canonical

@@ -554,7 +554,8 @@ class TFRecordFormat(RecordFormat):
             return False
         inflated = _inflate_head(head, compression)
         if inflated == b"" and compression == "bzip2" and (size is None or len(head) < size):
-            return _BZIP2_SNIFF  # not a whole block yet: ask for more (a random-access file gets it)
+            # Not a whole block yet: ask for more (a random-access file gets it).
+            return _BZIP2_SNIFF
         return inflated is not None and _valid_header(inflated, None)
 
     def detect_compression(self, head: bytes) -> str:
