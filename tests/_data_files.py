@@ -6,6 +6,7 @@ exactly once by comparing multisets.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import recordkit as rk
@@ -31,3 +32,25 @@ def make_files(
         paths.append(str(write(folder / f"file-{i:03d}{suffix}", records)))
         everything.extend(records)
     return paths, everything
+
+
+def write_tfds_directory(
+    directory: Path, files: dict[str, list[bytes]], splits: dict[str, list[int]]
+) -> Path:
+    """Write a tensorflow-datasets directory named ``toy``: the shard files, then a ``dataset_info.json``
+    that lists each split's shard lengths (files it does not describe stand for leftovers)."""
+    directory.mkdir()
+    for name, records in files.items():
+        with rk.open(directory / name, "w", format="tfrecord") as writer:
+            writer.write_many(records)
+    info = {
+        "name": "toy",
+        "version": "1.0.0",
+        "fileFormat": "tfrecord",
+        "splits": [
+            {"name": name, "shardLengths": [str(n) for n in lengths]}
+            for name, lengths in splits.items()
+        ],
+    }
+    (directory / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
+    return directory

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from _cli import run_cli
+from _data_files import write_tfds_directory
 
 import recordkit as rk
 
@@ -176,27 +177,13 @@ def test_a_directory_without_manifest_reads_every_file_as_before(tmp_path, capsy
 
 def _tfds(directory: Path) -> Path:
     """A tensorflow-datasets directory with a leftover shard of an earlier preparation."""
-    directory.mkdir()
     files = {
         "toy-train.tfrecord-00000-of-00002": [b"t0", b"t1"],
         "toy-train.tfrecord-00001-of-00002": [b"t2", b"t3"],
         "toy-train.tfrecord-00002-of-00003": [b"stale"],
         "toy-test.tfrecord-00000-of-00001": [b"e0"],
     }
-    for name, records in files.items():
-        with rk.open(directory / name, "w", format="tfrecord") as writer:
-            writer.write_many(records)
-    info = {
-        "name": "toy",
-        "version": "1.0.0",
-        "fileFormat": "tfrecord",
-        "splits": [
-            {"name": "train", "shardLengths": ["2", "2"]},
-            {"name": "test", "shardLengths": ["1"]},
-        ],
-    }
-    (directory / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
-    return directory
+    return write_tfds_directory(directory, files, {"train": [2, 2], "test": [1]})
 
 
 def test_a_tfds_split_reads_as_open_reads_it(tmp_path, capsys):

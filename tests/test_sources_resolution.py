@@ -6,7 +6,6 @@ only the new ones, and every reader must read those and nothing else, as ``recor
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _data_files import write_tfds_directory
 
 import recordkit as rk
 from recordkit.data import Dataset
@@ -137,7 +137,6 @@ def test_a_dataset_in_a_list_of_sources_is_refused(tmp_path, read):
 
 def _tfds(directory: Path) -> Path:
     """A tensorflow-datasets directory with a stale third train shard from an earlier preparation."""
-    directory.mkdir()
     files = {
         "toy-train.tfrecord-00000-of-00002": [b"t0", b"t1"],
         "toy-train.tfrecord-00001-of-00002": [b"t2"],
@@ -145,20 +144,7 @@ def _tfds(directory: Path) -> Path:
         "toy-train.tfrecord-00002-of-00003": [b"stale-b"],
         "toy-test.tfrecord-00000-of-00001": [b"e0"],
     }
-    for name, records in files.items():
-        with rk.open(directory / name, "w", format="tfrecord") as writer:
-            writer.write_many(records)
-    info = {
-        "name": "toy",
-        "version": "1.0.0",
-        "fileFormat": "tfrecord",
-        "splits": [
-            {"name": "train", "shardLengths": ["2", "1"]},
-            {"name": "test", "shardLengths": ["1"]},
-        ],
-    }
-    (directory / "dataset_info.json").write_text(json.dumps(info), encoding="utf-8")
-    return directory
+    return write_tfds_directory(directory, files, {"train": [2, 1], "test": [1]})
 
 
 def _via_map_dataset_split(directory: Path, split: str | None) -> list[bytes]:
