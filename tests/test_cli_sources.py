@@ -23,10 +23,11 @@ OLD = [b"old-0", b"old-1", b"old-2", b"old-3"]
 
 
 def _rewritten(directory: Path, suffix: str = ".tfrecord") -> Path:
-    """Four shards, then the same pattern rewritten with two: part-02 and part-03 are stale leftovers."""
+    """Four shards no manifest lists, then the same pattern written with two: part-02 and part-03 are
+    stale leftovers."""
     pattern = f"{directory}/part-{{shard:02d}}{suffix}"
-    for records in (OLD, NEW):
-        with rk.ShardWriter(pattern, max_records=1) as writer:
+    for records, manifest in ((OLD, False), (NEW, True)):
+        with rk.ShardWriter(pattern, max_records=1, manifest=manifest) as writer:
             writer.write_many(records)
     assert (directory / f"part-03{suffix}").exists()
     return directory

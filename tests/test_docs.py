@@ -433,6 +433,18 @@ def _check_datasets(outputs: list[str], folder: Path) -> None:
         *(f"train-0000{i}-of-00003.tfrecord" for i in range(3)),
     ]
     assert outputs[0].splitlines()[-2:] == [str(shards), "1100"]
+    # The rewrite with fewer shards deleted the old ones, and kept the file the page wrote by hand.
+    rewritten = [f"part-0000{i}.tfrecord" for i in range(2)]
+    listing = sorted(
+        [
+            *(f".{name}.idx" for name in rewritten),
+            "NOTES.txt",
+            "_recordkit_manifest.json",
+            *rewritten,
+        ]
+    )
+    assert str(listing) in outputs[0].splitlines()
+    assert sorted(path.name for path in (folder / "rewrite").iterdir()) == listing
     assert {".train-00000-of-00003.tfrecord.idx", "_recordkit_manifest.json"} <= {
         path.name for path in (folder / "data").iterdir()
     }
@@ -449,7 +461,7 @@ DOC_PAGES = {
         needs={0: ("dask.bag",), 1: ("dask.bag", "distributed")}, check=_check_dask
     ),
     # The last block reads the directory with TensorFlow's glob, as the page recommends.
-    "docs/datasets.md": DocPage(needs={5: ("tensorflow",)}, check=_check_datasets),
+    "docs/datasets.md": DocPage(needs={6: ("tensorflow",)}, check=_check_datasets),
     "docs/errors.md": DocPage(),
     "docs/formats/ffrecord.md": DocPage(files=_ffrecord_files),
     "docs/formats/tfds.md": DocPage(needs={2: ("tensorflow_datasets",)}),

@@ -152,6 +152,28 @@ def test_ray_read_tfrecords_reads_recordkit_shards(tmp_path, writer):
     assert _tf_rows(theirs) == sorted(expected)
 
 
+@pytest.mark.parametrize("writer", ["write_records", "ShardWriter"])
+def test_ray_reads_only_the_new_shards_after_a_rewrite_with_fewer(tmp_path, writer):
+    out = tmp_path / "out"
+
+    def write(ids, shards):
+        records = [rk.encode_example({"id": i}) for i in ids]
+        if writer == "write_records":
+            manifest = rkray.write_records(_dataset(records, blocks=shards), out, format="tfrecord")
+        else:
+            pattern = str(out / "part-{shard:05d}.tfrecord")
+            with rk.ShardWriter(pattern, max_records=len(ids) // shards) as shard_writer:
+                shard_writer.write_many(records)
+            manifest = shard_writer.manifest
+        assert len(manifest.shards) == shards
+
+    write(range(30), 6)
+    write(range(100, 110), 2)
+    # Ray lists the directory itself, not the manifest: only the new shards are left for it to read.
+    rows = ray.data.read_tfrecords(str(out)).take_all()
+    assert sorted(int(row["id"]) for row in rows) == list(range(100, 110))
+
+
 SPEC = {
     "id": rk.FixedLen((), np.int64),
     "label": rk.FixedLen((), np.int64, default=-1),

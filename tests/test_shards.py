@@ -588,3 +588,154 @@ def test_an_empty_dataset_reads_as_empty(tmp_path: Path) -> None:
     assert list(reader) == []
     assert list(Dataset(tmp_path)) == []
     assert [check.ok for check in shards.verify_dataset(tmp_path)] == []
+
+
+# -- rewriting a dataset directory -------------------------------------------------------------------
+
+NEW_IDS = list(range(100, 110))
+
+
+def _examples(ids: list[int]) -> list[bytes]:
+    return [rk.encode_example({"id": i}) for i in ids]
+
+
+def _write_dataset(
+    how: str, directory: Path, ids: list[int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Write Examples ``ids`` into ``directory``, five per shard, with one of the dataset writers."""
+    records = _examples(ids)
+    chunks = [records[i : i + 5] for i in range(0, len(records), 5)]
+    if how == "ShardWriter":
+        with rk.ShardWriter(str(directory / "part-{shard:05d}.tfrecord"), max_records=5) as writer:
+            writer.write_many(records)
+    elif how == "tasks":
+        shards.prepare_output(directory)
+        entries = [
+            shards.write_shard(
+                chunk, shards.task_shard_path(directory, i, format="tfrecord"), root=str(directory)
+            )
+            for i, chunk in enumerate(chunks)
+        ]
+        shards.commit_manifest(directory, entries, format="tfrecord")
+    elif how == "dask":
+        dask = pytest.importorskip("dask")
+        import dask.bag as db
+
+        from recordkit import dask as rkd
+
+        with dask.config.set(scheduler="synchronous"):
+            rkd.write_records(
+                db.from_sequence(records, npartitions=len(chunks)), directory, format="tfrecord"
+            )
+    else:
+        source = directory.parent / f"source-{len(ids)}.tfrecord"
+        with rk.open(source, "w") as out:
+            out.write_many(records)
+        result = run_cli(
+            capsys, "convert", source, directory, "--shards", str(len(chunks)), "--force"
+        )
+        assert result.code == 0, result.err
+
+
+def _tensorflow_ids(directory: Path) -> Counter[int]:
+    """The ids TensorFlow reads from the files a glob of the docs matches (every shard not hidden)."""
+    tf = pytest.importorskip("tensorflow")
+    files = sorted(tf.io.gfile.glob(f"{directory}/[!._]*.tfrecord"))
+    spec = {"id": tf.io.FixedLenFeature([], tf.int64)}
+    return Counter(
+        int(tf.io.parse_single_example(record, spec)["id"])
+        for record in tf.data.TFRecordDataset(files)
+    )
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("how", ["ShardWriter", "tasks", "dask", "convert"])
+def test_a_rewrite_with_fewer_shards_leaves_only_the_new_ones_for_other_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    directory = tmp_path / "ds"
+    _write_dataset(how, directory, list(range(30)), capsys)  # six shards
+    assert _tensorflow_ids(directory) == Counter(range(30))
+    # A file recordkit did not write stays, even with a shard's name and suffix.
+    with rk.open(directory / "zz-mine.tfrecord", "w") as mine:
+        mine.write_many(_examples([7, 8]))
+    _write_dataset(how, directory, NEW_IDS, capsys)  # two shards
+    # TensorFlow, with the glob the docs recommend, reads the new records and the user's file only.
+    assert _tensorflow_ids(directory) == Counter([*NEW_IDS, 7, 8])
+    assert len(rk.open(directory)) == 10
+    manifest = shards.load_manifest(directory)
+    named = {shard.path for shard in manifest.shards} | {
+        shard.index.path for shard in manifest.shards if shard.index is not None
+    }
+    assert {path.name for path in directory.iterdir()} == named | {
+        MANIFEST_NAME,
+        "zz-mine.tfrecord",
+    }
+
+
+def test_a_rewrite_deletes_only_what_the_old_manifest_named(tmp_path: Path) -> None:
+    train = str(tmp_path / "train-{shard}.tfrecord")
+    with rk.ShardWriter(train, max_records=1) as writer:
+        writer.write_many([b"a", b"b", b"c"])
+    with rk.ShardWriter(str(tmp_path / "test-{shard}.tfrecord"), split="test") as writer:
+        writer.write(b"t")
+    # Shards no manifest named (an older write, a copy by hand) are not recordkit's to delete.
+    with rk.open(tmp_path / "train-7.tfrecord", "w") as stray:
+        stray.write(b"stray")
+    (tmp_path / "notes.txt").write_text("mine")
+    with rk.ShardWriter(train, max_records=1) as writer:
+        writer.write(b"A")
+    names = sorted(path.name for path in tmp_path.iterdir())
+    assert names == sorted(
+        [
+            MANIFEST_NAME,
+            "notes.txt",
+            "train-0.tfrecord",
+            ".train-0.tfrecord.idx",
+            "train-7.tfrecord",
+            "test-0.tfrecord",
+            ".test-0.tfrecord.idx",
+        ]
+    )
+    assert sorted(rk.open(tmp_path, split="test")) == [b"t"]
+    # Without a manifest there is nothing to compare with: nothing is deleted.
+    with rk.ShardWriter(train, manifest=False) as writer:
+        writer.write(b"x")
+    assert (tmp_path / "train-7.tfrecord").exists()
+
+
+def test_shards_a_failed_write_left_are_deleted_by_the_next_write(tmp_path: Path) -> None:
+    pattern = str(tmp_path / "part-{shard}.tfrecord")
+    with rk.ShardWriter(pattern, max_records=1) as writer:
+        writer.write_many([b"a", b"b", b"c", b"d"])
+    # A distributed write that fails for good: the old manifest is gone, its shards are still there.
+    shards.prepare_output(tmp_path)
+    assert not (tmp_path / MANIFEST_NAME).exists()
+    assert (tmp_path / "part-3.tfrecord").exists()
+    # So is an aborted ShardWriter's.
+    aborted = rk.ShardWriter(pattern, max_records=1)
+    aborted.write(b"x")
+    aborted.abort()
+    with rk.ShardWriter(pattern, max_records=1) as writer:
+        writer.write_many([b"A", b"B"])
+    assert sorted(path.name for path in tmp_path.iterdir() if not path.name.startswith(".")) == [
+        MANIFEST_NAME,
+        "part-0.tfrecord",
+        "part-1.tfrecord",
+    ]
+    assert not any(path.name.startswith(".rk-") for path in tmp_path.iterdir())
+    assert list(rk.open(tmp_path)) == [b"A", b"B"]
+
+
+def test_convert_into_a_dataset_directory_needs_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = tmp_path / "ds"
+    _write_dataset("ShardWriter", directory, list(range(10)), capsys)
+    source = tmp_path / "source.tfrecord"
+    with rk.open(source, "w") as out:
+        out.write_many(_examples(NEW_IDS))
+    result = run_cli(capsys, "convert", source, directory, "--shards", "3")
+    assert result.code != 0
+    assert "_recordkit_manifest.json exists; pass --force" in result.err
+    assert len(rk.open(directory)) == 10

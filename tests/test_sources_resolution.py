@@ -1,7 +1,8 @@
 """Every reading entry point resolves its sources the same way (recordkit.io.resolve_sources).
 
-A directory rewritten with fewer shards keeps the older shards beside the new ones; its manifest lists
-only the new ones, and every reader must read those and nothing else, as ``recordkit.open`` does.
+A directory can hold shards its manifest does not list (written without a manifest, by an older
+recordkit, or copied in by hand: a rewrite deletes only what the old manifest named); every reader must
+read the shards the manifest lists and nothing else, as ``recordkit.open`` does.
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ OLD = [b"old-0", b"old-1", b"old-2", b"old-3"]
 
 
 def _rewritten(directory: Path) -> Path:
-    """Four shards, then the same pattern rewritten with two: part-02 and part-03 are stale leftovers."""
+    """Four shards no manifest lists, then the same pattern written with two: part-02 and part-03 are
+    stale leftovers."""
     pattern = f"{directory}/part-{{shard:02d}}.ffr"
-    with rk.ShardWriter(pattern, max_records=1) as writer:
+    with rk.ShardWriter(pattern, max_records=1, manifest=False) as writer:
         writer.write_many(OLD)
     with rk.ShardWriter(pattern, max_records=1) as writer:
         writer.write_many(NEW)
@@ -187,10 +189,11 @@ def test_map_dataset_refuses_a_compressed_dataset(tmp_path):
         torch_data.MapDataset(tmp_path)
 
 
-def _ofrecords(directory: Path, count: int, tag: str) -> list[bytes]:
+def _ofrecords(directory: Path, count: int, tag: str, manifest: bool = True) -> list[bytes]:
     """``count`` OFRecord payloads (one bytes feature each) written as OneFlow parts by a ShardWriter."""
     records = [rk.encode_ofrecord({"tag": f"{tag}-{i}".encode()}) for i in range(count)]
-    with rk.ShardWriter(f"{directory}/part-{{shard}}", format="ofrecord", max_records=1) as w:
+    pattern = f"{directory}/part-{{shard}}"
+    with rk.ShardWriter(pattern, format="ofrecord", max_records=1, manifest=manifest) as w:
         w.write_many(records)
     return records
 
@@ -198,9 +201,9 @@ def _ofrecords(directory: Path, count: int, tag: str) -> list[bytes]:
 def test_the_oneflow_reader_refuses_a_part_the_manifest_does_not_list(tmp_path):
     from recordkit.data import OFRecordReader
 
-    _ofrecords(tmp_path, 4, "old")
+    _ofrecords(tmp_path, 4, "old", manifest=False)
     new = _ofrecords(tmp_path, 2, "new")
-    assert (tmp_path / "part-3").exists()  # left over from the first write
+    assert (tmp_path / "part-3").exists()  # left over from the first write, which no manifest lists
     reader = OFRecordReader(tmp_path, batch_size=1, data_part_num=2, seed=0)
     assert [r for batch in reader for r in batch] == new
     # A subset of the shards is read as OneFlow reads it.

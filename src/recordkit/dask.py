@@ -174,8 +174,10 @@ def write_records(
     A manifest already in the directory is deleted before the first shard is written, and the new one is
     written only after every partition has been written. If a partition fails for good (its ``encode``
     raises, say), no manifest is written; the shards of the partitions that succeeded stay in the
-    directory. Shard files of an earlier write that this one does not replace (it had more partitions)
-    also stay, but the manifest does not list them.
+    directory, unlisted. Once the new manifest is written, the shards (and indexes) that the earlier
+    write's manifest named and the new one does not (it had more partitions) are deleted, so other tools
+    reading every file of the directory see only the new dataset; files no manifest named are never
+    touched.
     """
     directory = _absolute(os.fspath(path))
     fmt = get_format(format)

@@ -524,7 +524,9 @@ def write_records(
         The dataset.
     path
         The directory (created if needed; a local path or an fsspec URL). A manifest an earlier write left
-        there is deleted before any shard is written, so a write that fails leaves no manifest.
+        there is deleted before any shard is written, so a write that fails leaves no manifest. Once the
+        new manifest is written, the shards (and indexes) the old one named and the new one does not are
+        deleted; other files in the directory are not touched.
     format, compression
         The shards' format and compression (``"gzip"``/``"zlib"``, TFRecord only).
     column

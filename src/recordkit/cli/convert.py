@@ -23,9 +23,9 @@ from recordkit.cli.common import CliError, expand_inputs, open_reader, progress
 from recordkit.cli.payload import convert_payload as convert_record
 from recordkit.cli.payload import detect_payload
 from recordkit.formats import format_for_path
-from recordkit.formats.manifest import Shard
+from recordkit.formats.manifest import MANIFEST_NAME, Shard
 from recordkit.shards.shardfile import OpenShard
-from recordkit.shards.tasks import commit_manifest
+from recordkit.shards.tasks import commit_manifest, prepare_output
 
 __all__ = ["DEFAULT_PATTERNS", "NATIVE_PAYLOADS", "run_convert", "shard_names", "shard_sizes"]
 
@@ -211,15 +211,18 @@ def run_convert(args: argparse.Namespace) -> int:
         kinds = _payload_kinds(args, sources, fmt)
         total = sum(_count(path, args.format) for path in sources)
         records = _records(sources, args.format)
+    directory = len(outputs) > 1 or outputs[0] != args.dst
     if not args.force:
         existing = [path for path in outputs if os.path.exists(path)]
+        if directory and os.path.exists(os.path.join(args.dst, MANIFEST_NAME)):
+            existing.insert(0, os.path.join(args.dst, MANIFEST_NAME))
         if existing:
             raise CliError(f"{existing[0]} exists; pass --force to overwrite")
     sizes = shard_sizes(total, len(outputs))
-    if len(outputs) > 1 or outputs[0] != args.dst:
-        os.makedirs(args.dst, exist_ok=True)
+    if directory:
+        # The old manifest goes now; the shards it named and the new one does not go at the commit.
+        prepare_output(args.dst)
     records = progress(records, total=total, desc="convert", enabled=not args.quiet)
-    directory = len(outputs) > 1 or outputs[0] != args.dst
     written: list[str] = []
     entries: list[Shard] = []
     compression = ""

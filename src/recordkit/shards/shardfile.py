@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
 import os
 import posixpath
 from array import array
@@ -24,6 +25,8 @@ from recordkit.io import open as open_records
 
 __all__ = [
     "OpenShard",
+    "begin_replacing",
+    "commit_manifest_file",
     "describe_shard",
     "file_sha256",
     "parent_directory",
@@ -52,6 +55,127 @@ def save_manifest(manifest: Manifest, path: str) -> str:
     with _fsspec().open(path, "wb") as file:
         file.write(manifest.to_json().encode("utf-8"))
     return path
+
+
+_REPLACED = ".rk-replaced-"
+"""Prefix of the hidden ledger beside a manifest that names the files of the dataset being replaced."""
+
+
+def begin_replacing(manifest_path: str) -> None:
+    """Note which files the manifest at ``manifest_path`` names, before a writer starts changing them.
+
+    Every dataset writer calls this before it touches a shard (or deletes or rewrites the manifest), and
+    :func:`commit_manifest_file` at the end. The names (each shard and its sidecar index, relative to the
+    manifest's directory) go to a hidden ledger beside the manifest, ``.rk-replaced-<manifest name>``, so
+    they survive a write that fails, or a process that dies, before the new manifest is written: the
+    next commit still removes them. Names already in a ledger are kept. A missing or unreadable
+    manifest adds nothing.
+    """
+    named = _named_files(manifest_path)
+    if not named:
+        return
+    ledger = _ledger_path(manifest_path)
+    known = _read_ledger(ledger)
+    if named <= known:
+        return
+    data = json.dumps({"files": sorted(known | named)}, indent=1).encode("utf-8")
+    if _is_url(ledger):
+        with _fsspec().open(ledger, "wb") as file:
+            file.write(data)
+    else:
+        write_atomically(ledger, data)
+
+
+def commit_manifest_file(manifest: Manifest, manifest_path: str) -> list[str]:
+    """Write ``manifest`` at ``manifest_path`` (atomically), then remove the files it replaced.
+
+    The files removed are those that the manifest previously at ``manifest_path``, or the ledger of
+    :func:`begin_replacing`, named (shards and their sidecar indexes) and that ``manifest`` does not
+    name. Nothing else in the directory is touched, and nothing is removed before the new manifest is
+    in place: a crash in between leaves the ledger, and the next commit finishes the job. This is what
+    every dataset writer commits with, so that tools that read every file of the directory (Ray's
+    ``read_tfrecords(dir)``, a ``tf.io.gfile.glob``) see only the new dataset.
+
+    Returns
+    -------
+    list of str
+        The paths removed, relative to the manifest's directory.
+    """
+    begin_replacing(manifest_path)  # so that a crash after the save still leaves the names
+    ledger = _ledger_path(manifest_path)
+    replaced = _read_ledger(ledger)
+    save_manifest(manifest, manifest_path)
+    root = parent_directory(manifest_path)
+    stale = sorted(replaced - _manifest_files(manifest))
+    removed = [relative for relative in stale if _remove_file(_join(root, relative))]
+    _remove_file(ledger)
+    return removed
+
+
+def _manifest_files(manifest: Manifest) -> set[str]:
+    named = set()
+    for shard in manifest.shards:
+        named.add(posixpath.normpath(shard.path))
+        if shard.index is not None:
+            named.add(posixpath.normpath(shard.index.path))
+    return named
+
+
+def _named_files(manifest_path: str) -> set[str]:
+    try:
+        return _manifest_files(read_manifest(manifest_path))
+    except (OSError, ValueError):  # missing, unreadable, or not a manifest (ManifestError)
+        return set()
+
+
+def _ledger_path(manifest_path: str) -> str:
+    split, join = (
+        (posixpath.split, posixpath.join)
+        if _is_url(manifest_path)
+        else (os.path.split, os.path.join)
+    )
+    parent, name = split(manifest_path)
+    return join(parent, _REPLACED + name)
+
+
+def _read_ledger(ledger: str) -> set[str]:
+    try:
+        opener = _fsspec().open if _is_url(ledger) else open
+        with opener(ledger, "rb") as file:
+            files = json.loads(file.read())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+    # Only relative paths inside the directory, as a manifest's are: never anything above it.
+    return {
+        posixpath.normpath(name)
+        for name in files
+        if isinstance(name, str)
+        and name
+        and not posixpath.isabs(name)
+        and ".." not in posixpath.normpath(name).split("/")
+    }
+
+
+def _join(root: str, relative: str) -> str:
+    if _is_url(root):
+        return posixpath.join(root, relative)
+    return os.path.join(root, *relative.split("/"))
+
+
+def _remove_file(path: str) -> bool:
+    """Delete one file if it is there; return whether it was."""
+    if _is_url(path):
+        fs, inner = _fsspec().core.url_to_fs(path)
+        try:
+            fs.rm_file(inner)
+        except FileNotFoundError:
+            return False
+        return True
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def read_manifest(path: str) -> Manifest:

@@ -28,7 +28,7 @@ from recordkit.formats import format_for_path, get_format
 from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
 from recordkit.io import _is_url, open_shard, resolve_sources
 from recordkit.io import open as open_records
-from recordkit.shards.shardfile import save_manifest
+from recordkit.shards.shardfile import begin_replacing, commit_manifest_file
 
 __all__ = [
     "ReadRange",
@@ -261,7 +261,9 @@ def prepare_output(directory: str | os.PathLike[str]) -> str:
 
     The directory is created (with its parents) where it is missing, and a manifest that an earlier write
     left there is deleted: while the tasks replace shards, and if one of them fails for good, the directory
-    then has no manifest, rather than one that describes other shards. Shard files are not touched.
+    then has no manifest, rather than one that describes other shards. The files that manifest named are
+    noted first (:func:`~recordkit.shards.shardfile.begin_replacing`), and :func:`commit_manifest` removes
+    those the new manifest does not name. Shard files are not touched here.
 
     Returns
     -------
@@ -269,18 +271,21 @@ def prepare_output(directory: str | os.PathLike[str]) -> str:
         The directory, as a string.
     """
     directory = os.fspath(directory)
+    manifest = _join(directory, MANIFEST_NAME)
     if _is_url(directory):
         from recordkit.io import _fsspec
 
         fs, inner = _fsspec().core.url_to_fs(directory)
         fs.makedirs(inner, exist_ok=True)
-        manifest = posixpath.join(inner, MANIFEST_NAME)
-        if fs.exists(manifest):
-            fs.rm(manifest)
+        begin_replacing(manifest)
+        inner_manifest = posixpath.join(inner, MANIFEST_NAME)
+        if fs.exists(inner_manifest):
+            fs.rm(inner_manifest)
         return directory
     os.makedirs(directory, exist_ok=True)
+    begin_replacing(manifest)
     with contextlib.suppress(FileNotFoundError):
-        os.remove(os.path.join(directory, MANIFEST_NAME))
+        os.remove(manifest)
     return directory
 
 
@@ -298,7 +303,9 @@ def commit_manifest(
     Entries for the same shard (a task that ran twice) must agree; they are listed once. Shards are listed
     in path order (task order, with :func:`task_shard_path` names). Temporary files that killed attempts
     left beside the listed shards (and their indexes) are deleted first, so call this only once every
-    task has finished.
+    task has finished. Once the manifest is in place, the shards (and indexes) that the directory's
+    previous manifest named and this one does not are deleted
+    (:func:`~recordkit.shards.shardfile.commit_manifest_file`); no other file is touched.
 
     Raises
     ------
@@ -326,7 +333,7 @@ def commit_manifest(
         schema=schema,
         metadata=dict(metadata or {}),
     )
-    save_manifest(manifest, _join(os.fspath(directory), MANIFEST_NAME))
+    commit_manifest_file(manifest, _join(os.fspath(directory), MANIFEST_NAME))
     return manifest
 
 

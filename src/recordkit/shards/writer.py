@@ -21,6 +21,8 @@ from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
 from recordkit.io import _fsspec, _is_url, _resolve_format
 from recordkit.shards.shardfile import (
     OpenShard,
+    begin_replacing,
+    commit_manifest_file,
     parent_directory,
     read_manifest,
     relative_path,
@@ -68,7 +70,10 @@ class ShardWriter(Closing):
         before a field); a path writes
         it there (it must be in that directory or above it); ``False`` writes none. If the manifest exists,
         its shards are kept, except the ones this writer's pattern names, which are removed from it when
-        the writer opens.
+        the writer opens. Once :meth:`close` has written the new manifest, the files the old one named
+        and the new one does not (older shards of this pattern that were not rewritten, and their
+        indexes) are deleted, so that tools reading every file of the directory see only the new
+        dataset; files no manifest named are never touched.
     schema, metadata
         JSON objects stored in the manifest: the feature schema, and anything else.
     fsync
@@ -235,7 +240,7 @@ class ShardWriter(Closing):
                 self.shards = self._rename_pending()
             self.manifest = self._build_manifest()
             if self._manifest_path:
-                save_manifest(self.manifest, self._manifest_path)
+                commit_manifest_file(self.manifest, self._manifest_path)
         except BaseException:
             self._discard_pending()
             raise
@@ -313,6 +318,7 @@ class ShardWriter(Closing):
             )
         self._previous = previous
         self._kept = kept
+        begin_replacing(self._manifest_path)
         if len(kept) != len(previous.shards):
             save_manifest(dataclasses.replace(previous, shards=kept), self._manifest_path)
 
