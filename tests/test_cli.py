@@ -317,10 +317,13 @@ def test_info_reports_a_damaged_file_in_its_place_and_goes_on(capsys, tmp_path):
     blocks = result.out.split(f"{tmp_path / 'shards'}/")[1:]
     assert [block.splitlines()[0] for block in blocks] == [
         "a.tfrecord",
-        f"b.tfrecord: CORRUPT: ChecksumError at record {index}, byte {offset}",
+        (
+            f"b.tfrecord: CORRUPT: record {index} at byte {offset}: payload checksum mismatch "
+            f"{blocks[1].split('mismatch ', 1)[1].splitlines()[0]}"
+        ),
         "c.tfrecord",
     ]
-    assert "payload checksum mismatch" in blocks[1]
+    assert blocks[1].splitlines()[0].endswith(") [ChecksumError]")
     assert "  records      10" in blocks[0]
     assert "  records      10" in blocks[2]
 

@@ -47,6 +47,7 @@ from recordkit._index import (
 from recordkit._mapped import MappedFile, ViewLedger
 from recordkit.errors import (
     ManifestError,
+    StaleIndexError,
     UnknownFormatError,
     UnsafePathError,
     UnsupportedOperationError,
@@ -81,12 +82,14 @@ __all__ = [
     "expand_sources",
     "find_dataset",
     "find_index",
+    "index_problem",
     "natural_key",
     "open",
     "open_shard",
     "reading_format",
     "resolve_sources",
     "scan_offsets",
+    "shard_count_error",
     "shard_listing",
     "shard_path",
     "write_index",
@@ -579,6 +582,24 @@ def _changed_shard(listing: str | None) -> tuple[str, str]:
         "recordkit verify DIR --salvage repairs a damaged shard in place)"
     )
     return "the manifest", remedy
+
+
+def shard_count_error(
+    path: str | None, shard: int, found: int, expected: int, listing: str | None
+) -> ManifestError:
+    """The error for a dataset's shard that holds ``found`` records where its listing says ``expected``.
+
+    Every reader and command that counts a shard builds its error here, so each gives the same words and
+    the remedy that fits what lists the shard: ``recordkit manifest build`` (or ``verify DIR --salvage``)
+    for a recordkit manifest, restoring the shard or preparing the dataset again with tfds for a
+    tensorflow-datasets directory (``listing`` is :func:`shard_listing`'s answer).
+    """
+    lister, remedy = _changed_shard(listing)
+    return ManifestError(
+        f"the shard holds {found} records, but {lister} says {expected}: {remedy}",
+        path=path,
+        shard=shard,
+    )
 
 
 def find_dataset(
@@ -1139,12 +1160,9 @@ class RecordReader(_RecordFile):
 
     def _count_mismatch(self, part: int, found: int) -> ManifestError:
         assert self._counts is not None
-        lister, remedy = _changed_shard(None if self._reopen is None else self._reopen.listing)
-        return ManifestError(
-            f"the shard holds {found} records, but {lister} says {self._counts[part]}: {remedy}",
-            path=self._frames[part].path,
-            shard=part,
-        )
+        listing = None if self._reopen is None else self._reopen.listing
+        path = self._frames[part].path
+        return shard_count_error(path, part, found, self._counts[part], listing)
 
     def _check_count(self, part: int) -> None:
         """Before the first random access to a part with a known count: the file must hold that many."""
@@ -1722,3 +1740,43 @@ def scan_offsets(path: PathLike, *, format: str | None = None) -> array[int]:
         if not frames.random_access:
             raise frames.unsupported("building an index")
         return frames.offsets
+
+
+def index_problem(
+    path: PathLike, index_path: PathLike, *, format: str | None = None
+) -> StaleIndexError | None:
+    """Return why a sidecar index does not describe a file, or ``None`` when every entry matches it.
+
+    The index is checked as a reader checks it before use: it must be well formed, cover the file exactly,
+    and agree with the record headers, walked from byte 0 (:func:`scan_offsets`). A reader that finds such a
+    problem ignores the index (:class:`~recordkit.errors.StaleIndexWarning`) and scans the headers.
+
+    Parameters
+    ----------
+    path
+        The record file (local, uncompressed TFRecord or OFRecord).
+    index_path
+        The index, e.g. what :func:`find_index` found.
+    format
+        The format, if the suffix does not tell it.
+
+    Raises
+    ------
+    CorruptRecordError
+        The file itself is damaged (its headers cannot be walked).
+    """
+    with _open_reader(
+        path, format=format, compression=None, check_crc=True, index=False, lenient=False
+    ) as reader:
+        frames = reader._frames[0]
+        if not isinstance(frames, SequentialFrameReader):
+            raise TypeError(f"the {reader.format} format has its own index; it needs no sidecar")
+        if not frames.random_access:
+            raise frames.unsupported("checking an index")
+        size = frames.source.size
+        assert size is not None  # a random-access source knows its size
+        try:
+            frames.check_index(load_index(index_path, size=size, path=frames.path))
+        except StaleIndexError as exc:
+            return exc
+    return None

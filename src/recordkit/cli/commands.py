@@ -31,10 +31,13 @@ from recordkit.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     CliError,
+    InputPath,
+    damage_line,
     describe_error,
     expand_inputs,
     open_reader,
     progress,
+    resolve_input,
 )
 from recordkit.cli.convert import run_convert
 from recordkit.cli.manifest import (
@@ -51,7 +54,7 @@ from recordkit.cli.payload import (
     record_json,
     record_text,
 )
-from recordkit.io import find_index, write_index
+from recordkit.io import find_index, index_problem, shard_count_error, shard_listing, write_index
 
 __all__ = ["build_parser", "main"]
 
@@ -65,27 +68,18 @@ EXIT_BROKEN_PIPE = 141
 # -- info ------------------------------------------------------------------------------------------
 
 
-def _where(exc: rk.CorruptRecordError) -> str:
-    parts = []
-    if exc.index is not None:
-        parts.append(f"record {exc.index}")
-    if exc.offset is not None:
-        parts.append(f"byte {exc.offset}")
-    return " at " + ", ".join(parts) if parts else ""
-
-
-def _damage_text(path: str, exc: rk.CorruptRecordError) -> list[str]:
-    """The lines that report a damaged file (``info`` and ``verify`` say it the same way)."""
-    return [f"{path}: CORRUPT: {type(exc).__name__}{_where(exc)}", f"  {exc.reason}"]
-
-
-def _index_note(reader: rk.RecordReader, path: str) -> str | None:
-    """Where the file's record offsets come from, or ``None`` when it has no index."""
+def _index_note(reader: rk.RecordReader, path: str) -> tuple[str | None, str | None]:
+    """Where the file's record offsets come from (``None`` when it has no index), and why a sidecar index
+    is ignored (``None`` when it describes the file): what the reader found when it checked it."""
     if reader.format == "ffrecord":
-        return "header"
+        return "header", None
     if reader.compression:
-        return None
-    return find_index(path)
+        return None, None
+    found = find_index(path)
+    if found is None:
+        return None, None
+    problem = index_problem(path, found, format=reader.format)
+    return found, None if problem is None else problem.reason
 
 
 def _payload_kind(
@@ -115,8 +109,8 @@ def _file_info(args: argparse.Namespace, path: str) -> dict[str, Any]:
             "mean_size": sum(sizes) / len(sizes) if sizes else 0.0,
             "min_size": min(sizes, default=0),
             "max_size": max(sizes, default=0),
-            "index": _index_note(reader, path),
         }
+        info["index"], info["index_stale"] = _index_note(reader, path)
         kind = _payload_kind(args, reader, sample)
     info["payload"] = kind
     info["sampled"] = len(sample)
@@ -151,6 +145,11 @@ def _feature_table(rows: list[dict[str, Any]], length: str) -> list[str]:
 def _index_text(info: dict[str, Any]) -> str:
     if info["index"] == "header":
         return "in the file header"
+    if info["index_stale"] is not None:
+        return (
+            f"stale sidecar {info['index']}, ignored ({info['index_stale']}); offsets from a header "
+            "scan"
+        )
     if info["index"] is not None:
         return f"sidecar {info['index']}"
     if info["compression"] != "none":
@@ -205,7 +204,7 @@ def _info_and_report(args: argparse.Namespace, path: str) -> int:
         if args.json:
             print(json.dumps(_damage_json(path, exc)))
         else:
-            print("\n".join(_damage_text(path, exc)))
+            print(damage_line(path, exc))
         return EXIT_CORRUPT
     except (rk.RecordKitError, OSError, ValueError) as exc:
         _error(describe_error(exc))
@@ -227,11 +226,33 @@ def cmd_info(args: argparse.Namespace) -> int:
 # -- count -----------------------------------------------------------------------------------------
 
 
+def _counted(args: argparse.Namespace, reader: rk.RecordReader, path: str) -> int:
+    """The records of a lone file: from the record headers (FFRecord: its header), else read through."""
+    n = reader_len(reader)
+    if n is None:
+        n = sum(1 for _ in progress(reader, total=None, desc=path, enabled=not args.quiet))
+    return n
+
+
 def _count_file(args: argparse.Namespace, path: str) -> int:
+    """Count one file's records; a dataset's shard is counted too, never taken from its manifest.
+
+    The shard is opened with the checks :func:`recordkit.open` makes (present, its size), then counted as
+    a lone file from its own headers, and a count that differs from its entry (or from
+    ``dataset_info.json``) raises the ManifestError every reader raises for it.
+    """
     with open_reader(path, format=args.format) as reader:
-        n = reader_len(reader)
-        if n is None:
-            n = sum(1 for _ in progress(reader, total=None, desc=path, enabled=not args.quiet))
+        fmt, compression = reader.format, reader.compression
+        manifest = path.resolved.manifest if isinstance(path, InputPath) else None
+        if manifest is None:
+            return _counted(args, reader, path)
+    assert isinstance(path, InputPath)
+    assert path.part is not None
+    with rk.open(path, format=fmt, compression=compression or "none", index=False) as reader:
+        n = _counted(args, reader, path)
+    expected = manifest.shards[path.part].records
+    if n != expected:
+        raise shard_count_error(path, path.part, n, expected, shard_listing(manifest))
     return n
 
 
@@ -254,7 +275,8 @@ def cmd_count(args: argparse.Namespace) -> int:
 
     Only record headers are read (and their length checksums checked): an FFRecord file's count is in its
     header, a TFRecord or OFRecord file's comes from a scan of the length fields. Compressed files are
-    decompressed and read through.
+    decompressed and read through. A dataset's shards are counted the same way, not taken from its
+    manifest: a shard whose count differs from its entry is reported (ManifestError, status 1).
     """
     paths = expand_inputs(args.files, format=args.format, split=args.split)
     results = [_count_and_report(args, path) for path in paths]
@@ -280,9 +302,7 @@ def _verify_file(args: argparse.Namespace, path: str) -> int:
                 try:
                     decode_payload(kind, record)
                 except rk.DecodeError as exc:
-                    raise CliError(
-                        f"{path}: record {count - 1}: {exc} [DecodeError]", code=EXIT_CORRUPT
-                    ) from exc
+                    raise rk.DecodeError(str(exc), index=count - 1, feature=exc.feature) from exc
         return count
 
 
@@ -294,12 +314,9 @@ def _verify_and_report(args: argparse.Namespace, path: str) -> int:
     """Verify one file and print its verdict; return its exit status."""
     try:
         count = _verify_file(args, path)
-    except rk.CorruptRecordError as exc:
-        print("\n".join(_damage_text(path, exc)))
+    except (rk.CorruptRecordError, rk.DecodeError) as exc:
+        print(damage_line(path, exc))
         return EXIT_CORRUPT
-    except CliError as exc:
-        print(f"{path}: CORRUPT: {exc}")
-        return exc.code
     except (rk.RecordKitError, OSError, ValueError) as exc:
         _error(describe_error(exc))
         return EXIT_ERROR
@@ -325,7 +342,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     A dataset directory with a manifest is checked against it instead: every shard's presence, size,
     SHA-256, record count, checksums and index; a tensorflow-datasets directory against the record counts
-    of its ``dataset_info.json``. ``--salvage`` (without OUT) then repairs a manifest dataset in place.
+    of its ``dataset_info.json``. Every split is checked, or only ``--split``'s shards. ``--salvage``
+    (without OUT) then repairs a manifest dataset in place.
     """
     datasets = [path for path in args.files if is_dataset_directory(path)]
     if datasets:
@@ -335,7 +353,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 "without --decode"
             )
         if args.salvage is None:
-            return max(verify_directory(path) for path in datasets)
+            for path in datasets:
+                if args.split is not None:
+                    # An unknown split is refused as every reading command refuses it (status 2).
+                    resolve_input(path, format=args.format, split=args.split)
+            return max(verify_directory(path, split=args.split) for path in datasets)
+        if args.split is not None:
+            raise CliError(
+                "--salvage repairs a whole dataset directory in place: run it without --split"
+            )
         if args.salvage is not _IN_PLACE:
             raise CliError(
                 "a dataset directory is repaired in place: pass --salvage without OUT (each damaged "
@@ -347,7 +373,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
             "--salvage without OUT repairs a dataset directory (one with a manifest) in place; for a "
             "file, name where its intact records go: --salvage OUT"
         )
-    paths = expand_inputs(args.files, format=args.format, all_splits=True)
+    paths = expand_inputs(
+        args.files, format=args.format, split=args.split, all_splits=args.split is None
+    )
     if args.salvage is not None and len(paths) != 1:
         raise CliError("--salvage applies to a single file")
     statuses = [_verify_and_report(args, path) for path in paths]
@@ -516,6 +544,11 @@ def _add_verify(commands: Any) -> None:
         "directory, no OUT: repair its damaged shards and its manifest in place",
     )
     p.add_argument("-f", "--force", action="store_true", help="overwrite OUT if it exists")
+    p.add_argument(
+        "--split",
+        metavar="SPLIT",
+        help="check only this split of a dataset directory (default: every split)",
+    )
 
 
 def _add_cat(commands: Any) -> None:

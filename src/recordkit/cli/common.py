@@ -22,6 +22,7 @@ __all__ = [
     "EXIT_OK",
     "CliError",
     "InputPath",
+    "damage_line",
     "describe_error",
     "expand_inputs",
     "natural_key",
@@ -206,6 +207,24 @@ def progress(
             )
             return
     yield from items
+
+
+def damage_line(path: str, exc: rk.CorruptRecordError | rk.DecodeError) -> str:
+    """Return the line that reports damage found in a file or shard (``info``, ``verify``, ``verify DIR``).
+
+    ``PATH: CORRUPT: record I at byte O: REASON [ErrorClass]``, leaving out the record or the byte when
+    unknown; for a payload that does not decode (``verify --decode``), the record is ``exc.index``.
+    """
+    offset = None
+    reason = str(exc)
+    index = exc.index
+    if isinstance(exc, rk.CorruptRecordError):
+        offset, reason = exc.offset, exc.reason
+    where = [] if index is None else [f"record {index}"]
+    if offset is not None:
+        where.append(f"at byte {offset}" if where else f"byte {offset}")
+    location = " ".join(where) + ": " if where else ""
+    return f"{path}: CORRUPT: {location}{reason} [{type(exc).__name__}]"
 
 
 def describe_error(exc: BaseException) -> str:

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 import recordkit as rk
-from recordkit.cli.common import EXIT_CORRUPT, EXIT_OK
+from recordkit.cli.common import EXIT_CORRUPT, EXIT_OK, damage_line
 from recordkit.cli.payload import Schema, detect_payload
 from recordkit.formats.manifest import MANIFEST_NAME, Manifest, merge_manifests
 from recordkit.io import shard_listing
@@ -126,6 +126,9 @@ def _print_checks(directory: str, checks: list[ShardCheck]) -> int:
     for check in checks:
         if check.ok:
             print(f"{check.path}: OK ({check.shard.records} records)")
+        elif isinstance(check.error, rk.CorruptRecordError):
+            bad += 1
+            print(damage_line(check.path, check.error))
         else:
             bad += 1
             print(f"{check.path}: CORRUPT: {check.problem}")
@@ -133,10 +136,10 @@ def _print_checks(directory: str, checks: list[ShardCheck]) -> int:
     return EXIT_CORRUPT if bad else EXIT_OK
 
 
-def verify_directory(directory: str, *, checksum: bool = True) -> int:
-    """Check every shard of a dataset directory against its manifest (or a tensorflow-datasets
-    ``dataset_info.json``); print a line per shard."""
-    return _print_checks(directory, verify_dataset(directory, checksum=checksum))
+def verify_directory(directory: str, *, checksum: bool = True, split: str | None = None) -> int:
+    """Check every shard of a dataset directory (or of its split ``split``) against its manifest (or a
+    tensorflow-datasets ``dataset_info.json``); print a line per shard."""
+    return _print_checks(directory, verify_dataset(directory, checksum=checksum, split=split))
 
 
 def repair_directory(directory: str, *, checksum: bool = True) -> int:

@@ -93,8 +93,9 @@ def _fits(kind: str, record: bytes) -> bool:
         return False
     names = _feature_names(kind, decoded)
     # Bytes of one message kind sometimes parse as another, with unknown fields skipped; what comes
-    # out then has no features or binary feature names.
-    return bool(names) and all(name and name.isprintable() for name in names)
+    # out then has no features or binary feature names. An empty name is a map entry without a key,
+    # which protobuf and recordkit's decoders read as the name "": it is printable, and it fits.
+    return bool(names) and all(name.isprintable() for name in names)
 
 
 def detect_payload(records: Sequence[bytes], *, prefer: str | None = None) -> str | None:

@@ -19,7 +19,7 @@ from recordkit.data._sharding import IndexUnit, RangeUnit, Unit, plan_length
 if TYPE_CHECKING:
     from recordkit.formats.manifest import Manifest
     from recordkit.formats.tfds import ReadOrder
-    from recordkit.io import RecordReader
+    from recordkit.io import RecordReader, ResolvedSources
 
 __all__ = ["Catalog", "ReaderPool", "ShardStream"]
 
@@ -53,19 +53,23 @@ class Catalog:
         self.random_access: list[bool | None] = [None] * len(self.files)
         # The records' order when it is not file after file: a TFDS split's (formats.tfds.read_order).
         self.order: ReadOrder | None = None
-        self._dataset: tuple[str, Manifest] | None = None
+        # A dataset's shards open as recordkit.open opens them (ResolvedSources.open_part): checked
+        # against their entries, with the errors and remedies of whatever lists them.
+        self._dataset: ResolvedSources | None = None
 
     @classmethod
     def of_dataset(cls, directory: str, manifest: Manifest) -> Catalog:
         """The shards a manifest lists, with its counts: nothing needs to be opened to plan an epoch."""
         from recordkit.formats.tfds import read_order
-        from recordkit.io import shard_path
+        from recordkit.io import ResolvedSources, shard_path
 
         catalog = cls([shard_path(directory, shard) for shard in manifest.shards], manifest.format)
         catalog.counts = [shard.records for shard in manifest.shards]
         catalog.random_access = [not manifest.compression] * len(manifest.shards)
         catalog.order = read_order(manifest)
-        catalog._dataset = (directory, manifest)
+        catalog._dataset = ResolvedSources(
+            catalog.files, manifest.format, manifest.compression, directory, directory, manifest
+        )
         return catalog
 
     def __len__(self) -> int:
@@ -75,12 +79,7 @@ class Catalog:
         """Open a new reader on file ``i`` (a manifest's shard is checked against its entry)."""
         if self._dataset is None:
             return _open(self.files[i], self.format)
-        from recordkit.io import open_shard
-
-        directory, manifest = self._dataset
-        return open_shard(
-            directory, manifest.shards[i], format=manifest.format, compression=manifest.compression
-        )
+        return self._dataset.open_part(i)
 
     def describe(self, pool: ReaderPool | None = None) -> None:
         """Learn, for every file not yet described, whether it is random-access and its record count.
