@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -452,7 +453,17 @@ def test_the_documented_example_is_what_shard_writer_writes(tmp_path: Path) -> N
     pattern = str(tmp_path / "train-{shard:05d}-of-{num_shards:05d}.tfrecord")
     with rk.ShardWriter(pattern, max_records=2, split="train") as writer:
         writer.write_many([b"alpha", b"beta", b"gamma"])
-    assert (tmp_path / MANIFEST_NAME).read_text() == documented
+    written = (tmp_path / MANIFEST_NAME).read_text()
+    # The fingerprints are the files' own (modification time, inode): compared with stat(), not the page.
+    for entry in json.loads(written)["shards"]:
+        info = os.stat(tmp_path / entry["path"])
+        assert entry["fingerprint"] == {"mtime_ns": info.st_mtime_ns, "inode": info.st_ino}
+
+    def without_fingerprints(text: str) -> str:
+        return re.sub(r'"(mtime_ns|inode)": -?\d+', r'"\1": N', text)
+
+    assert without_fingerprints(written) == without_fingerprints(documented)
+    assert written.count('"fingerprint"') == documented.count('"fingerprint"') == 2
 
 
 def test_a_writer_dropped_without_close_leaves_no_manifest_and_no_hidden_shards(

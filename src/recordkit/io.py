@@ -32,7 +32,7 @@ import stat
 import warnings
 import weakref
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, overload
 
 from recordkit._atomic import AtomicFile, UploadOnCommit
@@ -121,14 +121,22 @@ def _fsspec() -> Any:
 
 
 class _Opened:
-    """A source plus the resources recordkit opened for it (closed by :meth:`close`)."""
+    """A source plus the resources recordkit opened for it (closed by :meth:`close`).
+
+    ``info`` is the ``os.fstat()`` of a local file, taken when it was opened (``None`` otherwise).
+    """
 
     def __init__(
-        self, source: Source, resources: Sequence[Any] = (), local_path: str | None = None
+        self,
+        source: Source,
+        resources: Sequence[Any] = (),
+        local_path: str | None = None,
+        info: os.stat_result | None = None,
     ) -> None:
         self.source = source
         self.resources = list(resources)
         self.local_path = local_path
+        self.info = info
 
     def close(self) -> None:
         for resource in reversed(self.resources):
@@ -150,7 +158,7 @@ def _open_local(path: str, zero_copy: bool = False) -> _Opened:
         regular = stat.S_ISREG(info.st_mode)
         if zero_copy and regular:
             mapped = MappedFile(file, info.st_size)
-            return _Opened(Source(path=path, buffer=mapped.view), [file, mapped], path)
+            return _Opened(Source(path=path, buffer=mapped.view), [file, mapped], path, info)
         if zero_copy:
             raise UnsupportedOperationError(
                 f"zero_copy=True maps the file into memory, and {path} is not a regular file"
@@ -161,7 +169,7 @@ def _open_local(path: str, zero_copy: bool = False) -> _Opened:
     except BaseException:
         file.close()
         raise
-    return _Opened(source, [file], path)
+    return _Opened(source, [file], path, info)
 
 
 def _open_url(url: str) -> _Opened:
@@ -706,13 +714,44 @@ def _manifest_format(
     return manifest.format, manifest.compression
 
 
+def _unchanged(shard: Shard, opened: _Opened) -> bool:
+    """Whether an opened shard still has the fingerprint its manifest recorded (its size is checked apart).
+
+    ``False`` also when the manifest records none (an earlier version's, a TFDS directory's) or the shard
+    is remote: only a shard known to be unchanged is read by its manifest's index without a header walk.
+    """
+    fingerprint = shard.fingerprint
+    return fingerprint is not None and opened.info is not None and fingerprint.matches(opened.info)
+
+
 class _ShardIndex:
-    """The sidecar index a manifest recorded for a shard: trusted when its checksum still matches."""
+    """The sidecar index a manifest recorded for a shard.
+
+    It is used as the offset table without walking the record headers only while the shard has the
+    fingerprint the manifest recorded (:func:`_unchanged`) and the index its recorded checksum. A shard
+    whose fingerprint differs gets no index here: its headers are walked, and :class:`_ShardCheck` compares
+    what they say with the manifest.
+    """
 
     def __init__(self, path: str, shard: Shard) -> None:
         self.path, self.shard = path, shard
 
+    def recorded_path(self) -> str | None:
+        """The index file the manifest records, if it exists and still has the recorded checksum."""
+        recorded = self.shard.index
+        if recorded is None or _is_url(self.path):
+            return None
+        index_path = os.path.join(os.path.dirname(self.path), os.path.basename(recorded.path))
+        try:
+            with builtins.open(index_path, "rb") as file:
+                digest = sha256_of(file)[1]
+        except FileNotFoundError:
+            return None
+        return index_path if digest == recorded.sha256 else None
+
     def loader(self, opened: _Opened) -> Callable[[], array[int]] | None:
+        if not _unchanged(self.shard, opened):
+            return None  # the headers are walked: _ShardCheck compares them with the manifest
         recorded = self.shard.index
         if recorded is None or _is_url(self.path):
             return None
@@ -725,9 +764,7 @@ class _ShardIndex:
         def load() -> array[int]:
             return load_index(index_path, size=size, path=self.path)
 
-        with builtins.open(index_path, "rb") as file:
-            digest = sha256_of(file)[1]
-        if digest != recorded.sha256:
+        if self.recorded_path() is None:
             return load  # changed since the manifest was written: checked against the headers
         return VerifiedOffsets(self._counted(load))
 
@@ -743,6 +780,68 @@ class _ShardIndex:
             return table
 
         return checked
+
+
+class _ShardCheck:
+    """A shard that may differ from its manifest entry although its size is the same.
+
+    Its fingerprint differs from the one the manifest recorded (it was rewritten, replaced, or copied
+    elsewhere), or the manifest records none. Before its first random access its record headers are
+    walked, and the offsets they give are compared with the manifest's count and, when the index file the
+    manifest records is still the same, with that index: any difference is a
+    :class:`~recordkit.errors.ManifestError`, never a record read from where the file holds none.
+
+    Attributes
+    ----------
+    changed
+        A fingerprint is recorded and the file no longer has it: ``len()`` walks the headers too.
+    """
+
+    def __init__(
+        self, path: str, shard: Shard, number: int, listing: str | None, changed: bool
+    ) -> None:
+        self.path, self.shard, self.number, self.listing = path, shard, number, listing
+        self.changed = changed
+
+    def compare(self, frames: FrameReader) -> None:
+        """Compare the walked headers of ``frames`` (whose count already matched) with the manifest's index.
+
+        Raises
+        ------
+        ManifestError
+            The recorded index puts a record anywhere else than the headers do.
+        """
+        recorded = self.shard.index
+        index_path = _ShardIndex(self.path, self.shard).recorded_path()
+        if (
+            recorded is None
+            or index_path is None
+            or not isinstance(frames, SequentialFrameReader)
+            or frames.source.size is None
+        ):
+            return
+        lister, remedy = _changed_shard(self.listing)
+        table = frames.offsets
+        try:
+            loaded = load_index(index_path, size=frames.source.size, path=self.path)
+        except StaleIndexError as exc:
+            raise ManifestError(
+                f"the index {recorded.path} that {lister} records for the shard does not describe it "
+                f"({exc.reason}): {remedy}",
+                path=self.path,
+                shard=self.number,
+            ) from None
+        if table == loaded:
+            return
+        first = next(i for i, (a, b) in enumerate(zip(table, loaded, strict=False)) if a != b)
+        record = max(first - 1, 0)
+        raise ManifestError(
+            f"the shard's record headers put record {record} at bytes {table[record]}-"
+            f"{table[record + 1]}, but the index {recorded.path} that {lister} records says bytes "
+            f"{loaded[record]}-{loaded[record + 1]}: {remedy}",
+            path=self.path,
+            shard=self.number,
+        )
 
 
 def open_shard(
@@ -1046,6 +1145,7 @@ class RecordReader(_RecordFile):
         reopen: _Reopen | None = None,
         counts: Sequence[int] | None = None,
         order: ReadOrder | None = None,
+        checks: Mapping[int, _ShardCheck] | None = None,
     ) -> None:
         super().__init__(path=path, format=format, compression=compression)
         # A TFDS split's records come in TFDS's interleaved order, not file after file (needs counts).
@@ -1057,6 +1157,9 @@ class RecordReader(_RecordFile):
         self._counts = None if counts is None else list(counts)
         self._starts = None if counts is None else list(itertools.accumulate(counts, initial=0))
         self._counted: set[int] = set()
+        # The shards that may have changed since the manifest was written (their fingerprint differs):
+        # walked and compared with the manifest before their first random access.
+        self._checks = {} if checks is None else dict(checks)
         self._reopen = reopen
         # The first part that can only be read in order (it raises the error random access gets).
         self._sequential = next((f for f in self._frames if not f.random_access), None)
@@ -1165,12 +1268,20 @@ class RecordReader(_RecordFile):
         return shard_count_error(path, part, found, self._counts[part], listing)
 
     def _check_count(self, part: int) -> None:
-        """Before the first random access to a part with a known count: the file must hold that many."""
+        """Before the first random access to a part with a known count: the file must hold that many.
+
+        A shard that may have changed since its manifest was written (:class:`_ShardCheck`) has its record
+        headers walked here, and they must also agree with the manifest's index.
+        """
         if self._counts is None or part in self._counted:
             return
-        found = len(self._frames[part])
+        frames = self._frames[part]
+        found = len(frames)
         if found != self._counts[part]:
             raise self._count_mismatch(part, found)
+        check = self._checks.pop(part, None)
+        if check is not None:
+            check.compare(frames)
         self._counted.add(part)
 
     def _part_starts(self) -> list[int]:
@@ -1185,8 +1296,17 @@ class RecordReader(_RecordFile):
         """Return the number of records.
 
         It comes from the dataset manifest when there is one; otherwise TFRecord and OFRecord files are
-        counted by a header-only scan on first use.
+        counted by a header-only scan on first use. A dataset's uncompressed shard whose fingerprint
+        differs from the one its manifest recorded is counted by that scan too, and a count that differs
+        from the manifest's raises :class:`~recordkit.errors.ManifestError`.
         """
+        for part, check in list(self._checks.items()):
+            if check.changed:
+                self._check_count(part)
+        return self._length()
+
+    def _length(self) -> int:
+        """The number of records, from the manifest's counts when there are (shards are not walked)."""
         self._check_open()
         if self._sequential is not None and self._starts is None:
             raise self._sequential.unsupported("len()", length=True)
@@ -1228,9 +1348,9 @@ class RecordReader(_RecordFile):
         """Return record ``key`` or, for a slice, a list of records."""
         if isinstance(key, slice):
             self._check_random_access("slicing (reader[a:b])")
-            return self.read(range(*key.indices(len(self))))
+            return self.read(range(*key.indices(self._length())))
         self._check_random_access("indexing (reader[i])")
-        frames, local = self._locate(self._normalize(key, len(self)))
+        frames, local = self._locate(self._normalize(key, self._length()))
         if self._views is not None:
             return self._views.add(frames.read_at(local))  # type: ignore[no-any-return]
         return frames.read_at(local)
@@ -1248,7 +1368,7 @@ class RecordReader(_RecordFile):
 
     def _read(self, indices: Iterable[int]) -> list[bytes]:
         self._check_random_access("read(indices)")
-        total = len(self)
+        total = self._length()
         wanted = indices if type(indices) is list else list(indices)
         if wanted and (min(wanted) < 0 or max(wanted) >= total or type(wanted[0]) is not int):
             wanted = [self._normalize(i, total) for i in wanted]
@@ -1453,6 +1573,7 @@ def _open_reader(
 def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -> RecordReader:
     parts: list[tuple[FrameReader, _Opened]] = []
     formats: list[tuple[str, str]] = []
+    checks: dict[int, _ShardCheck] = {}
     try:
         for i, file in enumerate(spec.files):
             options: dict[str, Any] = {
@@ -1470,6 +1591,9 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
                 frames, opened, fmt, comp = _open_shard(
                     file, shard, i, index=index, listing=spec.listing, **options
                 )
+                if frames.random_access and not _unchanged(shard, opened):
+                    changed = shard.fingerprint is not None and opened.info is not None
+                    checks[i] = _ShardCheck(file, shard, i, spec.listing, changed)
             parts.append((frames, opened))
             formats.append((fmt.name, comp))
         if len(set(formats)) > 1:
@@ -1491,6 +1615,7 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
         reopen=spec,
         counts=counts,
         order=spec.order,
+        checks=checks,
     )
 
 

@@ -25,6 +25,7 @@ from recordkit.errors import ManifestError
 __all__ = [
     "MANIFEST_NAME",
     "MANIFEST_VERSION",
+    "Fingerprint",
     "IndexFile",
     "Manifest",
     "Shard",
@@ -66,6 +67,37 @@ class IndexFile:
 
 
 @dataclasses.dataclass(frozen=True)
+class Fingerprint:
+    """What a shard file's metadata said when the manifest described it: a cheap test that it is unchanged.
+
+    A reader compares it (with the shard's size) to the file's ``stat()`` when it opens the shard. While
+    they match, the manifest's record count and sidecar index are used as they are; when they differ (the
+    file was rewritten, replaced, or copied to another place), or the manifest records none, the reader
+    walks the shard's record headers before its first random access and raises
+    :class:`~recordkit.errors.ManifestError` if they disagree with the manifest.
+
+    Attributes
+    ----------
+    mtime_ns
+        The file's modification time (``st_mtime_ns``).
+    inode
+        The file's inode number (``st_ino``): a file put in the shard's place by a rename has another.
+    """
+
+    mtime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, info: os.stat_result) -> Fingerprint:
+        """Return the fingerprint of a file from its ``os.stat()`` result."""
+        return cls(mtime_ns=info.st_mtime_ns, inode=info.st_ino)
+
+    def matches(self, info: os.stat_result) -> bool:
+        """Whether a file's ``os.stat()`` result has this fingerprint."""
+        return (self.mtime_ns, self.inode) == (info.st_mtime_ns, info.st_ino)
+
+
+@dataclasses.dataclass(frozen=True)
 class Shard:
     """One shard of a dataset.
 
@@ -84,6 +116,9 @@ class Shard:
         The split it belongs to (``"train"``, ``"test"``, ...), or ``None``.
     index
         Its sidecar index, or ``None``.
+    fingerprint
+        The file's modification time and inode when the manifest described it (:class:`Fingerprint`), or
+        ``None`` (a manifest of an earlier version, a remote shard, a TFDS directory).
     """
 
     path: str
@@ -92,6 +127,7 @@ class Shard:
     sha256: str | None = None
     split: str | None = None
     index: IndexFile | None = None
+    fingerprint: Fingerprint | None = None
 
     def relocated(self, prefix: str) -> Shard:
         """Return this shard with ``prefix/`` put before its paths (for a manifest one directory up)."""
@@ -346,6 +382,11 @@ def _shard_json(shard: Shard) -> dict[str, Any]:
         entry["split"] = shard.split
     if shard.index is not None:
         entry["index"] = {"path": shard.index.path, "sha256": shard.index.sha256}
+    if shard.fingerprint is not None:
+        entry["fingerprint"] = {
+            "mtime_ns": shard.fingerprint.mtime_ns,
+            "inode": shard.fingerprint.inode,
+        }
     return entry
 
 
@@ -445,6 +486,14 @@ def _parse_shard(entry: Any, path: str | None, i: int) -> Shard:
             path=index_fields.relative_path("path"),
             sha256=index_fields.digest("sha256", required=True) or "",
         )
+    fingerprint = None
+    fingerprint_json = fields.get("fingerprint", dict, required=False)
+    if fingerprint_json is not None:
+        fingerprint_fields = _Fields(fingerprint_json, f"the fingerprint of shard {i}", path, i)
+        fingerprint = Fingerprint(
+            mtime_ns=fingerprint_fields.get("mtime_ns", int),
+            inode=fingerprint_fields.count("inode"),
+        )
     return Shard(
         path=fields.relative_path("path"),
         records=fields.count("records"),
@@ -452,4 +501,5 @@ def _parse_shard(entry: Any, path: str | None, i: int) -> Shard:
         sha256=fields.digest("sha256", required=False),
         split=fields.get("split", str, required=False),
         index=index,
+        fingerprint=fingerprint,
     )

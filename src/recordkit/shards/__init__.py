@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from recordkit.formats.manifest import (
     MANIFEST_NAME,
+    Fingerprint,
     IndexFile,
     Manifest,
     Shard,
@@ -41,6 +42,7 @@ from recordkit.shards.tasks import (
 from recordkit.shards.writer import ShardWriter
 
 __all__ = [
+    "Fingerprint",
     "IndexFile",
     "MANIFEST_NAME",
     "Manifest",

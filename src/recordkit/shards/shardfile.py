@@ -19,7 +19,14 @@ from typing import Any
 
 from recordkit._atomic import write_atomically
 from recordkit._index import default_index_path, find_index, format_index
-from recordkit.formats.manifest import IndexFile, Manifest, Shard, load_manifest, sha256_of
+from recordkit.formats.manifest import (
+    Fingerprint,
+    IndexFile,
+    Manifest,
+    Shard,
+    load_manifest,
+    sha256_of,
+)
 from recordkit.io import _fsspec, _is_url, _load_remote_manifest, _open_writer, scan_offsets
 from recordkit.io import open as open_records
 
@@ -272,6 +279,7 @@ class OpenShard:
             sha256=self._facts["sha256"],
             split=self._split,
             index=index_entry,
+            fingerprint=_fingerprint(self.path),
         )
 
     def abort(self) -> None:
@@ -354,6 +362,8 @@ def describe_shard(
         if it describes the file exactly.
     """
     path = os.fspath(path)
+    # Taken before the file is read: a change while it is read then leaves a fingerprint that differs.
+    fingerprint = _fingerprint(path)
     with open_records(path, format=format, compression=compression, index=False) as reader:
         count = sum(1 for _ in reader)
         found_format, found_compression = reader.format, reader.compression
@@ -366,8 +376,14 @@ def describe_shard(
         sha256=sha256,
         split=split,
         index=index_entry,
+        fingerprint=fingerprint,
     )
     return shard, found_format, found_compression
+
+
+def _fingerprint(path: str) -> Fingerprint | None:
+    """The fingerprint of a local shard file for its manifest entry (``None`` for a URL)."""
+    return None if _is_url(path) else Fingerprint.of(os.stat(path))
 
 
 def _size(path: str) -> int:
