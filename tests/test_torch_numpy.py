@@ -201,3 +201,49 @@ def test_arrays_of_different_shapes_are_not_stacked(tmp_path):
     assert type(lengths) is np.ndarray
     assert lengths.dtype == np.int64
     assert records == [b"0:0", b"0:1", b"0:2"]
+
+
+def parse_columns(indices: list[int], data: list[bytes]) -> dict[str, np.ndarray]:
+    """A MapDataset process returning the batch as columns, as parse_examples gives them."""
+    return rk.parse_examples(data, SPEC)
+
+
+@pytest.mark.parametrize("to", ["numpy", "torch"])
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_map_dataset_process_may_return_a_dict_of_columns(examples, to, num_workers):
+    ds = MapDataset(examples, process=parse_columns)
+    context = "fork" if num_workers else None
+    loader = dataloader(
+        ds,
+        batch_size=4,
+        to=to,
+        shuffle=True,
+        seed=1,
+        num_workers=num_workers,
+        multiprocessing_context=context,
+    )
+    batches = list(loader)
+    kind = np.ndarray if to == "numpy" else torch.Tensor
+    assert [len(batch["label"]) for batch in batches] == [4] * 5 + [3]
+    for batch in batches:
+        assert set(batch) == {"x", "label"}
+        assert isinstance(batch["x"], kind)
+        assert isinstance(batch["label"], kind)
+        x, label = np.asarray(batch["x"]), np.asarray(batch["label"])
+        assert x.dtype == np.float32
+        assert label.dtype == np.int64
+        np.testing.assert_array_equal(x, label[:, None] * [1, 2, 3])
+    assert sorted(labels_of(batches)) == list(range(23))
+    # One index gives that record's entries.
+    item = ds[10]
+    assert int(item["label"]) == 10
+    np.testing.assert_array_equal(item["x"], [10, 20, 30])
+
+
+def test_map_dataset_columns_of_the_wrong_length_are_refused(examples):
+    ds = MapDataset(examples, process=lambda indices, data: {"label": [0]})
+    with pytest.raises(ValueError, match="column 'label' has 1 entries for 3 indexes"):
+        ds[[0, 1, 2]]
+    ds = MapDataset(examples, process=lambda indices, data: {"label": 7})
+    with pytest.raises(ValueError, match="column 'label' has no length for 2 indexes"):
+        ds[[0, 1]]

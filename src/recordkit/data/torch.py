@@ -18,6 +18,7 @@ used: both the ``fork`` and the ``spawn`` start methods work.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import multiprocessing.context
 import os
@@ -423,8 +424,11 @@ class MapDataset(torch_data.Dataset[Any]):
 
     ``dataset[[3, 6, 0]]`` reads the three records (one coalesced ``read`` per file) and returns
     ``self.process([3, 6, 0], [b"...", b"...", b"..."])``. Override :meth:`process` in a subclass or pass
-    ``process=``; by default the raw ``bytes`` are returned. An ``int`` index returns a single processed
-    record. Use it with :func:`dataloader`, which samples batches of indexes.
+    ``process=``; by default the raw ``bytes`` are returned. ``process`` returns the batch either as a
+    list of samples, one per index, or as a dict of columns, each holding one entry per index (what
+    :func:`recordkit.parse_examples` returns). An ``int`` index returns a single processed record (for
+    columns: a dict of that record's entries). Use it with :func:`dataloader`, which samples batches of
+    indexes.
 
     Parameters
     ----------
@@ -436,7 +440,8 @@ class MapDataset(torch_data.Dataset[Any]):
     format
         The format of every file, if the suffixes do not tell.
     process
-        ``process(indices, data) -> list`` used when the subclass does not override :meth:`process`.
+        ``process(indices, data)`` used when the subclass does not override :meth:`process`: it returns
+        a list of samples (one per index) or a dict of equal-length columns.
     split
         A dataset directory's split (``"train"``); required when it has several.
 
@@ -500,15 +505,27 @@ class MapDataset(torch_data.Dataset[Any]):
     def __getitem__(self, index: int | Sequence[int]) -> Any:
         try:
             if isinstance(index, (int, np.integer)):
-                return self.process([int(index)], self.read([int(index)]))[0]
-            indices = [int(i) for i in index]
-            return self.process(indices, self.read(indices))
+                batch = self._batch([int(index)])
+                if isinstance(batch, Mapping):
+                    return {key: column[0] for key, column in batch.items()}
+                return batch[0]
+            return self._batch([int(i) for i in index])
         except RecordKitError as err:
             _mark_in_worker(err)
             raise
 
+    def _batch(self, indices: list[int]) -> Any:
+        batch = self.process(indices, self.read(indices))
+        if isinstance(batch, Mapping):
+            _check_columns(batch, len(indices))
+        return batch
+
     def process(self, indices: list[int], data: list[bytes]) -> Any:
-        """Turn the raw records of a batch into samples (by default: the records themselves)."""
+        """Turn the raw records of a batch into samples (by default: the records themselves).
+
+        Return a list of samples, one per index, or a dict of columns with one entry per index (as
+        :func:`recordkit.parse_examples` returns).
+        """
         if self._process is not None:
             return self._process(indices, data)
         return data
@@ -565,6 +582,33 @@ class MapDataset(torch_data.Dataset[Any]):
         state = self.__dict__.copy()
         state["_pool"] = None  # readers never travel to another process
         return state
+
+
+def _check_columns(batch: Mapping[Any, Any], size: int) -> None:
+    """Check that a dict returned by ``process`` holds one entry per index in each column."""
+    for key, column in batch.items():
+        try:
+            length = len(column)
+        except TypeError:
+            length = None
+        if length != size:
+            has = "no length" if length is None else f"{length} entries"
+            raise ValueError(
+                f"MapDataset.process returned a dict whose column {key!r} has {has} for {size} "
+                "indexes: a dict must hold one entry per index in each column (as "
+                "recordkit.parse_examples returns), or return a list of samples"
+            )
+
+
+def _collate_batch(collate: Callable[[Any], Any], convert: bool, batch: Any) -> Any:
+    """Collate what a ``MapDataset`` returned for a batch of indexes, for :func:`dataloader`.
+
+    A list of samples goes to ``collate``; a dict of columns is a batch already and is handed on, its
+    numpy arrays turned into tensors when ``convert`` (``to="torch"``).
+    """
+    if isinstance(batch, Mapping):
+        return _convert(batch) if convert else dict(batch)
+    return collate(batch)
 
 
 class _IndexBatches(torch_data.Sampler[list[int]]):
@@ -959,10 +1003,12 @@ def dataloader(
         world_size=w,
         equal_shards=equal_shards,
     )
+    # A dict of columns from process() is a batch already; a list of samples is collated.
+    collate = collate_fn or functools.partial(_collate_batch, default_collate, to == "torch")
     loader = torch_data.DataLoader(
         dataset,
         sampler=batches,
-        collate_fn=collate_fn or default_collate,
+        collate_fn=collate,
         persistent_workers=persistent_workers and num_workers > 0,
         **options,
     )
