@@ -598,8 +598,11 @@ def test_coming_from_page_recordkit_code_runs(tmp_path):
 
     if not hasattr(recordkit, "Image"):
         pytest.skip("the page decodes images with recordkit.Image")
-    blocks = [code for caption, code in _coming_from_blocks() if caption == "recordkit"]
-    _run_script("\n".join(blocks), tmp_path)
+    setup, *blocks = [code for caption, code in _coming_from_blocks() if caption == "recordkit"]
+    # Each block is copied on its own: it runs alone, after the block that writes the files it reads.
+    _run_script(setup, tmp_path)
+    for code in blocks:
+        _run_script(code, tmp_path)
 
 
 @pytest.mark.interop
@@ -611,5 +614,7 @@ def test_coming_from_page_peer_code_runs(library, tmp_path):
     if missing:
         pytest.skip(f"needs {', '.join(missing)}")
     blocks = _coming_from_blocks()
-    code = [blocks[0][1], *(code for caption, code in blocks if caption == library)]
-    _run_script("\n".join(code), tmp_path)
+    # Each block is copied on its own: it runs alone, after the block that writes the files it reads.
+    _run_script(blocks[0][1], tmp_path)
+    for code in (code for caption, code in blocks if caption == library):
+        _run_script(code, tmp_path)
