@@ -443,3 +443,12 @@ def test_writing_without_n_copies_in_user_space_when_the_kernel_cannot(tmp_path,
     assert buffer.getvalue() == kernel
     with rk.open(tmp_path / "user.ffr") as reader:
         assert list(reader) == samples
+
+
+def test_the_legacy_format_warning_points_at_the_line_of_the_user(golden_dir):
+    legacy = golden_dir / "ffrecord" / "legacy_zero_meta_crc.ffr"
+    with pytest.warns(LegacyFormatWarning, match="legacy_zero_meta_crc.ffr") as caught:
+        rk.open(legacy).close()
+    with pytest.warns(LegacyFormatWarning) as also:
+        assert len(rk.open(legacy)) == 1
+    assert {warning.filename for warning in [*caught, *also]} == {__file__}

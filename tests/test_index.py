@@ -338,3 +338,32 @@ def test_load_index_itself_still_raises_for_a_stale_index(tmp_path):
     size = (tmp_path / "a.tfrecord").stat().st_size
     with pytest.raises(StaleIndexError, match="covers 21 bytes"):
         load_index(tmp_path / "a.tfrecord.idx", size=size, path=os.fspath(tmp_path / "a.tfrecord"))
+
+
+def _stale(tmp_path):
+    """A file rewritten by another program after its index was written: the index no longer fits."""
+    path = tmp_path / "stale.tfrecord"
+    _write(path, [b"old %d" % i * 30 for i in range(6)])
+    write_index(path)
+    path.write_bytes(b"".join(frame(b"new %d" % i) for i in range(3)))
+    return path
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        lambda path: len(rk.open(path)),
+        lambda path: rk.open(path)[2],
+        lambda path: rk.open(path).read([2, 0]),
+        lambda path: list(rk.open(path)),
+        lambda path: list(rk.data.Dataset(path)),
+    ],
+    ids=["len", "index", "read", "iterate", "Dataset"],
+)
+def test_a_stale_index_warning_points_at_the_line_of_the_user(tmp_path, how):
+    import recordkit.data  # noqa: F401  (rk.data in the lambda)
+
+    path = _stale(tmp_path)
+    with pytest.warns(StaleIndexWarning, match=re.escape(os.fspath(path))) as caught:
+        how(path)
+    assert {warning.filename for warning in caught} == {__file__}

@@ -750,3 +750,35 @@ def test_convert_into_a_dataset_directory_needs_force(
     assert result.code != 0
     assert "_recordkit_manifest.json exists; pass --force" in result.err
     assert len(rk.open(directory)) == 10
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["new/deeper/p-{shard}-of-{num_shards}.tfrecord", "new/{shard:03d}/p-{num_shards}.tfrecord"],
+)
+@pytest.mark.parametrize("records", [0, 3])
+def test_a_dropped_writer_removes_the_directories_it_made_and_left_empty(
+    tmp_path: Path, pattern: str, records: int
+) -> None:
+    writer = rk.ShardWriter(str(tmp_path / pattern), max_records=2)
+    writer.write_many([b"x"] * records)
+    assert (tmp_path / "new").is_dir()
+    with pytest.warns(ResourceWarning) as caught:
+        del writer  # no reference cycle: the finalizer runs here
+    assert any(str(tmp_path / pattern) in str(warning.message) for warning in caught)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_aborted_writer_keeps_directories_that_hold_files(tmp_path: Path) -> None:
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "mine.txt").write_text("kept")
+    writer = rk.ShardWriter(str(tmp_path / "old" / "new" / "p-{shard}.tfrecord"), max_records=1)
+    writer.write_many([b"a", b"b"])  # one shard finished under its name, one being written
+    writer.abort()
+    assert sorted(p.name for p in (tmp_path / "old" / "new").iterdir()) == [
+        ".p-0.tfrecord.idx",
+        "p-0.tfrecord",
+    ]
+    empty = rk.ShardWriter(str(tmp_path / "old" / "other" / "p-{shard}.tfrecord"))
+    empty.abort()
+    assert sorted(p.name for p in (tmp_path / "old").iterdir()) == ["mine.txt", "new"]

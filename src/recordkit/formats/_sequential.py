@@ -21,6 +21,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from functools import partial
 from typing import Any, ClassVar
 
+from recordkit._caller import user_stacklevel
 from recordkit.errors import StaleIndexError, StaleIndexWarning
 from recordkit.formats.base import (
     READ_CHUNK,
@@ -290,7 +291,7 @@ class SequentialFrameReader(IndexedFrameReader):
         warnings.warn(
             f"{problem}. The index was ignored: the records were found by scanning the file's headers",
             StaleIndexWarning,
-            stacklevel=4,
+            stacklevel=user_stacklevel(),
         )
         return table
 

@@ -42,6 +42,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any, ClassVar
 
+from recordkit._caller import user_stacklevel
 from recordkit.errors import ChecksumError, HeaderError, LegacyFormatWarning
 from recordkit.formats import _crc
 from recordkit.formats.base import (
@@ -158,7 +159,7 @@ class FFRecordReader(IndexedFrameReader):
                 f"{self.path or 'this FFRecord file'} has no header checksum (written by an old ffrecord "
                 "version); its header cannot be verified. Rewrite it with recordkit to add one.",
                 LegacyFormatWarning,
-                stacklevel=4,
+                stacklevel=user_stacklevel(),
             )
 
     def _header_error(

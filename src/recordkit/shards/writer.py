@@ -134,8 +134,10 @@ class ShardWriter(Closing):
         fmt, comp = _resolve_format(None, self._name(0, 1), format, compression)
         self._format = (fmt.name, comp or "")
         self._directory = _static_parent(self._pattern)
+        # The directories this writer made: a writer dropped or aborted removes those it left empty.
+        self._created: list[str] = []
         if not _is_url(self._directory):
-            os.makedirs(self._directory, exist_ok=True)
+            self._created += _make_directories(self._directory)
         self._manifest_path = _manifest_target(manifest, self._directory)
         self._root = (
             parent_directory(self._manifest_path) if self._manifest_path else self._directory
@@ -143,7 +145,8 @@ class ShardWriter(Closing):
         self._schema, self._metadata = schema, dict(metadata or {})
         self._kept: tuple[Shard, ...] = ()
         self._previous: Manifest | None = None
-        self._current: OpenShard | None = None
+        # The shard being written, held in a box the finalizer shares (see _current).
+        self._box: list[OpenShard] = []
         self._current_bytes = 0
         self._pending: list[tuple[str, Shard]] = []
         self.shards: list[Shard] = []
@@ -151,10 +154,28 @@ class ShardWriter(Closing):
         self._closed = False
         if self._manifest_path:
             self._forget_own_shards()
-        # A writer dropped without close() warns, and removes the shards waiting under hidden names.
+        # A writer dropped without close() warns, and removes the shards waiting under hidden names and
+        # the directories it made that are then empty.
         self._abandoned = weakref.finalize(
-            self, _abandon, self._pending, self._pattern, "num_shards" in self._fields
+            self,
+            _abandon,
+            self._pending,
+            self._pattern,
+            "num_shards" in self._fields,
+            self._created,
+            self._box,
         )
+
+    @property
+    def _current(self) -> OpenShard | None:
+        """The shard being written. It lives in a box shared with the finalizer, not in the writer's own
+        attributes, so that a dropped writer's finalizer can let it go (its temporary file is then
+        removed) before removing the directories the writer made."""
+        return self._box[0] if self._box else None
+
+    @_current.setter
+    def _current(self, shard: OpenShard | None) -> None:
+        self._box[:] = [] if shard is None else [shard]
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -209,7 +230,7 @@ class ShardWriter(Closing):
         final = self._name(number, None)
         path = _pending_name(final) if "num_shards" in self._fields else final
         if not _is_url(path):
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            self._created += _make_directories(os.path.dirname(path) or ".")
         return OpenShard(path, root=self._root, **self._options)
 
     def _name(self, number: int, total: int | None) -> str:
@@ -248,7 +269,8 @@ class ShardWriter(Closing):
     def abort(self) -> None:
         """Stop writing: discard the shard being written and the shards waiting for a final name.
 
-        Shards already under their final names stay, but no manifest names them. Idempotent.
+        Shards already under their final names stay, but no manifest names them; directories the writer
+        created and left empty are removed. Idempotent.
         """
         self._closed = True
         self._abandoned.detach()
@@ -256,6 +278,7 @@ class ShardWriter(Closing):
             self._current.abort()
             self._current = None
         self._discard_pending()
+        _remove_empty(self._created)
 
     def _leave(self, *, failed: bool) -> None:
         if failed:
@@ -379,9 +402,17 @@ def _move(source: str, target: str) -> None:
         os.replace(source, target)
 
 
-def _abandon(pending: list[tuple[str, Shard]], pattern: str, hidden: bool) -> None:
+def _abandon(
+    pending: list[tuple[str, Shard]],
+    pattern: str,
+    hidden: bool,
+    created: list[str],
+    current: list[OpenShard],
+) -> None:
+    current.clear()  # the last reference: the shard being written discards its temporary file now
     if hidden:
         _discard_files(pending)
+    _remove_empty(created)
     left = (
         "" if hidden or not pending else f"; the {len(pending)} shards it finished stay, unlisted"
     )
@@ -390,6 +421,28 @@ def _abandon(pending: list[tuple[str, Shard]], pattern: str, hidden: bool) -> No
         ResourceWarning,
         stacklevel=2,
     )
+
+
+def _make_directories(directory: str) -> list[str]:
+    """Create ``directory`` and its missing parents; return the ones created, outermost first."""
+    missing = []
+    path = os.path.abspath(directory)
+    while not os.path.isdir(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    os.makedirs(directory, exist_ok=True)
+    return missing[::-1]
+
+
+def _remove_empty(created: list[str]) -> None:
+    """Remove the directories of ``created`` that are empty, innermost first (a writer's own leftovers)."""
+    for directory in sorted(set(created), key=len, reverse=True):
+        with contextlib.suppress(OSError):  # not empty, or already gone
+            os.rmdir(directory)
+    created.clear()
 
 
 def _static_parent(pattern: str) -> str:
