@@ -234,6 +234,7 @@ def test_ci_runs_the_readme_commands_in_fresh_venvs():
     main = lines[: lines.index("deactivate")]
     assert any(line.startswith('pip install -q ".[test,') for line in main)
     assert "python -m pytest -p no:cacheprovider" in main
+    assert "python -m pytest -p no:cacheprovider -m slow" in main  # deselected by default
 
 
 def _shims(folder: Path) -> dict[str, str]:
