@@ -23,7 +23,14 @@ from recordkit.ffrecord import FileReader
 from recordkit.formats.manifest import MANIFEST_NAME
 from recordkit.shards.tasks import plan_reads, read_range
 
-torch_data = pytest.importorskip("recordkit.data.torch")
+
+def _map_dataset(*args: Any, **kwargs: Any) -> Any:
+    """recordkit.data.torch.MapDataset, or a skip where PyTorch is not installed."""
+    pytest.importorskip("torch")
+    from recordkit.data.torch import MapDataset
+
+    return MapDataset(*args, **kwargs)
+
 
 NEW = [b"new-0", b"new-1"]
 OLD = [b"old-0", b"old-1", b"old-2", b"old-3"]
@@ -78,7 +85,7 @@ def _via_pickled_file_reader(source: Any) -> list[bytes]:
 
 
 def _via_map_dataset(source: Any) -> list[bytes]:
-    dataset = torch_data.MapDataset(source)
+    dataset = _map_dataset(source)
     return [bytes(r) for r in dataset[list(range(len(dataset)))]]
 
 
@@ -150,7 +157,7 @@ def _tfds(directory: Path) -> Path:
 
 
 def _via_map_dataset_split(directory: Path, split: str | None) -> list[bytes]:
-    dataset = torch_data.MapDataset(directory, split=split)
+    dataset = _map_dataset(directory, split=split)
     return [bytes(r) for r in dataset[list(range(len(dataset)))]]
 
 
@@ -186,7 +193,7 @@ def test_map_dataset_refuses_a_compressed_dataset(tmp_path):
     with rk.ShardWriter(f"{tmp_path}/part-{{shard}}.tfrecord.gz", max_records=1) as writer:
         writer.write_many([b"a", b"b"])
     with pytest.raises(rk.UnsupportedOperationError, match="sequentially"):
-        torch_data.MapDataset(tmp_path)
+        _map_dataset(tmp_path)
 
 
 def _ofrecords(directory: Path, count: int, tag: str, manifest: bool = True) -> list[bytes]:
