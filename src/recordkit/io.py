@@ -1230,6 +1230,11 @@ class RecordReader(_RecordFile):
         """Every record, each part checked against the count its manifest gives once it is read through."""
         assert self._counts is not None
         for part, (frames, expected) in enumerate(zip(self._frames, self._counts, strict=True)):
+            check = self._checks.get(part)
+            if check is not None and check.changed and frames.random_access:
+                # Rewritten or replaced since its manifest: compared with the manifest before a record
+                # of it is handed out, as random access does, not only counted at its end.
+                self._check_count(part)
             found = 0
             for found, record in enumerate(frames, 1):  # noqa: B007 - found is the count afterwards
                 yield record
