@@ -231,3 +231,21 @@ def test_salvage_option_forms(capsys, tmp_path, golden_dir):
     assert result.code == 2
     assert "--salvage OUT" in result.err
     assert run_cli(capsys, "verify", directory, "--salvage").code == 0  # nothing to repair
+
+
+def test_verify_tags_a_shard_whose_content_changed_as_the_readers_would(capsys, tmp_path):
+    """Same size, count and record boundaries, other bytes: only the SHA-256 tells; the line says how."""
+    directory = _dataset(tmp_path)
+    shard = directory / "part-01.tfrecord"
+    records = list(rk.open(shard))
+    aside = tmp_path / "aside.tfrecord"
+    with rk.open(aside, "w") as writer:
+        writer.write_many(bytes(len(record)) for record in records)
+    os.replace(aside, shard)
+    result = run_cli(capsys, "verify", directory)
+    assert result.code == 1
+    assert (
+        f"{shard}: CORRUPT: its SHA-256 differs from the manifest's: the content changed "
+        "[ManifestError]\n"
+    ) in result.out
+    assert f"{directory}: 3 shards: 2 OK, 1 bad" in result.out

@@ -229,7 +229,8 @@ def _check(directory: str, manifest: Manifest, shard: Shard, checksum: bool) -> 
         return ShardCheck(shard, path, f"{where}{exc.reason} [{type(exc).__name__}]", exc)
     except OSError as exc:
         return ShardCheck(shard, path, f"{exc.strerror or exc} [{type(exc).__name__}]", exc)
-    return ShardCheck(shard, path, problem)
+    # What differs from the manifest without an error being raised is tagged as the readers would raise it.
+    return ShardCheck(shard, path, None if problem is None else f"{problem} [ManifestError]")
 
 
 def _problem(
