@@ -1861,6 +1861,15 @@ def scan_offsets(path: PathLike, *, format: str | None = None) -> array[int]:
     UnsupportedOperationError
         The file is compressed.
     """
+    with _indexable_frames(path, format, "building an index") as frames:
+        return frames.offsets
+
+
+@contextlib.contextmanager
+def _indexable_frames(
+    path: PathLike, format: str | None, what: str
+) -> Iterator[SequentialFrameReader]:
+    """The frames of a local, uncompressed TFRecord or OFRecord file, opened without an index."""
     with _open_reader(
         path, format=format, compression=None, check_crc=True, index=False, lenient=False
     ) as reader:
@@ -1868,8 +1877,8 @@ def scan_offsets(path: PathLike, *, format: str | None = None) -> array[int]:
         if not isinstance(frames, SequentialFrameReader):
             raise TypeError(f"the {reader.format} format has its own index; it needs no sidecar")
         if not frames.random_access:
-            raise frames.unsupported("building an index")
-        return frames.offsets
+            raise frames.unsupported(what)
+        yield frames
 
 
 def index_problem(
@@ -1895,14 +1904,7 @@ def index_problem(
     CorruptRecordError
         The file itself is damaged (its headers cannot be walked).
     """
-    with _open_reader(
-        path, format=format, compression=None, check_crc=True, index=False, lenient=False
-    ) as reader:
-        frames = reader._frames[0]
-        if not isinstance(frames, SequentialFrameReader):
-            raise TypeError(f"the {reader.format} format has its own index; it needs no sidecar")
-        if not frames.random_access:
-            raise frames.unsupported("checking an index")
+    with _indexable_frames(path, format, "checking an index") as frames:
         size = frames.source.size
         assert size is not None  # a random-access source knows its size
         try:
