@@ -1251,11 +1251,11 @@ class RecordReader(_RecordFile):
             records = readers.get(part)
             if records is None:
                 records = readers[part] = iter(self._frames[part])
-            for found in range(start, stop):
-                record = next(records, None)
-                if record is None:
-                    raise self._count_mismatch(part, found)
-                yield record
+            # One turn: a block of a few records, taken at C speed.
+            run = list(itertools.islice(records, stop - start))
+            yield from run
+            if len(run) < stop - start:
+                raise self._count_mismatch(part, start + len(run))
             if stop == counts[part]:
                 rest = sum(1 for _ in readers.pop(part))
                 if rest:
