@@ -23,7 +23,6 @@ import multiprocessing
 import multiprocessing.context
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 import numpy as np
@@ -35,9 +34,10 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
         "recordkit.data.torch needs PyTorch: pip install 'recordkit[torch]' (or install torch yourself)"
     ) from exc
 
-from recordkit.data._dataset import EPOCH_END, Dataset
+from recordkit.data._dataset import Dataset
 from recordkit.data._files import catalog_of
 from recordkit.data._readers import ReaderPool
+from recordkit.data._runs import Resume, Run, plan_runs, run_items
 from recordkit.data._sharding import (
     EqualShards,
     positions_in_files,
@@ -152,32 +152,6 @@ class _EpochClock:
         return None
 
 
-@dataclass(frozen=True)
-class _Resume:
-    """Where a restored iteration continues: the streams of the workers that saved it.
-
-    ``positions`` maps a saved worker to ``(epoch, items delivered in it)``. Each saved worker's stream is
-    finished by the current worker ``saved % num_workers``, with the shard layout it was saved with; later
-    epochs use the current layout.
-    """
-
-    first_epoch: int
-    workers: int
-    positions: dict[int, tuple[int, int]]
-
-
-@dataclass(frozen=True)
-class _Run:
-    """Epochs of one shard read in a row: ``epochs`` of them (``None``: forever) from ``epoch``."""
-
-    slot: int
-    shard: int
-    num_shards: int
-    epoch: int
-    skip: int
-    epochs: int | None
-
-
 def _check_workers(state: Mapping[str, Any]) -> tuple[int, int]:
     """Return ``(worker, num_workers)`` of this process if ``state`` was saved with as many workers.
 
@@ -242,7 +216,7 @@ class RecordIterable(torch_data.IterableDataset[Any]):
             dataset._catalog.describe()
         self._epochs: int | None = dataset._repeat
         self._clock = _EpochClock(dataset.epoch)
-        self._resume: _Resume | None = None
+        self._resume: Resume | None = None
         self._tagged = False
         self._local = (0, 0)  # (process id, iterations started in it)
         self._first = self._epoch = dataset.epoch  # the position in this process, for state_dict
@@ -301,58 +275,26 @@ class RecordIterable(torch_data.IterableDataset[Any]):
             self._key(), num_workers, self._epochs, None if resume is None else resume.first_epoch
         )
         end = None if self._epochs is None else first + self._epochs
-        runs = self._runs(worker, num_workers, first, end, resume)
+        runs = plan_runs(self.rank, self.world_size, worker, num_workers, first, end, resume)
         self._first = first
         self._epoch, self._delivered = (runs[0].epoch, runs[0].skip) if runs else (end or first, 0)
         return self._stream(runs)
 
-    def _runs(
-        self, worker: int, num_workers: int, first: int, end: int | None, resume: _Resume | None
-    ) -> list[_Run]:
-        """What this worker reads in an iteration from ``first`` to ``end``, resumed from ``resume``."""
-        runs = []
-        start = first
-        if resume is not None:
-            for saved in sorted(resume.positions):
-                epoch, skip = resume.positions[saved]
-                start = max(start, epoch + 1)
-                if saved % num_workers != worker or (end is not None and epoch >= end):
-                    continue
-                shard, num_shards = shard_of(self.rank, self.world_size, saved, resume.workers)
-                runs.append(_Run(saved, shard, num_shards, epoch, skip, 1))
-        if end is None or start < end:
-            shard, num_shards = shard_of(self.rank, self.world_size, worker, num_workers)
-            epochs = None if end is None else end - start
-            runs.append(_Run(worker, shard, num_shards, start, 0, epochs))
-        return runs
-
-    def _stream(self, runs: list[_Run]) -> Iterator[Any]:
+    def _stream(self, runs: list[Run]) -> Iterator[Any]:
         try:
             for run in runs:
-                yield from self._run(run)
+                for item in run_items(self.dataset, run, functools.partial(self._started, run)):
+                    self._delivered += 1
+                    yield _Tagged(run.slot, item) if self._tagged else item
         except RecordKitError as err:
             _mark_in_worker(err)
             raise
 
-    def _run(self, run: _Run) -> Iterator[Any]:
-        self._epoch, self._delivered = run.epoch, run.skip
-        forever = run.epochs is None
-        if forever:
-            self._clock.reached(run.epoch)
-        items = self.dataset._items(
-            run.shard, run.num_shards, run.epoch, run.epoch, run.skip, run.epochs
-        )
-        try:
-            for item in items:
-                if item is EPOCH_END:
-                    self._epoch, self._delivered = self._epoch + 1, 0
-                    if forever:
-                        self._clock.reached(self._epoch)
-                    continue
-                self._delivered += 1
-                yield _Tagged(run.slot, item) if self._tagged else item
-        finally:
-            items.close()  # type: ignore[attr-defined]
+    def _started(self, run: Run, epoch: int) -> None:
+        """Note that ``run`` started ``epoch`` (for state_dict, and the clock of endless runs)."""
+        self._epoch, self._delivered = epoch, run.skip if epoch == run.epoch else 0
+        if run.epochs is None:
+            self._clock.reached(epoch)
 
     def _fingerprint(self) -> dict[str, Any]:
         return {
@@ -399,7 +341,7 @@ class RecordIterable(torch_data.IterableDataset[Any]):
                 f"the state was saved by worker {state['worker']}, this is worker {worker}"
             )
         position = (int(state["epoch"]), int(state["delivered"]))
-        self._resume = _Resume(int(state["first_epoch"]), num_workers, {worker: position})
+        self._resume = Resume(int(state["first_epoch"]), num_workers, {worker: position})
 
 
 def torch_dataset(dataset: Dataset) -> RecordIterable:
@@ -751,7 +693,7 @@ class RecordLoader:
         counts = self._counts
         resumed = any(counts) or len(counts) != self._slots()
         iterable._resume = (
-            _Resume(self._epoch, len(counts), {w: (self._epoch, n) for w, n in enumerate(counts)})
+            Resume(self._epoch, len(counts), {w: (self._epoch, n) for w, n in enumerate(counts)})
             if resumed
             else None
         )
