@@ -1226,6 +1226,25 @@ class RecordReader(_RecordFile):
         else:
             yield from itertools.chain.from_iterable(self._frames)
 
+    def _records_from(self, start: int) -> Iterator[bytes]:
+        """Every record from index ``start`` on, read in order (for :mod:`recordkit.data`).
+
+        ``start=0`` is plain iteration, which builds no offset table. A later start of a single
+        random-access file begins reading at that record, after the checks random access makes.
+        """
+        if start <= 0:
+            return iter(self)
+        if self._sequential is not None or self._order is not None or len(self._frames) != 1:
+            return itertools.islice(iter(self), start, None)
+        self._check_open()
+        self._check_count(0)
+        records = self._frames[0].iter_from(start)
+        return self._held(records if self._views is None else self._views.track(records))
+
+    def _held(self, records: Iterator[bytes]) -> Iterator[bytes]:
+        # A generator method, as _records: the iterator keeps the reader (and its files) alive.
+        yield from records
+
     def _counted_records(self) -> Iterator[bytes]:
         """Every record, each part checked against the count its manifest gives once it is read through."""
         assert self._counts is not None

@@ -36,6 +36,10 @@ from recordkit.formats.base import (
 
 __all__ = ["SequentialFrameReader"]
 
+_KNOWN_HEADERS = 4096
+"""How many distinct valid headers :meth:`SequentialFrameReader.scan` remembers (records of equal length
+have equal headers, which are then parsed and checked once)."""
+
 
 class SequentialFrameReader(IndexedFrameReader):
     """A reader of ``header | payload | trailer`` frames, with an offset table for random access.
@@ -119,17 +123,35 @@ class SequentialFrameReader(IndexedFrameReader):
         """Yield the records of a whole file held in ``buffer``."""
         return self.iter_window(buffer, 0, 0, True)
 
-    def iter_windows(self) -> Iterator[bytes]:
+    def iter_from(self, index: int) -> Iterator[bytes]:
+        """Yield the records from record ``index`` on, in file order.
+
+        A random-access file is read in windows from the record's offset (the offset table is built, by
+        a header scan, only for ``index > 0``); a sequential one is read from its start.
+        """
+        if index <= 0 or not self.random_access:
+            return super().iter_from(index)
+        offsets = self.offsets
+        if index >= len(offsets) - 1:
+            return iter(())
+        buffer = self.source.buffer
+        if buffer is not None:
+            start = offsets[index]
+            return self.iter_window(buffer[start:], start, index, True)
+        return self.iter_windows(offsets[index], index)
+
+    def iter_windows(self, start: int = 0, first: int = 0) -> Iterator[bytes]:
         """Yield the records of a random-access source, read in windows of about :data:`WINDOW` bytes.
 
-        A record larger than a window is read in one piece. The source's size is the one seen at
-        opening; a file that has shrunk since raises :class:`~recordkit.errors.TruncatedRecordError`.
+        Reading starts at byte ``start``, where record ``first`` begins. A record larger than a window is
+        read in one piece. The source's size is the one seen at opening; a file that has shrunk since
+        raises :class:`~recordkit.errors.TruncatedRecordError`.
         """
         size = self.source.size
         assert size is not None  # a random-access source always knows its size
         pread = self.source.pread
         iter_window = self.iter_window
-        pos = index = need = 0
+        pos, index, need = start, first, 0
         while pos < size:
             left = size - pos
             # A frame that cannot fit in what is left: read a window only, where the loop reports the cut.
@@ -333,7 +355,11 @@ class SequentialFrameReader(IndexedFrameReader):
         )
 
     def scan(self) -> array[int]:
-        """Build the frame-offset table by reading only the headers (payloads are skipped)."""
+        """Build the frame-offset table by walking the headers (payloads are skipped).
+
+        The file is read in windows of about :data:`WINDOW` bytes and the headers are walked in memory, so
+        small records cost no system call each; a header beyond the window starts the next window there.
+        """
         size = self.source.size
         assert size is not None  # a random-access source always knows its size
         pread = self.source.pread
@@ -343,14 +369,29 @@ class SequentialFrameReader(IndexedFrameReader):
         append = table.append
         pos = 0
         index = 0
+        window: Any = b""
+        base = 0  # the file offset of window[0]
+        want = WINDOW  # after a record larger than a window, only the next header is read
+        known: dict[bytes, int] = {}
         while pos < size:
             if size - pos < header_size:
                 if self.lenient:
                     break
                 raise self.truncated("the file ends inside a record header", index, pos)
-            end = pos + extra + parse(pread(pos, header_size), index, pos)
+            at = pos - base
+            if at + header_size > len(window):
+                window = pread(pos, min(want, size - pos))
+                base, at = pos, 0
+            header = window[at : at + header_size]
+            length = known.get(header) if type(header) is bytes else None
+            if length is None:
+                length = parse(header, index, pos)
+                if type(header) is bytes and len(known) < _KNOWN_HEADERS:
+                    known[header] = length  # a header's length depends on its bytes alone
+            end = pos + extra + length
             if end > size:
                 raise self.truncated("the file ends inside a record", index, pos)
+            want = header_size if end - pos > WINDOW else WINDOW
             append(pos)
             pos = end
             index += 1

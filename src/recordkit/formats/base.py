@@ -35,6 +35,7 @@ Frame writers buffer frames and write them in large chunks; :meth:`FrameWriter.c
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import stat
 import threading
@@ -224,6 +225,9 @@ def as_bytes(data: Any) -> bytes:
 
 WINDOW = 1 << 20
 """How many bytes iteration over a random-access source reads at a time (a larger record: the record)."""
+
+_FROM_CHUNK = 1024
+"""Records read at a time by :meth:`FrameReader.iter_from` on a random-access reader."""
 
 _LOCKED_SOURCES: weakref.WeakSet[Source] = weakref.WeakSet()
 """Sources read with seek + read under a lock, whose locks a forked child must replace."""
@@ -467,6 +471,25 @@ class FrameReader(ABC):
         """Return the records at ``indices`` (each in ``range(len(self))``), in the order asked."""
         read_at = self.read_at
         return [read_at(i) for i in indices]
+
+    def iter_from(self, index: int) -> Iterator[bytes]:
+        """Yield the records from record ``index`` on, in file order (``index=0``: every record).
+
+        A random-access reader starts at the record (reading neighbours together); a sequential one reads
+        and drops the records before it. Formats override it with their sequential reading.
+        """
+        if index <= 0:
+            return iter(self)
+        if not self.random_access:
+            return itertools.islice(iter(self), index, None)
+        return self._read_from(index)
+
+    def _read_from(self, index: int) -> Iterator[bytes]:
+        total = len(self)
+        while index < total:
+            stop = min(total, index + _FROM_CHUNK)
+            yield from self.read_many(range(index, stop))
+            index = stop
 
     def close(self) -> None:  # noqa: B027 - most readers have nothing to release
         """Release memory held by the reader; the source is closed by its owner."""
