@@ -55,6 +55,7 @@ def test_every_case_measures_recordkit_and_reports_each_peer(report):
     }
     for size in ("1k", "100k"):
         expected |= {f"ffrecord-read-{size}", f"ffrecord-write-{size}", f"ffrecord-loader-{size}"}
+        expected.add(f"pipeline-{size}")
     assert expected <= ids
     for case in data["cases"]:
         assert case["title"] in stdout
@@ -74,6 +75,40 @@ def test_every_case_measures_recordkit_and_reports_each_peer(report):
                 assert result["reason"]
         if case["id"] == "torch-epoch" and first["status"] == "ok":
             assert first["records"] == data["settings"]["examples"]
+
+
+def test_pipeline_rows_deliver_every_record_and_loader_rows_their_main_cpu(report):
+    import recordkit.data
+
+    data, stdout = report
+    cases = {case["id"]: case for case in data["cases"]}
+    counts = {"pipeline-1k": data["settings"]["small"], "pipeline-100k": data["settings"]["large"]}
+    loaders = 0
+    for case_id, count in counts.items():
+        for result in cases[case_id]["results"]:
+            if result["contender"].startswith("recordkit.data.loader("):
+                available = hasattr(recordkit.data, "loader")
+                assert (result["status"] == "ok") == available
+                if not available:
+                    assert result["reason"] == "not available"
+            if result["status"] != "ok":
+                continue
+            assert result["records"] == count, result["contender"]
+            if "workers" in result["contender"]:
+                loaders += 1
+                assert len(result["cpu_seconds"]) == 2
+                assert result["main_cpu_us_per_record"] == pytest.approx(
+                    sum(result["cpu_seconds"]) / 2 / count * 1e6  # the median of two samples
+                )
+            else:
+                assert "cpu_seconds" not in result
+    if importlib.util.find_spec("torch") is not None:
+        assert loaders >= 5
+        assert "main CPU µs/rec" in stdout
+    names = {target["target"] for target in data["targets"]}
+    assert "pipeline: Dataset.shuffle(1024) vs the plain loop" in names
+    assert "pipeline: global Dataset.shuffle() vs plain read(permutation)" in names
+    assert any(name.startswith("main CPU per record, 1 KiB: ") for name in names)
 
 
 def test_peers_run_in_their_own_processes(report):
