@@ -101,6 +101,9 @@ NOT_RUN = {
     "python tests/benchmarks/run.py --json report.json": "full benchmark, minutes of machine time",
     "python tests/benchmarks/run.py --only read --only write --repeat 7": "full-size data, minutes",
     "python tests/benchmarks/run.py --full": "ten million records; the smoke test runs --quick",
+    "python tests/benchmarks/run.py --only pipeline --workers 1 2 4": (
+        "full-size data, minutes; the smoke test runs the pipeline cases with --quick"
+    ),
     "python tests/benchmarks/run.py --only ffrecord --only read-tfrecord --workers 1 2 4 8 16 --json "
     "report-16.json": "minutes of a 16-core machine; test_benchmarks_smoke runs run.py with --quick",
     "python tests/benchmarks/floors.py": "a minute of machine time; test_benchmarks_smoke runs it small",
