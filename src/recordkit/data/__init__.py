@@ -13,6 +13,9 @@ is seen exactly once per epoch, shuffled deterministically from a seed, and resu
 
 :func:`mix` samples from several datasets with weights, deterministically and resumably.
 
+:func:`loader` reads a pipeline in worker processes and hands its batches to the training loop through
+shared memory, numpy arrays without a copy, with epochs and a resumable position; it needs no PyTorch.
+
 With PyTorch, :func:`dataloader` builds a ``DataLoader`` that splits the work between its worker processes
 and can save and restore its position. PyTorch is imported only when one of ``torch_dataset``,
 ``dataloader``, ``MapDataset`` or ``RecordLoader`` is first used.
@@ -24,6 +27,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from recordkit.data._dataset import Dataset
+from recordkit.data._loader import Loader, loader
 from recordkit.data._mix import mix
 from recordkit.data._oneflow import OFRecordReader
 from recordkit.data._sources import expand_sources, part_files
@@ -33,11 +37,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Dataset",
+    "Loader",
     "MapDataset",
     "OFRecordReader",
     "RecordLoader",
     "dataloader",
     "expand_sources",
+    "loader",
     "mix",
     "part_files",
     "torch_dataset",

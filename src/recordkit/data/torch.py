@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 import numpy as np
 
 try:
+    import torch
     import torch.utils.data as torch_data
 except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise ImportError(
@@ -36,6 +37,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
 
 from recordkit.data._dataset import Dataset
 from recordkit.data._files import catalog_of
+from recordkit.data._loader import Loader
 from recordkit.data._readers import ReaderPool
 from recordkit.data._runs import Resume, Run, plan_runs, run_items
 from recordkit.data._sharding import (
@@ -769,6 +771,19 @@ def _convert(data: Any) -> Any:
     return torch_data.default_convert(data)  # type: ignore[no-untyped-call]
 
 
+def _base_seed() -> int:
+    """The base seed of an iteration's workers, drawn from torch's generator as ``DataLoader`` draws it."""
+    return int(torch.empty((), dtype=torch.int64).random_().item())
+
+
+def _pinned(convert: Callable[[Any], Any], data: Any) -> Any:
+    """``convert(data)`` with its tensors in pinned memory, where an accelerator is present."""
+    data = convert(data)
+    if not torch.cuda.is_available():
+        return data
+    return torch_data._utils.pin_memory.pin_memory(data)  # type: ignore[no-untyped-call]
+
+
 def _keep(data: Any) -> Any:
     """Hand an item on as it is (numpy output, or what a ``collate_fn`` of the user's returned)."""
     return data
@@ -839,7 +854,7 @@ def dataloader(
     timeout: float = 0,
     worker_init_fn: Callable[[int], None] | None = None,
     persistent_workers: bool = False,
-) -> RecordLoader:
+) -> Loader | RecordLoader:
     """Build a resumable PyTorch ``DataLoader`` over a recordkit dataset.
 
     Parameters
@@ -917,18 +932,17 @@ def dataloader(
             ds = ds.map(collate_fn)
         # As a DataLoader does: numpy in unbatched items becomes tensors, a collate_fn's output does not.
         convert = _convert if to == "torch" and collate_fn is None else _keep
-        iterable = RecordIterable(ds._with(_repeat=1))
-        iterable._tagged = True
-        loader: torch_data.DataLoader[Any] = torch_data.DataLoader(
-            iterable, collate_fn=convert, **options
-        )
-        fingerprint = {
-            **ds._fingerprint(),
-            "rank": iterable.rank,
-            "world_size": iterable.world_size,
-        }
-        return RecordLoader(
-            loader, dataset, epochs=ds._repeat, epoch=ds.epoch, fingerprint=fingerprint
+        if pin_memory:
+            convert = functools.partial(_pinned, convert)
+        return Loader(
+            ds,
+            num_workers=num_workers,
+            prefetch=2 if prefetch_factor is None else prefetch_factor,
+            multiprocessing_context=multiprocessing_context,
+            timeout=timeout,
+            worker_init_fn=worker_init_fn,
+            convert=convert,
+            base_seed=_base_seed,
         )
     if not isinstance(dataset, MapDataset):
         raise TypeError(f"dataloader needs a Dataset or a MapDataset, not {type(dataset).__name__}")

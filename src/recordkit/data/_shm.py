@@ -1,0 +1,271 @@
+"""Handing items from worker processes to the main process through reused shared-memory slots.
+
+Each worker owns a few *slots*: files in a shared-memory directory (``/dev/shm`` where there is one),
+mapped by the worker and by the main process and reused from item to item. A worker pickles an item with
+protocol 5, so that the memory of numpy arrays stays out of the pickle; it writes the pickle and the
+arrays' memory into a free slot and sends the main process a descriptor of a hundred bytes. The main
+process unpickles the item with its arrays *viewing* the slot: it copies nothing, and its work per item
+does not grow with the item's size.
+
+The life of a slot is told by one byte per slot in a control file both sides map:
+
+* ``FREE``: the worker may write it;
+* ``SENT``: written and described to the main process, which has not taken it yet;
+* ``HELD``: taken: arrays of the item it holds may still be in use.
+
+When the last array viewing a slot is garbage collected, the main process sets the slot back to ``FREE``.
+Nothing is ever overwritten while the consumer can still see it. A worker whose slots are all ``SENT``
+waits for the main process to take one; one whose slots are all ``HELD`` (the consumer keeps many items
+alive) makes a new slot, up to a limit, and past it sends the item through the pipe, pickled whole.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+import pickle
+import sys
+import tempfile
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Control", "SlotReader", "SlotWriter", "make_directory"]
+
+FREE, SENT, HELD = 0, 1, 2
+_STOP = 0  # the byte after the slots' bytes: set when the workers must stop
+_ALIGN = 64
+_PAGE = mmap.PAGESIZE
+_INLINE = 32 * 1024
+"""Items whose pickle is smaller than this, without array memory, go through the pipe."""
+_WAIT = 0.0005
+"""Seconds between looks at the slots' bytes while every slot is in flight (doubling up to 8x)."""
+
+
+def make_directory() -> str:
+    """A new private directory for a loader's slots, in shared memory where the system has it."""
+    shm = "/dev/shm"
+    base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+    return tempfile.mkdtemp(prefix="recordkit-loader-", dir=base)
+
+
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+class Control:
+    """The slots' state bytes and the stop byte, in a small file that every process maps.
+
+    Parameters
+    ----------
+    path
+        The control file (made by :meth:`create` in the main process).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        with open(path, "r+b") as file:
+            self._map = mmap.mmap(file.fileno(), 0)
+        self.bytes = np.frombuffer(self._map, dtype=np.uint8)
+
+    @classmethod
+    def create(cls, directory: str, workers: int, slots: int) -> Control:
+        """Make the control file of ``workers`` workers with up to ``slots`` slots each."""
+        path = os.path.join(directory, "control")
+        with open(path, "wb") as file:
+            file.write(bytes(workers * slots + 1))
+        return cls(path)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the main process asked the workers to stop."""
+        return bool(self.bytes[-1])
+
+    def stop(self) -> None:
+        """Ask every worker to stop."""
+        self.bytes[-1] = 1
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Control, (self.path,))
+
+
+def _slot_name(worker: int, slot: int, generation: int) -> str:
+    return f"w{worker}-s{slot}-g{generation}"
+
+
+def _tensor_from_numpy(array: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(array)
+
+
+class _Pickler(pickle.Pickler):
+    """Protocol 5 with out-of-band buffers; CPU tensors travel as the numpy arrays viewing them."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        torch = sys.modules.get("torch")
+        if (
+            torch is not None
+            and type(obj) is torch.Tensor
+            and obj.device.type == "cpu"
+            and not obj.requires_grad
+            and obj.is_contiguous()
+            and obj.dtype != torch.bfloat16  # numpy has no bfloat16
+        ):
+            return (_tensor_from_numpy, (obj.numpy(),))
+        return NotImplemented
+
+
+def _dumps(item: Any, buffers: list[pickle.PickleBuffer]) -> bytes:
+    out = io.BytesIO()
+    _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(item)
+    return out.getvalue()
+
+
+class SlotWriter:
+    """A worker's side: packs items into its slots and describes them.
+
+    Parameters
+    ----------
+    directory, control
+        The loader's slot directory and control file.
+    worker
+        This worker's number.
+    slots
+        The slots this worker may make before it sends items through the pipe instead.
+    """
+
+    def __init__(self, directory: str, control: Control, worker: int, slots: int) -> None:
+        self.directory = directory
+        self.control = control
+        self.worker = worker
+        self._states = control.bytes[worker * slots : (worker + 1) * slots]
+        self._maps: list[mmap.mmap] = []
+        self._names: list[str] = []
+        self._generation = 0
+        self._parent = os.getppid()
+
+    def pack(self, item: Any) -> tuple[Any, ...]:
+        """Write ``item`` into a free slot (or inline) and return its description, for :meth:`SlotReader.unpack`.
+
+        Raises
+        ------
+        InterruptedError
+            The main process asked the workers to stop, or went away, while every slot was in flight.
+        """
+        buffers: list[pickle.PickleBuffer] = []
+        data = _dumps(item, buffers)
+        if not buffers and len(data) < _INLINE:
+            return ("inline", data)
+        raws = [b.raw() for b in buffers]
+        spans = []
+        at = _aligned(len(data))
+        for raw in raws:
+            spans.append((at, raw.nbytes))
+            at = _aligned(at + raw.nbytes)
+        slot = self._acquire(at)
+        if slot is None:
+            return ("inline", pickle.dumps(item, protocol=5))
+        target = self._maps[slot]
+        target[: len(data)] = data
+        for (start, size), raw in zip(spans, raws, strict=True):
+            target[start : start + size] = raw.cast("B")
+        self._states[slot] = SENT
+        return ("slot", slot, self._names[slot], len(target), len(data), spans)
+
+    def _acquire(self, size: int) -> int | None:
+        """A free slot of at least ``size`` bytes (made or grown if needed), or ``None``: all are held."""
+        wait = _WAIT
+        while True:
+            states = self._states
+            free = [i for i in range(len(self._maps)) if states[i] == FREE]
+            for i in free:
+                if len(self._maps[i]) >= size:
+                    return i
+            if free:
+                self._make(free[0], size)
+                return free[0]
+            if len(self._maps) < len(states):
+                self._make(len(self._maps), size)
+                return len(self._maps) - 1
+            if not any(states[i] == SENT for i in range(len(self._maps))):
+                return None
+            if self.control.stopped or os.getppid() != self._parent:
+                raise InterruptedError("the loader stopped")
+            time.sleep(wait)
+            wait = min(wait * 2, 8 * _WAIT)
+
+    def _make(self, slot: int, size: int) -> None:
+        """Make slot ``slot`` anew with room for ``size`` bytes (and some to spare)."""
+        size = max(_PAGE, -(-(size + size // 4) // _PAGE) * _PAGE)
+        self._generation += 1
+        name = _slot_name(self.worker, slot, self._generation)
+        path = os.path.join(self.directory, name)
+        with open(path, "w+b") as file:
+            file.truncate(size)
+            mapped = mmap.mmap(file.fileno(), size)
+        if slot < len(self._maps):
+            old = os.path.join(self.directory, self._names[slot])
+            self._maps[slot].close()
+            self._maps[slot], self._names[slot] = mapped, name
+            os.unlink(old)
+        else:
+            self._maps.append(mapped)
+            self._names.append(name)
+
+    def close(self) -> None:
+        """Unmap this worker's slots (the main process removes the files)."""
+        for mapped in self._maps:
+            mapped.close()
+        self._maps = []
+
+
+def _release(states: np.ndarray, slot: int) -> None:
+    states[slot] = FREE
+
+
+class SlotReader:
+    """The main process's side: turns a worker's messages back into items viewing its slots.
+
+    Parameters
+    ----------
+    directory, control
+        The loader's slot directory and control file.
+    worker, slots
+        As for :class:`SlotWriter`.
+    """
+
+    def __init__(self, directory: str, control: Control, worker: int, slots: int) -> None:
+        self.directory = directory
+        self._states = control.bytes[worker * slots : (worker + 1) * slots]
+        self._maps: dict[int, tuple[str, mmap.mmap]] = {}
+
+    def unpack(self, description: tuple[Any, ...]) -> Any:
+        """The item :meth:`SlotWriter.pack` described; its arrays view the slot until they are all gone."""
+        kind, *rest = description
+        if kind == "inline":
+            return pickle.loads(rest[0])
+        slot, name, size, length, spans = rest
+        mapped = self._map(slot, name, size)
+        self._states[slot] = HELD
+        base = np.frombuffer(mapped, dtype=np.uint8, count=size)
+        item = pickle.loads(
+            base[:length].data, buffers=[base[start : start + n] for start, n in spans]
+        )
+        finalizer = weakref.finalize(base, _release, self._states, slot)
+        finalizer.atexit = False
+        return item
+
+    def _map(self, slot: int, name: str, size: int) -> mmap.mmap:
+        known = self._maps.get(slot)
+        if known is not None and known[0] == name:
+            return known[1]
+        with open(os.path.join(self.directory, name), "r+b") as file:
+            mapped = mmap.mmap(file.fileno(), size)
+        # A slot made anew replaces the old mapping; the old one is unmapped once nothing views it.
+        self._maps[slot] = (name, mapped)
+        return mapped
+

@@ -1,0 +1,299 @@
+"""Worker processes that each read their share of a pipeline and hand its items to the main process.
+
+A :class:`WorkerPool` starts one process per worker for one iteration. Each runs its runs of the pipeline
+(:mod:`recordkit.data._runs`) and passes every item through its shared-memory slots
+(:mod:`recordkit.data._shm`); the main process takes the items from the workers in turn, as PyTorch's
+``DataLoader`` does, so the order is the same from run to run. The pool works with the ``fork``, ``spawn``
+and ``forkserver`` start methods and does not need PyTorch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import multiprocessing.context
+import pickle
+import random
+import shutil
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import numpy as np
+
+from recordkit.data._runs import Resume, plan_runs, run_items
+from recordkit.data._shm import Control, SlotReader, SlotWriter, make_directory
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    from recordkit.data._dataset import Dataset
+
+__all__ = ["Job", "WorkerPool", "current_worker"]
+
+_POLL = 0.1
+"""Seconds between checks that a worker is still alive while waiting for its next item."""
+_JOIN = 5.0
+"""Seconds a stopping worker is given to exit before it is terminated."""
+
+_current: tuple[int, int] | None = None
+
+
+def current_worker() -> tuple[int, int] | None:
+    """``(worker, num_workers)`` inside a worker process of a :class:`WorkerPool`, else ``None``."""
+    return _current
+
+
+class WorkerTraceback(Exception):
+    """The traceback of an exception raised in a worker process, set as that exception's cause."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every worker of one iteration does (pickled to spawned workers).
+
+    Attributes
+    ----------
+    dataset
+        The pipeline.
+    rank, world_size
+        The distributed rank whose share the workers split.
+    first, end
+        The iteration's epochs (``end`` ``None``: forever).
+    resume
+        Where the iteration continues, or ``None`` for its start.
+    init
+        Called with the worker's number as the worker starts (``worker_init_fn``).
+    seed
+        The base seed: worker ``w`` seeds ``random``, numpy's global generator and, when imported, torch
+        with ``seed + w``.
+    """
+
+    dataset: Dataset
+    rank: int
+    world_size: int
+    first: int
+    end: int | None
+    resume: Resume | None
+    init: Callable[[int], None] | None
+    seed: int
+
+
+def _become_worker(job: Job, worker: int, num_workers: int) -> None:
+    global _current
+    _current = (worker, num_workers)
+    seed = job.seed + worker
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+        # User code may ask torch.utils.data.get_worker_info(); it reads this.
+        from torch.utils.data._utils import worker as torch_worker
+
+        torch_worker._worker_info = torch_worker.WorkerInfo(
+            id=worker,
+            num_workers=num_workers,
+            seed=seed,
+            dataset=job.dataset,  # type: ignore[arg-type]
+        )
+
+
+def _error_message(exc: BaseException) -> bytes:
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    payload: bytes | None
+    try:
+        payload = pickle.dumps(exc, protocol=5)
+        pickle.loads(payload)
+    except Exception:  # noqa: BLE001 - an exception that does not survive pickling goes as text
+        payload = None
+    return pickle.dumps(("error", payload, type(exc).__name__, text), protocol=5)
+
+
+def _serve(
+    job: Job,
+    worker: int,
+    num_workers: int,
+    directory: str,
+    control: Control,
+    slots: int,
+    conn: Connection,
+) -> None:
+    """A worker process: read this worker's runs and send every item to the main process."""
+    writer = SlotWriter(directory, control, worker, slots)
+    try:
+        _become_worker(job, worker, num_workers)
+        if job.init is not None:
+            job.init(worker)
+        runs = plan_runs(
+            job.rank, job.world_size, worker, num_workers, job.first, job.end, job.resume
+        )
+        for run in runs:
+            for item in run_items(job.dataset, run):
+                if control.stopped:
+                    return
+                message = ("item", run.slot, writer.pack(item))
+                conn.send_bytes(pickle.dumps(message, protocol=5))
+        conn.send_bytes(pickle.dumps(("end",), protocol=5))
+    except (BrokenPipeError, InterruptedError, KeyboardInterrupt):
+        return  # the main process stopped the iteration
+    except BaseException as exc:  # noqa: BLE001 - handed to the main process, which re-raises it
+        with contextlib.suppress(OSError):
+            conn.send_bytes(_error_message(exc))
+    finally:
+        writer.close()
+        conn.close()
+
+
+def _raise_remote(payload: bytes | None, name: str, text: str, worker: int) -> None:
+    exc: BaseException
+    if payload is not None:
+        exc = pickle.loads(payload)
+    else:
+        exc = RuntimeError(f"{name} raised in loader worker {worker}")
+    raise exc from WorkerTraceback(f"in loader worker {worker}:\n{text}")
+
+
+def _context(context: Any) -> multiprocessing.context.BaseContext:
+    if context is None or isinstance(context, str):
+        return multiprocessing.get_context(context)
+    if isinstance(context, multiprocessing.context.BaseContext):
+        return context
+    raise TypeError(
+        f"multiprocessing_context must be None, a start method name or a context, not {context!r}"
+    )
+
+
+class WorkerPool:
+    """One iteration's worker processes, started when iterated and stopped when it ends or is abandoned.
+
+    Iterating yields ``(slot, item)``: the stream each item counts against (see
+    :class:`~recordkit.data._runs.Run`) and the item, whose numpy arrays view shared memory until they
+    are garbage collected.
+
+    Parameters
+    ----------
+    job
+        What the workers read.
+    num_workers
+        How many worker processes (at least 1).
+    context
+        The ``multiprocessing`` start method (a name or a context; ``None``: the default).
+    prefetch
+        How many items each worker may have ready before the main process takes them.
+    timeout
+        Seconds to wait for an item before raising ``TimeoutError`` (``0``: no limit).
+    """
+
+    def __init__(
+        self,
+        job: Job,
+        num_workers: int,
+        *,
+        context: Any = None,
+        prefetch: int = 2,
+        timeout: float = 0,
+    ) -> None:
+        self.job = job
+        self.num_workers = num_workers
+        self.context = _context(context)
+        self.slots = prefetch + 2  # the items in flight, and the ones the consumer still holds
+        self.timeout = timeout
+
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
+        directory = make_directory()
+        processes: list[Any] = []
+        conns: list[Connection] = []
+        control: Control | None = None
+        try:
+            control = Control.create(directory, self.num_workers, self.slots)
+            for worker in range(self.num_workers):
+                receive, send = self.context.Pipe(duplex=False)
+                process = self.context.Process(  # type: ignore[attr-defined]
+                    target=_serve,
+                    args=(
+                        self.job,
+                        worker,
+                        self.num_workers,
+                        directory,
+                        control,
+                        self.slots,
+                        send,
+                    ),
+                    name=f"recordkit-loader-{worker}",
+                    daemon=True,
+                )
+                process.start()
+                send.close()
+                processes.append(process)
+                conns.append(receive)
+            readers = [
+                SlotReader(directory, control, w, self.slots) for w in range(self.num_workers)
+            ]
+            active = list(range(self.num_workers))
+            turn = 0
+            while active:
+                turn %= len(active)
+                worker = active[turn]
+                message = self._receive(worker, conns[worker], processes[worker])
+                if message[0] == "end":
+                    active.pop(turn)
+                    continue
+                if message[0] == "error":
+                    _, payload, name, text = message
+                    _raise_remote(payload, name, text, worker)
+                turn += 1
+                yield message[1], readers[worker].unpack(message[2])
+        finally:
+            self._stop(control, conns, processes)
+            shutil.rmtree(directory, ignore_errors=True)
+
+    def _receive(self, worker: int, conn: Connection, process: Any) -> tuple[Any, ...]:
+        if not self.timeout:
+            # Only the worker holds the pipe's sending end: if it dies, the read ends at once.
+            try:
+                message: tuple[Any, ...] = pickle.loads(conn.recv_bytes())
+            except EOFError:
+                return self._died(worker, process)
+            return message
+        deadline = time.monotonic() + self.timeout
+        while True:
+            if conn.poll(min(_POLL, max(0.0, deadline - time.monotonic()))):
+                try:
+                    message = pickle.loads(conn.recv_bytes())
+                except EOFError:
+                    return self._died(worker, process)
+                return message
+            if not process.is_alive() and not conn.poll(0):
+                return self._died(worker, process)
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"loader worker {worker} gave no item within {self.timeout} seconds"
+                )
+
+    @staticmethod
+    def _died(worker: int, process: Any) -> NoReturn:
+        process.join(_POLL)
+        raise RuntimeError(
+            f"loader worker {worker} (pid {process.pid}) exited unexpectedly "
+            f"(exit code {process.exitcode})"
+        )
+
+    @staticmethod
+    def _stop(control: Control | None, conns: list[Connection], processes: list[Any]) -> None:
+        if control is not None:
+            control.stop()
+        for conn in conns:
+            conn.close()  # a worker blocked on sending gets a broken pipe
+        deadline = time.monotonic() + _JOIN
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+                process.join()
+            if hasattr(process, "close"):
+                process.close()
