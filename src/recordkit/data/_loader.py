@@ -68,7 +68,9 @@ class Loader:
         base_seed: Callable[[], int] | None = None,
     ) -> None:
         if not isinstance(dataset, Dataset):
-            raise TypeError(f"a Loader needs a recordkit.data.Dataset, not {type(dataset).__name__}")
+            raise TypeError(
+                f"a Loader needs a recordkit.data.Dataset, not {type(dataset).__name__}"
+            )
         self.num_workers = _count(num_workers, "num_workers", 0)
         self._prefetch = _count(prefetch, "prefetch", 1)
         if timeout < 0:

@@ -49,7 +49,7 @@ def make_directory() -> str:
     """A new private directory for a loader's slots, in shared memory where the system has it."""
     shm = "/dev/shm"
     base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
-    return tempfile.mkdtemp(prefix="recordkit-loader-", dir=base)
+    return tempfile.mkdtemp(prefix=f"recordkit-loader-{os.getpid()}-", dir=base)
 
 
 def _aligned(n: int) -> int:
@@ -268,4 +268,3 @@ class SlotReader:
         # A slot made anew replaces the old mapping; the old one is unmapped once nothing views it.
         self._maps[slot] = (name, mapped)
         return mapped
-

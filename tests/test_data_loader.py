@@ -1,0 +1,245 @@
+"""recordkit.data.loader: worker processes handing batches over through shared memory, without PyTorch.
+
+The expected items come from the pipeline itself read in this process, one shard per worker
+(``Dataset(..., rank=w, world_size=W)``), taken in turns as PyTorch's ``DataLoader`` takes them.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import itertools
+import json
+import os
+import tempfile
+
+import numpy as np
+import pytest
+from _data_files import write
+
+import recordkit as rk
+from recordkit.data import Dataset, Loader, loader
+from recordkit.data._shm import SlotReader
+from recordkit.errors import ChecksumError
+
+SPEC = {"x": rk.FixedLen((3,), np.float32), "label": rk.FixedLen((), np.int64)}
+parse = functools.partial(rk.parse_examples, features=SPEC)
+CONTEXTS = ["fork", "spawn", "forkserver"]
+
+
+def ragged(records: list[bytes]) -> dict[str, np.ndarray]:
+    """A batch whose size in bytes changes from batch to batch (label-long vectors of the batch's labels)."""
+    labels = parse(records)["label"]
+    return {"label": labels, "wide": np.repeat(labels, int(labels.max()) * 50 + 1)}
+
+
+def exit_in_worker(records: list[bytes]) -> list[bytes]:
+    """Kill the process that runs it (a worker dying without a word)."""
+    os._exit(3)
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory) -> list[str]:
+    """Four files of 101 Examples in all; label i has x = [i, 2i, 3i]."""
+    folder = tmp_path_factory.mktemp("loader")
+    paths, label = [], 0
+    for i, n in enumerate([30, 17, 41, 13]):
+        records = []
+        for _ in range(n):
+            x = np.array([label, 2 * label, 3 * label], np.float32)
+            records.append(rk.encode_example({"x": x, "label": label}))
+            label += 1
+        paths.append(str(write(folder / f"part-{i}.tfrecord", records)))
+    return paths
+
+
+def pipeline(paths: list[str], **kwargs) -> Dataset:
+    return Dataset(paths, seed=5, **kwargs).shuffle(7).batch(4).map(parse)
+
+
+def in_turns(paths: list[str], workers: int, epoch: int = 0) -> list[list[int]]:
+    """The label batches of each worker's shard, read here, then taken one per worker in turn."""
+    streams = []
+    for w in range(workers):
+        shard = pipeline(paths, rank=w, world_size=workers)
+        shard.set_epoch(epoch)
+        streams.append([b["label"].tolist() for b in shard])
+    order = []
+    for batches in itertools.zip_longest(*streams):
+        order.extend(b for b in batches if b is not None)
+    return order
+
+
+def labels(batches) -> list[list[int]]:
+    return [b["label"].tolist() for b in batches]
+
+
+def leftovers() -> set[str]:
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    mine = f"recordkit-loader-{os.getpid()}-"
+    return {name for name in os.listdir(shm) if name.startswith(mine)}
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_workers_give_each_shard_in_turns(examples, context):
+    before = leftovers()
+    got = labels(loader(pipeline(examples), num_workers=3, multiprocessing_context=context))
+    assert got == in_turns(examples, 3)
+    assert sorted(v for b in got for v in b) == list(range(101))
+    assert leftovers() == before
+
+
+def test_no_workers_reads_in_this_process(examples):
+    assert labels(loader(pipeline(examples))) == labels(pipeline(examples))
+
+
+def test_values_survive_while_batches_are_kept(examples):
+    """Every batch kept alive at once: no slot is written while a batch still views it."""
+    ds = Dataset(examples, seed=1).batch(3).map(parse)
+    kept = list(loader(ds, num_workers=2, prefetch=1))
+    assert sorted(int(v) for b in kept for v in b["label"]) == list(range(101))
+    for batch in kept:
+        np.testing.assert_array_equal(
+            batch["x"], batch["label"][:, None].astype(np.float32) * np.float32([1, 2, 3])
+        )
+
+
+def test_batches_of_changing_size(examples):
+    """Batches that outgrow their slot get a larger one; each arrives whole."""
+    ds = Dataset(examples, seed=2).batch(5).map(ragged)
+    got = list(loader(ds, num_workers=2))
+    assert sorted(int(v) for b in got for v in b["label"]) == list(range(101))
+    for batch in got:
+        labels_ = batch["label"]
+        np.testing.assert_array_equal(
+            batch["wide"], np.repeat(labels_, int(labels_.max()) * 50 + 1)
+        )
+
+
+def test_arrays_are_released_when_collected(examples, monkeypatch):
+    """A loop that drops each batch reuses the slots: no batch falls back to the pipe."""
+    kinds = []
+    unpack = SlotReader.unpack
+
+    def spy(self, description):
+        kinds.append(description[0])
+        return unpack(self, description)
+
+    monkeypatch.setattr(SlotReader, "unpack", spy)
+    ds = Dataset(examples, seed=3).batch(2).map(parse)
+    seen = 0
+    for batch in loader(ds, num_workers=1, prefetch=1):
+        seen += len(batch["label"])
+        del batch
+    assert seen == 101
+    assert kinds == ["slot"] * 51
+
+
+def test_batches_kept_alive_fall_back_to_the_pipe(examples, monkeypatch):
+    kinds = []
+    unpack = SlotReader.unpack
+
+    def spy(self, description):
+        kinds.append(description[0])
+        return unpack(self, description)
+
+    monkeypatch.setattr(SlotReader, "unpack", spy)
+    kept = list(loader(Dataset(examples, seed=3).batch(2).map(parse), num_workers=1, prefetch=1))
+    assert len(kept) == 51
+    assert kinds[:3] == ["slot"] * 3  # prefetch + 2 slots, then every one is held
+    assert "inline" in kinds
+
+
+def test_raw_records_come_through(examples):
+    ds = Dataset(examples, seed=4).batch(8)
+    got = list(loader(ds, num_workers=2))
+    expected = sorted(r for f in examples for r in rk.open(f))
+    assert sorted(r for b in got for r in b) == expected
+
+
+def test_epochs_advance_and_differ(examples):
+    ld = loader(pipeline(examples), num_workers=2)
+    first, second = labels(ld), labels(ld)
+    assert ld.epoch == 2
+    assert first == in_turns(examples, 2, epoch=0)
+    assert second == in_turns(examples, 2, epoch=1)
+    assert first != second
+
+
+@pytest.mark.parametrize(("saved", "resumed"), [(2, 2), (2, 3), (3, 0)])
+def test_resume_delivers_exactly_the_rest(examples, saved, resumed):
+    ld = loader(pipeline(examples), num_workers=saved)
+    iterator = iter(ld)
+    head = [next(iterator)["label"].tolist() for _ in range(7)]
+    state = json.loads(json.dumps(ld.state_dict()))
+    iterator.close()
+    again = loader(pipeline(examples), num_workers=resumed)
+    again.load_state_dict(state)
+    rest = labels(again)
+    delivered = sorted(v for b in head + rest for v in b)
+    assert delivered == list(range(101))
+    assert again.epoch == 1
+
+
+def test_length_matches_what_is_delivered(examples):
+    ld = loader(pipeline(examples), num_workers=3)
+    assert len(ld) == len(labels(ld))
+
+
+def test_worker_errors_keep_their_attributes(tmp_path, examples):
+    good = rk.encode_example({"x": np.zeros(3, np.float32), "label": 0})
+    path = write(tmp_path / "bad.tfrecord", [good] * 5)
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0xFF  # the last record's payload
+    path.write_bytes(bytes(data))
+    ds = Dataset([str(path)], seed=0).batch(2).map(parse)
+    with pytest.raises(ChecksumError) as caught:
+        list(loader(ds, num_workers=2))
+    assert caught.value.path == str(path)
+    assert caught.value.index == 4
+    assert "in loader worker" in str(caught.value.__cause__)
+
+
+def test_a_worker_that_dies_is_reported(examples):
+    ds = Dataset(examples, seed=0).batch(4).map(exit_in_worker)
+    with pytest.raises(RuntimeError, match="exited unexpectedly"):
+        list(loader(ds, num_workers=2))
+
+
+def test_stopping_early_stops_the_workers(examples):
+    before = leftovers()
+    ld = loader(Dataset(examples, seed=0).batch(1).map(parse), num_workers=2, prefetch=1)
+    first = next(iter(ld))
+    assert first["label"].shape == (1,)
+    gc.collect()
+    assert leftovers() == before
+
+
+def test_worker_init_fn_runs_in_each_worker(tmp_path, examples):
+    marker = str(tmp_path / "worker")
+    init = functools.partial(_touch, marker)
+    list(loader(pipeline(examples), num_workers=2, worker_init_fn=init))
+    assert sorted(os.listdir(tmp_path)) == ["worker-0", "worker-1"]
+
+
+def _touch(prefix: str, worker: int) -> None:
+    with open(f"{prefix}-{worker}", "w"):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"num_workers": -1}, "num_workers"),
+        ({"prefetch": 0}, "prefetch"),
+        ({"timeout": -1}, "timeout"),
+    ],
+)
+def test_bad_settings_are_refused(examples, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        loader(pipeline(examples), **kwargs)
+
+
+def test_only_datasets_are_loaded():
+    with pytest.raises(TypeError, match="Dataset"):
+        Loader([b"x"])  # type: ignore[arg-type]
