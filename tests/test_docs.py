@@ -475,8 +475,8 @@ DOC_PAGES = {
     "docs/parsing.md": DocPage(files=_example_files),
     "docs/pipelines.md": DocPage(
         files=_pipeline_files,
-        needs={3: ("torch",), 4: ("torch",), 5: ("torch", "torchdata")},
-        scripts=((0, 1, 2, 6), (3, 4, 5)),
+        needs={3: ("torch",), 4: ("torch",), 6: ("torch", "torchdata")},
+        scripts=((0, 1, 2, 5, 7), (3, 4, 6)),
         marks=(pytest.mark.torch,),
     ),
     "docs/quickstart.md": DocPage(),
