@@ -18,12 +18,11 @@ from recordkit.data._stages import (
     Map,
     Stage,
     Unbatch,
-    apply,
     describe,
-    drop,
     is_batched,
     length,
     plan_skip,
+    run,
     unknown_length,
 )
 from recordkit.data._state import STATE_VERSION, check_state
@@ -514,10 +513,14 @@ class Dataset:
     def _epoch_items(self, epoch: int, shard: int, num_shards: int, skip: int) -> Iterator[Any]:
         """One epoch of one shard, without its first ``skip`` items."""
         records, cut, dropped = plan_skip(self._ops, skip)
-        items = apply(self._source.records(epoch, shard, num_shards, records), self._ops[:cut])
-        if dropped:
-            items = drop(items, dropped)
-        items = apply(items, self._ops[cut:])
+        source = self._source
+        if isinstance(source, FileSource):
+            # Records come a list at a time, straight from the readers.
+            chunks = source.chunks(epoch, shard, num_shards, records)
+            items = run(chunks, self._ops, chunks=True, cut=cut, dropped=dropped)
+        else:
+            records_ = source.records(epoch, shard, num_shards, records)
+            items = run(records_, self._ops, chunks=False, cut=cut, dropped=dropped)
         with closing(items):  # type: ignore[type-var]
             yield from items
 

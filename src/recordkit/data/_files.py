@@ -8,14 +8,14 @@ one epoch, from any position, and :meth:`FileSource.length` counts them without 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from recordkit.data._interleave import InterleavedStream
-from recordkit.data._readers import Catalog, ReaderPool, ShardStream
+from recordkit.data._readers import CHUNK, Catalog, ReaderPool, ShardStream
 from recordkit.data._sharding import (
     EqualShards,
     RangeUnit,
@@ -79,36 +79,30 @@ def catalog_of(sources: Sources, format: str | None, split: str | None) -> Catal
 
 def _buffer_shuffled(
     stream: ShardStream | InterleavedStream, size: int, seed: int, skip: int
-) -> Iterator[bytes]:
-    """The stream's records through a shuffle buffer, without the first ``skip`` outputs."""
+) -> Generator[list[bytes], None, None]:
+    """The stream's records through a shuffle buffer, in lists, without the first ``skip`` outputs."""
     shuffler = BufferShuffler(size, seed)
-    held: dict[int, bytes] = {}
     position = 0
     if skip and stream.random_access and stream.length is not None:
         # Replay the buffer's choices on positions alone, then read only what it still holds.
         position = shuffler.replay(stream.length, skip)
-        held.update(zip(shuffler.pending, stream.fetch(shuffler.pending), strict=True))
+        shuffler.pending[:] = stream.fetch(shuffler.pending)
         skip = 0
-    source = stream.records(position)
+    source = stream.chunks(position)
     try:
-        for record in source:
-            held[position] = record
-            out = shuffler.push(position)
-            position += 1
-            if out is not None:
-                record = held.pop(out)
-                if skip:
-                    skip -= 1
-                else:
-                    yield record
+        for chunk in source:
+            out = shuffler.push_many(chunk)
+            if skip:
+                dropped = min(skip, len(out))
+                skip -= dropped
+                out = out[dropped:]
+            if out:
+                yield out
     finally:
-        source.close()  # type: ignore[attr-defined]
-    for out in shuffler.drain():
-        record = held.pop(out)
-        if skip:
-            skip -= 1
-        else:
-            yield record
+        source.close()
+    out = shuffler.drain()[skip:]
+    for at in range(0, len(out), CHUNK):
+        yield out[at : at + CHUNK]
 
 
 @dataclass(frozen=True, eq=False)
@@ -182,13 +176,22 @@ class FileSource:
                     "sequentially (compressed?): decompress it, or use shuffle(buffer_size)"
                 )
 
-    def plan(self, pool: ReaderPool, epoch: int, shard: int, num_shards: int) -> list[Unit]:
-        """The units ``shard`` reads in ``epoch`` (sequential files are counted only where needed)."""
+    def plan(
+        self, pool: ReaderPool, epoch: int, shard: int, num_shards: int, *, counted: bool = False
+    ) -> list[Unit]:
+        """The units ``shard`` reads in ``epoch``; files are counted only where the plan needs it.
+
+        One shard reading whole files in order needs no count (they are read through in order): only
+        ``take``/``skip`` count the files their cuts may fall in. Several shards split random-access
+        files by record ranges, and ``equal_shards``, a global shuffle and ``counted`` (resuming, which
+        starts from a position) count every file, random-access ones by a header scan.
+        """
         catalog = self.catalog
         if self.equal is not None:
             catalog.count_all(pool)
         else:
-            catalog.describe(pool)
+            is_global = self.shuffle is not None and self.shuffle.is_global
+            catalog.describe(pool, count=counted or num_shards > 1 or is_global)
         if catalog.order is not None:
             return self._ordered_plan(epoch, shard, num_shards)
         if self.shuffle is not None and self.shuffle.is_global:
@@ -198,7 +201,7 @@ class FileSource:
                 counts, shard, num_shards, self.seed, epoch, self.equal, self.before, self.after
             )
         ra = [bool(x) for x in catalog.random_access]
-        pieces = self._pieces(epoch, catalog.count)
+        pieces = self._pieces(epoch, lambda f: catalog.count_in(pool, f))
         return plan_pieces(pieces, catalog.counts, ra, shard, num_shards, self.equal)
 
     def _ordered_plan(self, epoch: int, shard: int, num_shards: int) -> list[Unit]:
@@ -277,21 +280,35 @@ class FileSource:
 
     def records(self, epoch: int, shard: int, num_shards: int, skip: int) -> Iterator[bytes]:
         """The records ``shard`` reads in ``epoch``, without the first ``skip``; readers close at the end."""
+        chunks = self.chunks(epoch, shard, num_shards, skip)
+        try:
+            for chunk in chunks:
+                yield from chunk
+        finally:
+            chunks.close()
+
+    def chunks(
+        self, epoch: int, shard: int, num_shards: int, skip: int
+    ) -> Generator[list[bytes], None, None]:
+        """:meth:`records` in lists (non-empty), as they are read; readers close at the end."""
         pool = ReaderPool(self.catalog)
         try:
-            plain = ShardStream(self.plan(pool, epoch, shard, num_shards), pool)
+            plan = self.plan(pool, epoch, shard, num_shards, counted=skip > 0)
+            plain = ShardStream(plan, pool)
             stream: ShardStream | InterleavedStream = plain
             if self.cycle > 1:
                 stream = InterleavedStream(plain, self.cycle, self.block)
             spec = self.shuffle
             if spec is None or spec.buffer_size is None or spec.buffer_size <= 1:
-                records = stream.records(skip)
+                chunks = stream.chunks(skip)
             else:
                 seed = derive_seed(self.seed, epoch, shard, "buffer")
-                records = _buffer_shuffled(stream, spec.buffer_size, seed, skip)
+                chunks = _buffer_shuffled(stream, spec.buffer_size, seed, skip)
             try:
-                yield from records
+                for chunk in chunks:
+                    if chunk:
+                        yield chunk
             finally:
-                records.close()  # type: ignore[attr-defined]
+                chunks.close()
         finally:
             pool.close()

@@ -12,10 +12,10 @@ from __future__ import annotations
 import collections
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 
 from recordkit.data._prefetch import End, Failure, put_unless_stopped
-from recordkit.data._readers import ReaderPool, ShardStream
+from recordkit.data._readers import ReaderPool, ShardStream, chunked
 from recordkit.data._sharding import IndexUnit, Unit
 
 __all__ = ["InterleavedStream", "RoundRobin"]
@@ -187,6 +187,14 @@ class InterleavedStream:
             yield from records
             return
         yield from self._read(schedule, schedule.replay(lengths, start))
+
+    def chunks(self, start: int = 0) -> Generator[list[bytes], None, None]:
+        """:meth:`records` in lists."""
+        records = self.records(start)
+        try:
+            yield from chunked(records, None)
+        finally:
+            records.close()  # type: ignore[attr-defined]
 
     def _read(self, schedule: RoundRobin, starts: list[int]) -> Iterator[bytes]:
         units = self.stream.units

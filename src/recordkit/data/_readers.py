@@ -7,6 +7,7 @@ parent) and opens its own. The :class:`Catalog` holds only names and counts, so 
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections import OrderedDict
 from collections.abc import Generator, Iterator, Sequence
@@ -21,12 +22,39 @@ if TYPE_CHECKING:
     from recordkit.formats.tfds import ReadOrder
     from recordkit.io import RecordReader, ResolvedSources
 
-__all__ = ["Catalog", "ReaderPool", "ShardStream"]
+__all__ = ["CHUNK", "Catalog", "ReaderPool", "ShardStream", "chunked"]
+
+CHUNK = 1024
+"""Records handed on at a time where they are read in order."""
 
 _FIRST_CHUNK = 16
 _MAX_CHUNK = 1024
 """Records asked of ``RecordReader.read`` at a time when streaming a random-access range: few at first, so
 that the first items of a remote file come after a small ranged read, then more for throughput."""
+
+
+def chunked(records: Iterator[bytes], n: int | None) -> Iterator[list[bytes]]:
+    """The first ``n`` of ``records`` (``None``: all), in lists of 16 records, then 32, ... up to :data:`CHUNK`.
+
+    A list is read at C speed; when reading fails, the records read before the failure are handed on
+    first and the error is raised at the next request, as record-by-record iteration would.
+    """
+    size = _FIRST_CHUNK  # the first records come soon, then longer lists
+    while n is None or n > 0:
+        chunk: list[bytes] = []
+        want = size if n is None else min(size, n)
+        size = min(2 * size, CHUNK)
+        try:
+            chunk.extend(itertools.islice(records, want))
+        except BaseException:
+            if chunk:
+                yield chunk
+            raise
+        if not chunk:
+            return
+        if n is not None:
+            n -= len(chunk)
+        yield chunk
 
 
 def _open(path: str, fmt: str | None) -> RecordReader:
@@ -81,20 +109,21 @@ class Catalog:
             return _open(self.files[i], self.format)
         return self._dataset.open_part(i)
 
-    def describe(self, pool: ReaderPool | None = None) -> None:
+    def describe(self, pool: ReaderPool | None = None, *, count: bool = True) -> None:
         """Learn, for every file not yet described, whether it is random-access and its record count.
 
         With a ``pool``, the random-access readers opened here stay in it for the reading that follows
-        (a TFRecord reader without a sidecar index scans the file once to count it, and keeps that index).
-        Without one, each file is opened and closed again.
+        (a TFRecord reader without a sidecar index scans the file's headers once to count it, and keeps
+        that index). Without one, each file is opened and closed again. ``count=False`` learns only
+        which files are random-access: a file read in order needs no count.
         """
         for i, known in enumerate(self.random_access):
-            if known is not None:
+            if known is not None and (not count or not known or self.counts[i] is not None):
                 continue
             reader = self.open(i) if pool is None else pool.get(i)
             try:
                 self.random_access[i] = bool(reader.supports_random_access)
-                if reader.supports_random_access:
+                if count and reader.supports_random_access:
                     self.counts[i] = len(reader)
             finally:
                 if pool is None:
@@ -106,7 +135,7 @@ class Catalog:
         """Count the records of every file, reading sequential files through once."""
         self.describe(pool)
         for i in range(len(self.files)):
-            self.count(i)
+            self.count_in(pool, i)
 
     def count(self, i: int) -> int:
         """The record count of file ``i`` (described first), reading it through once if sequential."""
@@ -121,6 +150,13 @@ class Catalog:
                 reader.close()
             self.counts[i] = n
         return n
+
+    def count_in(self, pool: ReaderPool | None, i: int) -> int:
+        """:meth:`count`, a random-access file counted by the reader of ``pool`` (which keeps its index)."""
+        n = self.counts[i]
+        if n is None and pool is not None and self.random_access[i]:
+            n = self.counts[i] = len(pool.get(i))
+        return self.count(i) if n is None else n
 
     def offsets(self) -> np.ndarray:
         """The global index of each file's first record (files laid end to end), with the total last."""
@@ -213,13 +249,22 @@ class ShardStream:
 
     def records(self, start: int = 0) -> Iterator[bytes]:
         """Yield the records from position ``start`` to the end."""
+        chunks = self.chunks(start)
+        try:
+            for chunk in chunks:
+                yield from chunk
+        finally:
+            chunks.close()
+
+    def chunks(self, start: int = 0) -> Generator[list[bytes], None, None]:
+        """Yield the records from position ``start`` to the end, in lists of up to :data:`CHUNK`."""
         for unit in self.units:
             if unit.sized:
                 n = len(unit)
                 if start >= n:
                     start -= n
                     continue
-            skipped = yield from self.unit_records(unit, start)
+            skipped = yield from self.unit_chunks(unit, start)
             start -= skipped
 
     def unit_records(
@@ -227,12 +272,38 @@ class ShardStream:
     ) -> Generator[bytes, None, int]:
         """Yield the records of one unit after its first ``start``; return how many were skipped.
 
-        Random-access files are read through ``pool`` (default: the stream's own pool, which is not
-        thread-safe: a thread passes its own); a sequential file is opened for this unit alone.
+        See :meth:`unit_chunks`.
         """
-        if isinstance(unit, IndexUnit) or self.pool.catalog.random_access[unit.file]:
+        chunks = self.unit_chunks(unit, start, pool)
+        try:
+            while True:
+                try:
+                    chunk = next(chunks)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                yield from chunk
+        finally:
+            chunks.close()
+
+    def unit_chunks(
+        self, unit: Unit, start: int, pool: ReaderPool | None = None
+    ) -> Generator[list[bytes], None, int]:
+        """Yield the records of one unit after its first ``start``, in lists; return how many were skipped.
+
+        Random-access files are read through ``pool`` (default: the stream's own pool, which is not
+        thread-safe: a thread passes its own): a range of records in order, from its first record on
+        (without indexing the file when it starts at the beginning), other units by index. A sequential
+        file is opened for this unit alone.
+        """
+        if isinstance(unit, IndexUnit):
             yield from self._indexed(unit, start, pool or self.pool)
             return start
+        if self.pool.catalog.random_access[unit.file]:
+            if unit.step == 1:
+                return (yield from self._in_order(unit, start, pool or self.pool))
+            if unit.sized:
+                yield from self._indexed(unit, start, pool or self.pool)
+                return start
         return (yield from self._sequential(unit, start))
 
     def _pairs(self, unit: Unit, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -244,29 +315,43 @@ class ShardStream:
         local = np.arange(unit.start + lo * unit.step, unit.start + hi * unit.step, unit.step)
         return np.full(len(local), unit.file, dtype=np.int64), local
 
-    def _indexed(self, unit: Unit, start: int, pool: ReaderPool) -> Iterator[bytes]:
+    def _indexed(self, unit: Unit, start: int, pool: ReaderPool) -> Iterator[list[bytes]]:
         n = len(unit)
         chunk = _FIRST_CHUNK
         while start < n:
             stop = min(n, start + chunk)
-            yield from pool.read(*self._pairs(unit, start, stop))
+            yield pool.read(*self._pairs(unit, start, stop))
             start = stop
             chunk = min(2 * chunk, _MAX_CHUNK)
 
-    def _sequential(self, unit: RangeUnit, skip: int) -> Generator[bytes, None, int]:
+    def _in_order(
+        self, unit: RangeUnit, skip: int, pool: ReaderPool
+    ) -> Generator[list[bytes], None, int]:
+        """The records of a range of a random-access file after its first ``skip``, read in order."""
+        reader = pool.get(unit.file)
+        stop = unit.stop
+        if skip and stop is None:
+            stop = len(reader)  # reading from a record needs the file's index anyway
+        if stop is not None and skip >= stop - unit.start:
+            return max(0, stop - unit.start)
+        first = unit.start + skip
+        records = iter(reader) if first == 0 else reader._records_from(first)
+        left = None if stop is None else stop - unit.start - skip
+        try:
+            yield from chunked(records, left)
+        finally:
+            close = getattr(records, "close", None)
+            if close is not None:
+                close()
+        return skip
+
+    def _sequential(self, unit: RangeUnit, skip: int) -> Generator[list[bytes], None, int]:
         """Yield the unit's records after the first ``skip``; return how many were skipped."""
         reader = self.pool.catalog.open(unit.file)
-        skipped = 0
         try:
-            for i, record in enumerate(reader):
-                if unit.stop is not None and i >= unit.stop:
-                    break
-                if i < unit.start or (i - unit.start) % unit.step:
-                    continue
-                if skipped < skip:
-                    skipped += 1
-                    continue
-                yield record
+            records = itertools.islice(reader, unit.start, unit.stop, unit.step)
+            skipped = sum(1 for _ in itertools.islice(records, skip)) if skip else 0
+            yield from chunked(records, None)
         finally:
             reader.close()
         return skipped

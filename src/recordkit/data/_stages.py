@@ -7,9 +7,9 @@ running the stages on what is skipped where the counts allow it.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,12 +19,11 @@ __all__ = [
     "Map",
     "Stage",
     "Unbatch",
-    "apply",
     "describe",
-    "drop",
     "is_batched",
     "length",
     "plan_skip",
+    "run",
     "unknown_length",
 ]
 
@@ -82,29 +81,182 @@ def is_batched(stages: Sequence[Stage]) -> bool:
     return False
 
 
-def _mapped(items: Iterator[Any], fn: Callable[[Any], Any]) -> Iterator[Any]:
-    with closing(items):  # type: ignore[type-var]
-        for item in items:
-            yield fn(item)
+class _Pull:
+    """A stage of a running pipeline: :meth:`take` gives its next items, a list at a time.
+
+    ``take(n)`` returns at most ``n`` items, and an empty list only at the end; it pulls from the stage
+    below no more items than the ``n`` asked for need (a filter: until enough pass), so user functions run
+    on the same items, in the same order, as with one item at a time. When something fails partway, the
+    items made before the failure are returned first and the error is raised by the next call.
+    """
+
+    def __init__(self, src: _Pull | None) -> None:
+        self.src = src
+        self._error: Exception | None = None
+
+    def take(self, n: int) -> list[Any]:
+        """The next items, at most ``n``; an empty list at the end."""
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        out: list[Any] = []
+        try:
+            self._fill(out, n)
+        except Exception as exc:
+            if not out:
+                raise
+            self._error = exc
+        return out
+
+    def _fill(self, out: list[Any], n: int) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the stages below (and the readers at the bottom)."""
+        if self.src is not None:
+            self.src.close()
 
 
-def _filtered(items: Iterator[Any], fn: Callable[[Any], Any]) -> Iterator[Any]:
-    with closing(items):  # type: ignore[type-var]
-        for item in items:
-            if fn(item):
-                yield item
+class _Chunks(_Pull):
+    """The items of an iterator of lists (a file source's records, read ahead a list at a time)."""
+
+    def __init__(self, chunks: Iterator[list[Any]]) -> None:
+        super().__init__(None)
+        self._chunks = chunks
+        self._buf: list[Any] = []
+        self._at = 0
+
+    def take(self, n: int) -> list[Any]:
+        buf, at = self._buf, self._at
+        while at >= len(buf):
+            nxt = next(self._chunks, None)
+            if nxt is None:
+                return []
+            buf, at = nxt, 0
+        if at == 0 and len(buf) <= n:
+            self._buf, self._at = [], 0
+            return buf  # handed over whole: never touched here again
+        out = buf[at : at + n]
+        self._buf, self._at = buf, at + len(out)
+        return out
+
+    def close(self) -> None:
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()
 
 
-def _batched(items: Iterator[Any], size: int, drop_last: bool) -> Iterator[list[Any]]:
-    batch: list[Any] = []
-    with closing(items):  # type: ignore[type-var]
-        for item in items:
-            batch.append(item)
-            if len(batch) == size:
-                yield batch
-                batch = []
-    if batch and not drop_last:
-        yield batch
+class _Items(_Pull):
+    """The items of an iterator, pulled only as asked (another pipeline's items: a mix's)."""
+
+    def __init__(self, items: Iterator[Any]) -> None:
+        super().__init__(None)
+        self._items = items
+
+    def _fill(self, out: list[Any], n: int) -> None:
+        out.extend(itertools.islice(self._items, n))
+
+    def close(self) -> None:
+        close = getattr(self._items, "close", None)
+        if close is not None:
+            close()
+
+
+class _Mapped(_Pull):
+    def __init__(self, src: _Pull, fn: Callable[[Any], Any]) -> None:
+        super().__init__(src)
+        self.fn = fn
+
+    def _fill(self, out: list[Any], n: int) -> None:
+        assert self.src is not None
+        out.extend(map(self.fn, self.src.take(n)))
+
+
+class _Filtered(_Pull):
+    def __init__(self, src: _Pull, fn: Callable[[Any], Any]) -> None:
+        super().__init__(src)
+        self.fn = fn
+
+    def _fill(self, out: list[Any], n: int) -> None:
+        assert self.src is not None
+        take, fn = self.src.take, self.fn
+        while len(out) < n:
+            items = take(n - len(out))
+            if not items:
+                return
+            out.extend(item for item in items if fn(item))
+
+
+class _Batched(_Pull):
+    def __init__(self, src: _Pull, size: int, drop_last: bool) -> None:
+        super().__init__(src)
+        self.size = size
+        self.drop_last = drop_last
+
+    def _fill(self, out: list[Any], n: int) -> None:
+        assert self.src is not None
+        take, size = self.src.take, self.size
+        while len(out) < n:
+            batch = take(size)
+            if not batch:
+                return
+            while len(batch) < size:
+                more = take(size - len(batch))
+                if not more:
+                    if not self.drop_last:
+                        out.append(batch)
+                    return
+                batch.extend(more)
+            out.append(batch)
+
+
+class _Unbatched(_Pull):
+    def __init__(self, src: _Pull) -> None:
+        super().__init__(src)
+        self._rows: list[Any] = []
+        self._at = 0
+        self._after: Exception | None = None
+
+    def _fill(self, out: list[Any], n: int) -> None:
+        assert self.src is not None
+        while len(out) < n:
+            rows, at = self._rows, self._at
+            if at >= len(rows):
+                if self._after is not None:
+                    error, self._after = self._after, None
+                    raise error
+                items = self.src.take(1)
+                if not items:
+                    return
+                rows, at = [], 0
+                try:
+                    rows.extend(_rows(items[0]))
+                except Exception as exc:
+                    if not rows:
+                        raise
+                    self._after = exc  # the item's first rows come out before its error
+                self._rows = rows
+            k = min(n - len(out), len(rows) - at)
+            out.extend(rows[at : at + k])
+            self._at = at + k
+
+
+class _Dropped(_Pull):
+    def __init__(self, src: _Pull, n: int) -> None:
+        super().__init__(src)
+        self._left = n
+
+    def _fill(self, out: list[Any], n: int) -> None:
+        assert self.src is not None
+        while self._left:
+            items = self.src.take(min(self._left, _DROP_AT_ONCE))
+            if not items:
+                return
+            self._left -= len(items)
+        out.extend(self.src.take(n))
+
+
+_DROP_AT_ONCE = 1024
 
 
 def _rows(item: Any) -> Iterator[Any]:
@@ -130,36 +282,51 @@ def _rows(item: Any) -> Iterator[Any]:
         yield from item
 
 
-def _unbatched(items: Iterator[Any]) -> Iterator[Any]:
-    with closing(items):  # type: ignore[type-var]
-        for item in items:
-            yield from _rows(item)
+def _stage(src: _Pull, stage: Stage) -> _Pull:
+    if isinstance(stage, Map):
+        return _Mapped(src, stage.fn)
+    if isinstance(stage, Filter):
+        return _Filtered(src, stage.fn)
+    if isinstance(stage, Batch):
+        return _Batched(src, stage.size, stage.drop_last)
+    return _Unbatched(src)
 
 
-def apply(items: Iterator[Any], stages: Sequence[Stage]) -> Iterator[Any]:
-    """Run ``stages`` over ``items``, in order; closing the result closes ``items``."""
-    for stage in stages:
-        if isinstance(stage, Map):
-            items = _mapped(items, stage.fn)
-        elif isinstance(stage, Filter):
-            items = _filtered(items, stage.fn)
-        elif isinstance(stage, Batch):
-            items = _batched(items, stage.size, stage.drop_last)
-        else:
-            items = _unbatched(items)
-    return items
+def run(
+    source: Iterator[Any], stages: Sequence[Stage], *, chunks: bool, cut: int = 0, dropped: int = 0
+) -> Iterator[Any]:
+    """The items of ``stages`` run over ``source``; closing the result closes ``source``.
+
+    ``source`` gives lists of records when ``chunks`` (a file source, which reads ahead at no cost), else
+    single items (pulled only as the stages need them). ``stages[:cut]`` run first and the first
+    ``dropped`` of their items are left out (see :func:`plan_skip`). Records travel between the stages in
+    lists, so a batch costs a few calls rather than a few per record; map and filter still call their
+    function once per item, on exactly the items that iteration one at a time would give them.
+    """
+    top: _Pull = _Chunks(source) if chunks else _Items(source)
+    for k, stage in enumerate(stages):
+        if k == cut and dropped:
+            top = _Dropped(top, dropped)
+        top = _stage(top, stage)
+    if cut == len(stages) and dropped:
+        top = _Dropped(top, dropped)
+    # Without stages, the records come out a list at a time as read; otherwise an item is made only
+    # when asked for (a user function runs on no item ahead of the consumer, nothing more is read).
+    return _delivered(top, _WHOLE if chunks and not stages else 1)
 
 
-def drop(items: Iterator[Any], n: int) -> Iterator[Any]:
-    """``items`` without the first ``n``."""
-    with closing(items):  # type: ignore[type-var]
-        for _ in range(n):
-            if next(items, _NOTHING) is _NOTHING:
+_WHOLE = 1 << 62
+
+
+def _delivered(top: _Pull, step: int) -> Iterator[Any]:
+    try:
+        while True:
+            items = top.take(step)
+            if not items:
                 return
-        yield from items
-
-
-_NOTHING = object()
+            yield from items
+    finally:
+        top.close()
 
 
 def plan_skip(stages: Sequence[Stage], items: int) -> tuple[int, int, int]:

@@ -12,7 +12,9 @@ from typing import Any
 
 __all__ = ["STATE_VERSION", "check_state"]
 
-STATE_VERSION = 1
+STATE_VERSION = 2
+"""Version 2: shuffle buffers draw their slots in blocks (numpy), so a version 1 state would resume with
+other records in the buffers."""
 
 
 def check_state(state: Mapping[str, Any], kind: str, expected: Mapping[str, Any]) -> None:
@@ -35,7 +37,15 @@ def check_state(state: Mapping[str, Any], kind: str, expected: Mapping[str, Any]
     """
     if not isinstance(state, Mapping):
         raise TypeError(f"a state must be a mapping, not {type(state).__name__}")
-    if state.get("kind") != kind or state.get("version") != STATE_VERSION:
+    version = state.get("version")
+    if state.get("kind") == kind and isinstance(version, int) and 0 < version < STATE_VERSION:
+        raise ValueError(
+            f"this {kind} state was saved by an earlier recordkit (state version {version}), whose "
+            "shuffle buffers chose the records in another order: restoring it here would not continue "
+            f"the same sequence of records (this version reads state version {STATE_VERSION}); start "
+            "the epoch again"
+        )
+    if state.get("kind") != kind or version != STATE_VERSION:
         raise ValueError(
             f"not a recordkit {kind} state (kind={state.get('kind')!r}, version={state.get('version')!r})"
         )

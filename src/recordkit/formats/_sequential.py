@@ -36,6 +36,10 @@ from recordkit.formats.base import (
 
 __all__ = ["SequentialFrameReader"]
 
+_SMALL_RECORD = 16 << 10
+"""Records up to this size are scanned a window at a time: a read per header costs more than copying a
+record's worth of bytes from the page cache."""
+
 _KNOWN_HEADERS = 4096
 """How many distinct valid headers :meth:`SequentialFrameReader.scan` remembers (records of equal length
 have equal headers, which are then parsed and checked once)."""
@@ -357,8 +361,9 @@ class SequentialFrameReader(IndexedFrameReader):
     def scan(self) -> array[int]:
         """Build the frame-offset table by walking the headers (payloads are skipped).
 
-        The file is read in windows of about :data:`WINDOW` bytes and the headers are walked in memory, so
-        small records cost no system call each; a header beyond the window starts the next window there.
+        A local file of small records is read in windows of about :data:`WINDOW` bytes and the headers are
+        walked in memory, so a record costs no system call of its own; a header beyond the window starts
+        the next window there. After a large record, and in a remote file, only the header is read.
         """
         size = self.source.size
         assert size is not None  # a random-access source always knows its size
@@ -371,7 +376,10 @@ class SequentialFrameReader(IndexedFrameReader):
         index = 0
         window: Any = b""
         base = 0  # the file offset of window[0]
-        want = WINDOW  # after a record larger than a window, only the next header is read
+        # Windows where the bytes are local (a descriptor, a buffer) and the records small; otherwise
+        # (remote files, large records) only the headers are read, each on its own.
+        local = self.source.fd is not None or self.source.buffer is not None
+        want = WINDOW if local else header_size
         known: dict[bytes, int] = {}
         while pos < size:
             if size - pos < header_size:
@@ -391,7 +399,7 @@ class SequentialFrameReader(IndexedFrameReader):
             end = pos + extra + length
             if end > size:
                 raise self.truncated("the file ends inside a record", index, pos)
-            want = header_size if end - pos > WINDOW else WINDOW
+            want = WINDOW if local and end - pos <= _SMALL_RECORD else header_size
             append(pos)
             pos = end
             index += 1
