@@ -251,14 +251,25 @@ def rk_dataloader(
 
 def rk_loader(
     directory: str, workers: int, buffer: int = 1024, batch: int = BATCH, parsed: bool = True
-) -> Pass | str:
-    """``recordkit.data.loader(Dataset(...), num_workers=workers)``, where recordkit has it."""
-    import recordkit.data
+) -> Pass:
+    """``recordkit.data.loader(Dataset(...), num_workers=workers)``: numpy out, no torch needed."""
+    from recordkit.data import loader
 
-    make = getattr(recordkit.data, "loader", None)
-    if make is None:
-        return "not available"
-    return _consume(make(_dataset(directory, buffer, False, batch, parsed), num_workers=workers))
+    return _consume(loader(_dataset(directory, buffer, False, batch, parsed), num_workers=workers))
+
+
+def torch_own(
+    directory: str, workers: int, buffer: int = 1024, batch: int = BATCH, parsed: bool = True
+) -> Pass | None:
+    """torch's own ``DataLoader(torch_dataset(ds), batch_size=None)`` over the same pipeline (tensors out)."""
+    if not _torch_installed():
+        return None
+    from torch.utils.data import DataLoader
+
+    from recordkit.data.torch import torch_dataset
+
+    source = torch_dataset(_dataset(directory, buffer, False, batch, parsed))
+    return _consume(DataLoader(source, batch_size=None, num_workers=workers))
 
 
 def torch_plain(directory: str, workers: int) -> Pass | None:
