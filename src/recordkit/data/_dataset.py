@@ -501,9 +501,11 @@ class Dataset:
     ) -> Iterator[Any]:
         while end is None or epoch < end:
             produced = 0
-            for item in self._epoch_items(epoch, shard, num_shards, skip):
-                produced += 1
-                yield item
+            items = self._epoch_items(epoch, shard, num_shards, skip)
+            with closing(items):  # type: ignore[type-var]
+                for item in items:
+                    produced += 1
+                    yield item
             yield EPOCH_END
             if end is None and produced == 0 and skip == 0:
                 return  # an empty shard repeated forever would spin without end
@@ -521,8 +523,7 @@ class Dataset:
         else:
             records_ = source.records(epoch, shard, num_shards, records)
             items = run(records_, self._ops, chunks=False, cut=cut, dropped=dropped)
-        with closing(items):  # type: ignore[type-var]
-            yield from items
+        return items
 
     def _one_epoch(self, epoch: int, shard: int, num_shards: int, skip: int) -> Iterator[Any]:
         """One epoch of one shard, without its first ``skip`` items, prefetched if asked."""
