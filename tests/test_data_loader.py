@@ -11,7 +11,11 @@ import gc
 import itertools
 import json
 import os
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -19,7 +23,7 @@ from _data_files import write
 
 import recordkit as rk
 from recordkit.data import Dataset, Loader, loader
-from recordkit.data._shm import SlotReader
+from recordkit.data._shm import SlotReader, alive, make_directory
 from recordkit.errors import ChecksumError
 
 SPEC = {"x": rk.FixedLen((3,), np.float32), "label": rk.FixedLen((), np.int64)}
@@ -96,7 +100,7 @@ def test_no_workers_reads_in_this_process(examples):
 def test_values_survive_while_batches_are_kept(examples):
     """Every batch kept alive at once: no slot is written while a batch still views it."""
     ds = Dataset(examples, seed=1).batch(3).map(parse)
-    kept = list(loader(ds, num_workers=2, prefetch=1))
+    kept = list(loader(ds, num_workers=2, prefetch_factor=1))
     assert sorted(int(v) for b in kept for v in b["label"]) == list(range(101))
     for batch in kept:
         np.testing.assert_array_equal(
@@ -128,7 +132,7 @@ def test_arrays_are_released_when_collected(examples, monkeypatch):
     monkeypatch.setattr(SlotReader, "unpack", spy)
     ds = Dataset(examples, seed=3).batch(2).map(parse)
     seen = 0
-    for batch in loader(ds, num_workers=1, prefetch=1):
+    for batch in loader(ds, num_workers=1, prefetch_factor=1):
         seen += len(batch["label"])
         del batch
     assert seen == 101
@@ -144,7 +148,9 @@ def test_batches_kept_alive_fall_back_to_the_pipe(examples, monkeypatch):
         return unpack(self, description)
 
     monkeypatch.setattr(SlotReader, "unpack", spy)
-    kept = list(loader(Dataset(examples, seed=3).batch(2).map(parse), num_workers=1, prefetch=1))
+    kept = list(
+        loader(Dataset(examples, seed=3).batch(2).map(parse), num_workers=1, prefetch_factor=1)
+    )
     assert len(kept) == 51
     assert kinds[:3] == ["slot"] * 3  # prefetch + 2 slots, then every one is held
     assert "inline" in kinds
@@ -208,7 +214,7 @@ def test_a_worker_that_dies_is_reported(examples):
 
 def test_stopping_early_stops_the_workers(examples):
     before = leftovers()
-    ld = loader(Dataset(examples, seed=0).batch(1).map(parse), num_workers=2, prefetch=1)
+    ld = loader(Dataset(examples, seed=0).batch(1).map(parse), num_workers=2, prefetch_factor=1)
     first = next(iter(ld))
     assert first["label"].shape == (1,)
     gc.collect()
@@ -231,7 +237,7 @@ def _touch(prefix: str, worker: int) -> None:
     ("kwargs", "match"),
     [
         ({"num_workers": -1}, "num_workers"),
-        ({"prefetch": 0}, "prefetch"),
+        ({"prefetch_factor": 0}, "prefetch_factor"),
         ({"timeout": -1}, "timeout"),
     ],
 )
@@ -243,3 +249,103 @@ def test_bad_settings_are_refused(examples, kwargs, match):
 def test_only_datasets_are_loaded():
     with pytest.raises(TypeError, match="Dataset"):
         Loader([b"x"])  # type: ignore[arg-type]
+
+
+def test_a_resumed_pass_continues_the_turns(examples):
+    """Restored with as many workers, the rest of the pass comes in the interrupted order."""
+    whole = labels(loader(pipeline(examples), num_workers=3))
+    for stop in (4, 5, 7):
+        interrupted = loader(pipeline(examples), num_workers=3)
+        iterator = iter(interrupted)
+        head = [next(iterator)["label"].tolist() for _ in range(stop)]
+        state = interrupted.state_dict()
+        iterator.close()
+        again = loader(pipeline(examples), num_workers=3)
+        again.load_state_dict(state)
+        assert head + labels(again) == whole
+
+
+def sleepy(records: list[bytes]) -> list[bytes]:
+    """Take longer than the loader's timeout."""
+    time.sleep(3)
+    return records
+
+
+def test_timeout(examples):
+    ds = Dataset(examples[:1], seed=0).batch(4).map(sleepy)
+    with pytest.raises(TimeoutError, match=r"within 0\.5 seconds"):
+        list(loader(ds, num_workers=1, timeout=0.5))
+
+
+def test_the_slot_directory_is_private_and_leftovers_are_removed(tmp_path, monkeypatch):
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    stale = os.path.join(shm, f"recordkit-loader-{int(gone.stdout)}-stale")
+    os.makedirs(stale, exist_ok=True)
+    directory = make_directory()
+    try:
+        assert os.stat(directory).st_mode & 0o777 == 0o700
+        assert not os.path.exists(stale)
+    finally:
+        os.rmdir(directory)
+
+
+KILLED = """
+import os, signal, sys, functools
+import numpy as np
+import recordkit as rk
+from recordkit.data import Dataset, loader
+
+parse = functools.partial(rk.parse_examples, features={"label": rk.FixedLen((), np.int64)})
+
+def note(folder, worker):
+    with open(os.path.join(folder, f"worker-{worker}"), "w") as f:
+        f.write(str(os.getpid()))
+
+if __name__ == "__main__":
+    folder, context, *paths = sys.argv[1:]
+    ds = Dataset(paths, seed=0).batch(1).map(parse)  # arrays: each item takes a slot
+    it = iter(loader(ds, num_workers=2, multiprocessing_context=context, prefetch_factor=1,
+                     worker_init_fn=functools.partial(note, folder)))
+    next(it)
+    while len(os.listdir(folder)) < 2:
+        pass
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_workers_of_a_killed_main_process_exit_and_clean_up(tmp_path, examples, context):
+    """Workers still reading when the main process is killed stop and remove the pass's directory."""
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    folder = tmp_path / "pids"
+    folder.mkdir()
+    main = subprocess.Popen([sys.executable, str(script), str(folder), context, *examples])
+    assert main.wait(timeout=120) == -signal.SIGKILL
+    workers = [int((folder / name).read_text()) for name in sorted(os.listdir(folder))]
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    left = f"recordkit-loader-{main.pid}-"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (
+        any(_running(pid) for pid in workers) or any(n.startswith(left) for n in os.listdir(shm))
+    ):
+        time.sleep(0.1)
+    assert [pid for pid in workers if _running(pid)] == []
+    assert [n for n in os.listdir(shm) if n.startswith(left)] == []
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (an exited process not yet reaped by its new parent does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return alive(pid)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 import recordkit as rk
-from recordkit.data import Dataset, RecordLoader, dataloader
+from recordkit.data import Dataset, Loader, dataloader
 
 FEATURES = 8
 FEATURE_SPEC = {
@@ -55,13 +55,13 @@ def to_tensors(batch: list[bytes]) -> dict[str, torch.Tensor]:
     return {name: torch.from_numpy(np.asarray(value)) for name, value in parsed.items()}
 
 
-def make_loader(paths: list[str]) -> RecordLoader:
+def make_loader(paths: list[str]) -> Loader:
     ds = Dataset(paths, seed=42).shuffle(256).batch(64).map(to_tensors)
     return dataloader(ds, num_workers=2)
 
 
 def train_epoch(
-    model: torch.nn.Module, opt: torch.optim.Optimizer, batches: RecordLoader
+    model: torch.nn.Module, opt: torch.optim.Optimizer, batches: Loader
 ) -> tuple[float, list[int]]:
     seen: list[int] = []
     loss = torch.tensor(0.0)

@@ -60,7 +60,7 @@ class Loader:
         dataset: Dataset,
         *,
         num_workers: int = 0,
-        prefetch: int = 2,
+        prefetch_factor: int = 2,
         multiprocessing_context: Any = None,
         timeout: float = 0,
         worker_init_fn: Callable[[int], None] | None = None,
@@ -72,7 +72,7 @@ class Loader:
                 f"a Loader needs a recordkit.data.Dataset, not {type(dataset).__name__}"
             )
         self.num_workers = _count(num_workers, "num_workers", 0)
-        self._prefetch = _count(prefetch, "prefetch", 1)
+        self._prefetch = _count(prefetch_factor, "prefetch_factor", 1)
         if timeout < 0:
             raise ValueError(f"timeout must be non-negative, not {timeout!r}")
         self.dataset = dataset
@@ -143,6 +143,17 @@ class Loader:
             return None
         return Resume(self._epoch, len(counts), {w: (self._epoch, n) for w, n in enumerate(counts)})
 
+    def _first_turn(self, resume: Resume | None) -> int:
+        """The worker whose turn it is when a pass resumes with as many workers as saved the state.
+
+        The workers' items are taken in turns, so the counts of the workers still going are ``k + 1`` up
+        to the next in turn and ``k`` from it on; a finished worker (fewer) says it is done when asked.
+        """
+        if resume is None or resume.workers != self.num_workers:
+            return 0
+        counts = self._counts
+        return next((w for w, n in enumerate(counts) if n < counts[0]), 0)
+
     def _epoch_items(self) -> Iterator[tuple[int, Any]]:
         """``(stream, item)`` for the rest of the current epoch."""
         epoch = self._epoch
@@ -166,8 +177,9 @@ class Loader:
             job,
             self.num_workers,
             context=self._context,
-            prefetch=self._prefetch,
+            prefetch_factor=self._prefetch,
             timeout=self._timeout,
+            first_turn=self._first_turn(resume),
         )
         yield from pool
 
@@ -234,7 +246,7 @@ def loader(
     dataset: Dataset,
     *,
     num_workers: int = 0,
-    prefetch: int = 2,
+    prefetch_factor: int = 2,
     multiprocessing_context: Any = None,
     timeout: float = 0,
     worker_init_fn: Callable[[int], None] | None = None,
@@ -253,8 +265,8 @@ def loader(
         the ``spawn`` and ``forkserver`` start methods (module-level functions, not lambdas).
     num_workers
         Worker processes (``0``: read in this process).
-    prefetch
-        Items each worker may have ready ahead of the consumer.
+    prefetch_factor
+        Items each worker may have ready ahead of the consumer (the name ``DataLoader`` gives it).
     multiprocessing_context
         ``"fork"``, ``"spawn"``, ``"forkserver"``, a ``multiprocessing`` context, or ``None`` for the
         default start method.
@@ -271,7 +283,7 @@ def loader(
     return Loader(
         dataset,
         num_workers=num_workers,
-        prefetch=prefetch,
+        prefetch_factor=prefetch_factor,
         multiprocessing_context=multiprocessing_context,
         timeout=timeout,
         worker_init_fn=worker_init_fn,

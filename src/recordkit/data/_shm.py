@@ -25,6 +25,7 @@ import io
 import mmap
 import os
 import pickle
+import shutil
 import sys
 import tempfile
 import time
@@ -45,11 +46,49 @@ _WAIT = 0.0005
 """Seconds between looks at the slots' bytes while every slot is in flight (doubling up to 8x)."""
 
 
+_PREFIX = "recordkit-loader-"
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a process of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def make_directory() -> str:
-    """A new private directory for a loader's slots, in shared memory where the system has it."""
+    """A new private directory (mode ``0700``) for a loader's slots, in shared memory where there is some.
+
+    Its name holds the process id of the main process. Directories left behind by main processes that no
+    longer exist (killed before they could remove them) are removed first.
+    """
     shm = "/dev/shm"
-    base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
-    return tempfile.mkdtemp(prefix=f"recordkit-loader-{os.getpid()}-", dir=base)
+    base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+    _remove_leftovers(base)
+    return tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=base)
+
+
+def _remove_leftovers(base: str) -> None:
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(_PREFIX):
+            continue
+        pid = name[len(_PREFIX) :].split("-", 1)[0]
+        path = os.path.join(base, name)
+        try:
+            owned = uid is None or os.stat(path).st_uid == uid
+        except OSError:
+            continue
+        if pid.isdigit() and owned and not alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _aligned(n: int) -> int:
@@ -136,17 +175,21 @@ class SlotWriter:
         This worker's number.
     slots
         The slots this worker may make before it sends items through the pipe instead.
+    owner
+        The process id of the main process: a worker waiting for a slot stops when it is gone.
     """
 
-    def __init__(self, directory: str, control: Control, worker: int, slots: int) -> None:
+    def __init__(
+        self, directory: str, control: Control, worker: int, slots: int, owner: int
+    ) -> None:
         self.directory = directory
         self.control = control
         self.worker = worker
+        self.owner = owner
         self._states = control.bytes[worker * slots : (worker + 1) * slots]
         self._maps: list[mmap.mmap] = []
         self._names: list[str] = []
         self._generation = 0
-        self._parent = os.getppid()
 
     def pack(self, item: Any) -> tuple[Any, ...]:
         """Write ``item`` into a free slot (or inline) and return its description, for :meth:`SlotReader.unpack`.
@@ -193,7 +236,7 @@ class SlotWriter:
                 return len(self._maps) - 1
             if not any(states[i] == SENT for i in range(len(self._maps))):
                 return None
-            if self.control.stopped or os.getppid() != self._parent:
+            if self.control.stopped or not alive(self.owner):
                 raise InterruptedError("the loader stopped")
             time.sleep(wait)
             wait = min(wait * 2, 8 * _WAIT)

@@ -9,9 +9,9 @@ and ``forkserver`` start methods and does not need PyTorch.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing
 import multiprocessing.context
+import os
 import pickle
 import random
 import shutil
@@ -36,10 +36,16 @@ __all__ = ["Job", "WorkerPool", "current_worker"]
 
 _POLL = 0.1
 """Seconds between checks that a worker is still alive while waiting for its next item."""
-_JOIN = 5.0
-"""Seconds a stopping worker is given to exit before it is terminated."""
+_JOIN = 1.0
+"""Seconds a stopping worker is given to exit before it is terminated (one busy in user code may not see
+the stop until its item is done)."""
 
 _current: tuple[int, int] | None = None
+
+# The receiving ends of the pipes of every pool running in this process. A forked worker inherits them
+# and closes them first: a worker must not hold a pipe's reading end, or its writes would block for ever
+# instead of failing once the main process is gone.
+_receivers: set[Connection] = set()
 
 
 def current_worker() -> tuple[int, int] | None:
@@ -121,9 +127,15 @@ def _serve(
     control: Control,
     slots: int,
     conn: Connection,
+    owner: int,
 ) -> None:
     """A worker process: read this worker's runs and send every item to the main process."""
-    writer = SlotWriter(directory, control, worker, slots)
+    for inherited in list(_receivers):
+        inherited.close()
+    _receivers.clear()
+    writer = SlotWriter(directory, control, worker, slots, owner)
+    # Whether the main process went away without stopping the pass: then nobody else removes the files.
+    orphaned = False
     try:
         _become_worker(job, worker, num_workers)
         if job.init is not None:
@@ -138,14 +150,29 @@ def _serve(
                 message = ("item", run.slot, writer.pack(item))
                 conn.send_bytes(pickle.dumps(message, protocol=5))
         conn.send_bytes(pickle.dumps(("end",), protocol=5))
-    except (BrokenPipeError, InterruptedError, KeyboardInterrupt):
-        return  # the main process stopped the iteration
+    except (BrokenPipeError, InterruptedError):
+        orphaned = not control.stopped
+    except KeyboardInterrupt:
+        pass  # the main process was interrupted too, and stops the pass
     except BaseException as exc:  # noqa: BLE001 - handed to the main process, which re-raises it
-        with contextlib.suppress(OSError):
+        try:
             conn.send_bytes(_error_message(exc))
+        except OSError:
+            orphaned = not control.stopped
     finally:
         writer.close()
         conn.close()
+        if orphaned:
+            _remove(directory)
+
+
+def _remove(directory: str) -> None:
+    """Remove a pass's directory, which a sibling worker may be adding a slot to at the same time."""
+    for _ in range(20):
+        shutil.rmtree(directory, ignore_errors=True)
+        if not os.path.exists(directory):
+            return
+        time.sleep(0.05)
 
 
 def _raise_remote(payload: bytes | None, name: str, text: str, worker: int) -> None:
@@ -182,10 +209,12 @@ class WorkerPool:
         How many worker processes (at least 1).
     context
         The ``multiprocessing`` start method (a name or a context; ``None``: the default).
-    prefetch
+    prefetch_factor
         How many items each worker may have ready before the main process takes them.
     timeout
         Seconds to wait for an item before raising ``TimeoutError`` (``0``: no limit).
+    first_turn
+        The worker whose item comes first (a resumed pass continues the turns where they stopped).
     """
 
     def __init__(
@@ -194,14 +223,18 @@ class WorkerPool:
         num_workers: int,
         *,
         context: Any = None,
-        prefetch: int = 2,
+        prefetch_factor: int = 2,
         timeout: float = 0,
+        first_turn: int = 0,
     ) -> None:
         self.job = job
         self.num_workers = num_workers
         self.context = _context(context)
-        self.slots = prefetch + 2  # the items in flight, and the ones the consumer still holds
+        self.slots = (
+            prefetch_factor + 2
+        )  # the items in flight, and the ones the consumer still holds
         self.timeout = timeout
+        self.first_turn = first_turn
 
     def __iter__(self) -> Iterator[tuple[int, Any]]:
         directory = make_directory()
@@ -212,6 +245,8 @@ class WorkerPool:
             control = Control.create(directory, self.num_workers, self.slots)
             for worker in range(self.num_workers):
                 receive, send = self.context.Pipe(duplex=False)
+                _receivers.add(receive)
+                conns.append(receive)
                 process = self.context.Process(  # type: ignore[attr-defined]
                     target=_serve,
                     args=(
@@ -222,6 +257,7 @@ class WorkerPool:
                         control,
                         self.slots,
                         send,
+                        os.getpid(),
                     ),
                     name=f"recordkit-loader-{worker}",
                     daemon=True,
@@ -229,12 +265,11 @@ class WorkerPool:
                 process.start()
                 send.close()
                 processes.append(process)
-                conns.append(receive)
             readers = [
                 SlotReader(directory, control, w, self.slots) for w in range(self.num_workers)
             ]
             active = list(range(self.num_workers))
-            turn = 0
+            turn = self.first_turn
             while active:
                 turn %= len(active)
                 worker = active[turn]
@@ -288,6 +323,7 @@ class WorkerPool:
             control.stop()
         for conn in conns:
             conn.close()  # a worker blocked on sending gets a broken pipe
+            _receivers.discard(conn)
         deadline = time.monotonic() + _JOIN
         for process in processes:
             process.join(max(0.0, deadline - time.monotonic()))

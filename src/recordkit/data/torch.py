@@ -948,7 +948,7 @@ def dataloader(
         return Loader(
             ds,
             num_workers=num_workers,
-            prefetch=2 if prefetch_factor is None else prefetch_factor,
+            prefetch_factor=2 if prefetch_factor is None else prefetch_factor,
             multiprocessing_context=multiprocessing_context,
             timeout=timeout,
             worker_init_fn=worker_init_fn,
