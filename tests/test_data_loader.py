@@ -23,7 +23,7 @@ from _data_files import write
 
 import recordkit as rk
 from recordkit.data import Dataset, Loader, loader
-from recordkit.data._shm import SlotReader, alive, make_directory
+from recordkit.data._shm import INLINE, SLOT, SlotReader, alive, make_directory
 from recordkit.errors import ChecksumError
 
 SPEC = {"x": rk.FixedLen((3,), np.float32), "label": rk.FixedLen((), np.int64)}
@@ -125,9 +125,9 @@ def test_arrays_are_released_when_collected(examples, monkeypatch):
     kinds = []
     unpack = SlotReader.unpack
 
-    def spy(self, description):
-        kinds.append(description[0])
-        return unpack(self, description)
+    def spy(self, message):
+        kinds.append({SLOT: "slot", INLINE: "inline"}[message[0]])
+        return unpack(self, message)
 
     monkeypatch.setattr(SlotReader, "unpack", spy)
     ds = Dataset(examples, seed=3).batch(2).map(parse)
@@ -143,9 +143,9 @@ def test_batches_kept_alive_fall_back_to_the_pipe(examples, monkeypatch):
     kinds = []
     unpack = SlotReader.unpack
 
-    def spy(self, description):
-        kinds.append(description[0])
-        return unpack(self, description)
+    def spy(self, message):
+        kinds.append({SLOT: "slot", INLINE: "inline"}[message[0]])
+        return unpack(self, message)
 
     monkeypatch.setattr(SlotReader, "unpack", spy)
     kept = list(

@@ -21,11 +21,13 @@ alive) makes a new slot, up to a limit, and past it sends the item through the p
 
 from __future__ import annotations
 
+import functools
 import io
 import mmap
 import os
 import pickle
 import shutil
+import struct
 import sys
 import tempfile
 import time
@@ -37,6 +39,12 @@ import numpy as np
 __all__ = ["Control", "SlotReader", "SlotWriter", "make_directory"]
 
 FREE, SENT, HELD = 0, 1, 2
+# The first byte of a message from a worker: an item inline or in a slot, the end of the pass, an error.
+INLINE, SLOT, END, ERROR = 1, 2, 3, 4
+_INLINE_HEAD = struct.Struct("<Bq")  # kind, stream
+_SLOT_HEAD = struct.Struct(
+    "<BqiiqqI"
+)  # kind, stream, slot, generation, slot size, pickle length, buffers
 _STOP = 0  # the byte after the slots' bytes: set when the workers must stop
 _ALIGN = 64
 _PAGE = mmap.PAGESIZE
@@ -188,11 +196,12 @@ class SlotWriter:
         self.owner = owner
         self._states = control.bytes[worker * slots : (worker + 1) * slots]
         self._maps: list[mmap.mmap] = []
-        self._names: list[str] = []
+        self._generations: list[int] = []
         self._generation = 0
 
-    def pack(self, item: Any) -> tuple[Any, ...]:
-        """Write ``item`` into a free slot (or inline) and return its description, for :meth:`SlotReader.unpack`.
+    def pack(self, stream: int, item: Any) -> bytes:
+        """Write ``item`` (of ``stream``) into a free slot, or inline, and return the message for
+        :meth:`SlotReader.unpack`: a few dozen bytes when the item went into a slot.
 
         Raises
         ------
@@ -202,22 +211,26 @@ class SlotWriter:
         buffers: list[pickle.PickleBuffer] = []
         data = _dumps(item, buffers)
         if not buffers and len(data) < _INLINE:
-            return ("inline", data)
+            return _INLINE_HEAD.pack(INLINE, stream) + data
         raws = [b.raw() for b in buffers]
-        spans = []
+        spans: list[int] = []
         at = _aligned(len(data))
         for raw in raws:
-            spans.append((at, raw.nbytes))
+            spans += (at, raw.nbytes)
             at = _aligned(at + raw.nbytes)
         slot = self._acquire(at)
         if slot is None:
-            return ("inline", pickle.dumps(item, protocol=5))
+            return _INLINE_HEAD.pack(INLINE, stream) + pickle.dumps(item, protocol=5)
         target = self._maps[slot]
         target[: len(data)] = data
-        for (start, size), raw in zip(spans, raws, strict=True):
-            target[start : start + size] = raw.cast("B")
+        for k, raw in enumerate(raws):
+            start = spans[2 * k]
+            target[start : start + raw.nbytes] = raw.cast("B")
         self._states[slot] = SENT
-        return ("slot", slot, self._names[slot], len(target), len(data), spans)
+        head = _SLOT_HEAD.pack(
+            SLOT, stream, slot, self._generations[slot], len(target), len(data), len(raws)
+        )
+        return head + struct.pack(f"<{len(spans)}q", *spans)
 
     def _acquire(self, size: int) -> int | None:
         """A free slot of at least ``size`` bytes (made or grown if needed), or ``None``: all are held."""
@@ -245,29 +258,24 @@ class SlotWriter:
         """Make slot ``slot`` anew with room for ``size`` bytes (and some to spare)."""
         size = max(_PAGE, -(-(size + size // 4) // _PAGE) * _PAGE)
         self._generation += 1
-        name = _slot_name(self.worker, slot, self._generation)
-        path = os.path.join(self.directory, name)
+        path = os.path.join(self.directory, _slot_name(self.worker, slot, self._generation))
         with open(path, "w+b") as file:
             file.truncate(size)
             mapped = mmap.mmap(file.fileno(), size)
         if slot < len(self._maps):
-            old = os.path.join(self.directory, self._names[slot])
+            old = _slot_name(self.worker, slot, self._generations[slot])
             self._maps[slot].close()
-            self._maps[slot], self._names[slot] = mapped, name
-            os.unlink(old)
+            self._maps[slot], self._generations[slot] = mapped, self._generation
+            os.unlink(os.path.join(self.directory, old))
         else:
             self._maps.append(mapped)
-            self._names.append(name)
+            self._generations.append(self._generation)
 
     def close(self) -> None:
         """Unmap this worker's slots (the main process removes the files)."""
         for mapped in self._maps:
             mapped.close()
         self._maps = []
-
-
-def _release(states: np.ndarray, slot: int) -> None:
-    states[slot] = FREE
 
 
 class SlotReader:
@@ -283,31 +291,39 @@ class SlotReader:
 
     def __init__(self, directory: str, control: Control, worker: int, slots: int) -> None:
         self.directory = directory
+        self.worker = worker
         self._states = control.bytes[worker * slots : (worker + 1) * slots]
-        self._maps: dict[int, tuple[str, mmap.mmap]] = {}
+        self._maps: dict[int, tuple[int, mmap.mmap]] = {}
+        # One weak reference per slot in use, whose callback frees the slot.
+        self._leases: dict[int, weakref.ref[np.ndarray]] = {}
 
-    def unpack(self, description: tuple[Any, ...]) -> Any:
-        """The item :meth:`SlotWriter.pack` described; its arrays view the slot until they are all gone."""
-        kind, *rest = description
-        if kind == "inline":
-            return pickle.loads(rest[0])
-        slot, name, size, length, spans = rest
-        mapped = self._map(slot, name, size)
+    def unpack(self, message: bytes) -> tuple[int, Any]:
+        """The stream and the item of a message from :meth:`SlotWriter.pack`; the item's arrays view the
+        slot until they are all gone."""
+        if message[0] == INLINE:
+            stream = _INLINE_HEAD.unpack_from(message)[1]
+            return stream, pickle.loads(memoryview(message)[_INLINE_HEAD.size :])
+        _, stream, slot, generation, size, length, count = _SLOT_HEAD.unpack_from(message)
+        spans = struct.unpack_from(f"<{2 * count}q", message, _SLOT_HEAD.size)
+        mapped = self._map(slot, generation, size)
         self._states[slot] = HELD
         base = np.frombuffer(mapped, dtype=np.uint8, count=size)
-        item = pickle.loads(
-            base[:length].data, buffers=[base[start : start + n] for start, n in spans]
-        )
-        finalizer = weakref.finalize(base, _release, self._states, slot)
-        finalizer.atexit = False
-        return item
+        buffers = [base[spans[k] : spans[k] + spans[k + 1]] for k in range(0, len(spans), 2)]
+        item = pickle.loads(base[:length].data, buffers=buffers)
+        self._leases[slot] = weakref.ref(base, functools.partial(self._release, slot))
+        return stream, item
 
-    def _map(self, slot: int, name: str, size: int) -> mmap.mmap:
+    def _release(self, slot: int, _: object) -> None:
+        """Called when the last array viewing ``slot`` is gone: the worker may write it again."""
+        self._states[slot] = FREE
+
+    def _map(self, slot: int, generation: int, size: int) -> mmap.mmap:
         known = self._maps.get(slot)
-        if known is not None and known[0] == name:
+        if known is not None and known[0] == generation:
             return known[1]
+        name = _slot_name(self.worker, slot, generation)
         with open(os.path.join(self.directory, name), "r+b") as file:
             mapped = mmap.mmap(file.fileno(), size)
         # A slot made anew replaces the old mapping; the old one is unmapped once nothing views it.
-        self._maps[slot] = (name, mapped)
+        self._maps[slot] = (generation, mapped)
         return mapped

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from recordkit.data._runs import Resume, plan_runs, run_items
-from recordkit.data._shm import Control, SlotReader, SlotWriter, make_directory
+from recordkit.data._shm import END, ERROR, Control, SlotReader, SlotWriter, make_directory
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -116,7 +116,7 @@ def _error_message(exc: BaseException) -> bytes:
         pickle.loads(payload)
     except Exception:  # noqa: BLE001 - an exception that does not survive pickling goes as text
         payload = None
-    return pickle.dumps(("error", payload, type(exc).__name__, text), protocol=5)
+    return bytes([ERROR]) + pickle.dumps((payload, type(exc).__name__, text), protocol=5)
 
 
 def _serve(
@@ -147,9 +147,8 @@ def _serve(
             for item in run_items(job.dataset, run):
                 if control.stopped:
                     return
-                message = ("item", run.slot, writer.pack(item))
-                conn.send_bytes(pickle.dumps(message, protocol=5))
-        conn.send_bytes(pickle.dumps(("end",), protocol=5))
+                conn.send_bytes(writer.pack(run.slot, item))
+        conn.send_bytes(bytes([END]))
     except (BrokenPipeError, InterruptedError):
         orphaned = not control.stopped
     except KeyboardInterrupt:
@@ -274,23 +273,23 @@ class WorkerPool:
                 turn %= len(active)
                 worker = active[turn]
                 message = self._receive(worker, conns[worker], processes[worker])
-                if message[0] == "end":
+                if message[0] == END:
                     active.pop(turn)
                     continue
-                if message[0] == "error":
-                    _, payload, name, text = message
+                if message[0] == ERROR:
+                    payload, name, text = pickle.loads(memoryview(message)[1:])
                     _raise_remote(payload, name, text, worker)
                 turn += 1
-                yield message[1], readers[worker].unpack(message[2])
+                yield readers[worker].unpack(message)
         finally:
             self._stop(control, conns, processes)
             shutil.rmtree(directory, ignore_errors=True)
 
-    def _receive(self, worker: int, conn: Connection, process: Any) -> tuple[Any, ...]:
+    def _receive(self, worker: int, conn: Connection, process: Any) -> bytes:
         if not self.timeout:
             # Only the worker holds the pipe's sending end: if it dies, the read ends at once.
             try:
-                message: tuple[Any, ...] = pickle.loads(conn.recv_bytes())
+                message = conn.recv_bytes()
             except EOFError:
                 return self._died(worker, process)
             return message
@@ -298,7 +297,7 @@ class WorkerPool:
         while True:
             if conn.poll(min(_POLL, max(0.0, deadline - time.monotonic()))):
                 try:
-                    message = pickle.loads(conn.recv_bytes())
+                    message = conn.recv_bytes()
                 except EOFError:
                     return self._died(worker, process)
                 return message
