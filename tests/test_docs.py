@@ -104,6 +104,12 @@ NOT_RUN = {
     "python tests/benchmarks/run.py --only pipeline --workers 1 2 4": (
         "full-size data, minutes; the smoke test runs the pipeline cases with --quick"
     ),
+    "python tests/benchmarks/run.py --only pipeline --no-build": (
+        "full-size data, minutes; the smoke test runs the pipeline cases with --quick"
+    ),
+    "python tests/benchmarks/run.py --only pipeline --no-build --workers 1 2 4 8 16": (
+        "minutes of a 16-core machine; the smoke test runs the pipeline cases with --quick"
+    ),
     "python tests/benchmarks/run.py --only ffrecord --only read-tfrecord --workers 1 2 4 8 16 --json "
     "report-16.json": "minutes of a 16-core machine; test_benchmarks_smoke runs run.py with --quick",
     "python tests/benchmarks/floors.py": "a minute of machine time; test_benchmarks_smoke runs it small",
