@@ -120,16 +120,22 @@ def test_batches_of_changing_size(examples):
         )
 
 
-def test_arrays_are_released_when_collected(examples, monkeypatch):
-    """A loop that drops each batch reuses the slots: no batch falls back to the pipe."""
-    kinds = []
+@pytest.fixture
+def kinds(monkeypatch) -> list[str]:
+    """How each item reached the main process ("slot" or "inline"), in order."""
+    seen: list[str] = []
     unpack = SlotReader.unpack
 
     def spy(self, message):
-        kinds.append({SLOT: "slot", INLINE: "inline"}[message[0]])
+        seen.append({SLOT: "slot", INLINE: "inline"}[message[0]])
         return unpack(self, message)
 
     monkeypatch.setattr(SlotReader, "unpack", spy)
+    return seen
+
+
+def test_arrays_are_released_when_collected(examples, kinds):
+    """A loop that drops each batch reuses the slots: no batch falls back to the pipe."""
     ds = Dataset(examples, seed=3).batch(2).map(parse)
     seen = 0
     for batch in loader(ds, num_workers=1, prefetch_factor=1):
@@ -139,15 +145,7 @@ def test_arrays_are_released_when_collected(examples, monkeypatch):
     assert kinds == ["slot"] * 51
 
 
-def test_batches_kept_alive_fall_back_to_the_pipe(examples, monkeypatch):
-    kinds = []
-    unpack = SlotReader.unpack
-
-    def spy(self, message):
-        kinds.append({SLOT: "slot", INLINE: "inline"}[message[0]])
-        return unpack(self, message)
-
-    monkeypatch.setattr(SlotReader, "unpack", spy)
+def test_batches_kept_alive_fall_back_to_the_pipe(examples, kinds):
     kept = list(
         loader(Dataset(examples, seed=3).batch(2).map(parse), num_workers=1, prefetch_factor=1)
     )

@@ -29,7 +29,118 @@ def _count(value: object, what: str, minimum: int) -> int:
     return value
 
 
-class Loader:
+class Passes:
+    """What every recordkit loader does with epochs: one epoch (or ``repeat``'s) per pass, and a position.
+
+    A subclass reads a pass with :meth:`_pass`, which yields ``(stream, item)``: the stream an item counts
+    against (a worker's, or a saved worker's) and the item. The position is how many items each stream
+    delivered in the current epoch, so that a restored loader delivers exactly the rest.
+    """
+
+    _epochs: int | None
+    _convert: Callable[[Any], Any] = staticmethod(_keep)
+
+    def _start(self, epoch: int, epochs: int | None) -> None:
+        self._epochs = epochs
+        self._epoch = self._first_epoch = epoch
+        # Items delivered in the current epoch by each stream: a worker's, or, in an epoch resumed from a
+        # state saved with another number of workers, each saved worker's.
+        self._counts = [0] * self._slots()
+        self._restored = False
+
+    def _slots(self) -> int:
+        """The streams of a pass that was not resumed."""
+        raise NotImplementedError
+
+    def _pass(self) -> Iterator[tuple[int, Any]]:
+        """``(stream, item)`` for the rest of the current epoch."""
+        raise NotImplementedError
+
+    def _fingerprint(self) -> dict[str, Any]:
+        """What must match for a saved position to apply."""
+        raise NotImplementedError
+
+    def _workers(self) -> int:
+        """The number of worker processes, as the state records it."""
+        raise NotImplementedError
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration starts in."""
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start the next iteration at the beginning of ``epoch``."""
+        if epoch < 0:
+            raise ValueError(f"the epoch must be non-negative, not {epoch}")
+        self._epoch = self._first_epoch = int(epoch)
+        self._counts = [0] * self._slots()
+        self._restored = False
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self._restored:
+            self._first_epoch = self._epoch
+            self._counts = [0] * self._slots()
+        self._restored = False
+        convert = self._convert
+        while self._epochs is None or self._epoch < self._first_epoch + self._epochs:
+            produced = 0
+            items = self._pass()
+            try:
+                for stream, item in items:
+                    produced += 1
+                    self._counts[stream] += 1
+                    yield convert(item)
+            finally:
+                items.close()  # type: ignore[attr-defined]
+            self._epoch += 1
+            self._counts = [0] * self._slots()
+            if self._epochs is None and produced == 0:
+                return
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position: the epoch and how many items each worker has delivered in it (JSON-compatible)."""
+        return {
+            "kind": "loader",
+            "version": STATE_VERSION,
+            "epoch": self._epoch,
+            "first_epoch": self._first_epoch,
+            "delivered": list(self._counts),
+            "num_workers": self._workers(),
+            **self._fingerprint(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue, at the next iteration, from a position saved by :meth:`state_dict`.
+
+        The number of workers may differ from the saved one: the rest of the saved epoch is read as the
+        saved workers would have read it (each saved worker's stream finished by one of the current
+        workers), and the following epochs are split between the current workers.
+
+        Raises
+        ------
+        ValueError
+            The state comes from a loader with other data, seed, batch size or ranks, or is malformed.
+        """
+        check_state(state, "loader", self._fingerprint())
+        delivered = state.get("delivered")
+        if (
+            not isinstance(delivered, list)
+            or not delivered
+            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in delivered)
+        ):
+            raise ValueError(f"malformed loader state: delivered={delivered!r}")
+        self._check_streams(len(delivered))
+        self._epoch = int(state["epoch"])
+        self._first_epoch = int(state["first_epoch"])
+        self._counts = list(delivered)
+        self._restored = True
+
+    def _check_streams(self, streams: int) -> None:
+        """Refuse a state with a number of streams this loader cannot continue."""
+
+
+class Loader(Passes):
     """A :class:`~recordkit.data.Dataset`'s items, read by worker processes, one epoch per iteration.
 
     Made by :func:`loader` (numpy arrays out) or :func:`recordkit.data.torch.dataloader` (tensors out).
@@ -77,8 +188,6 @@ class Loader:
             raise ValueError(f"timeout must be non-negative, not {timeout!r}")
         self.dataset = dataset
         self._pipeline = dataset._with(_repeat=1)
-        self._epochs = dataset._repeat
-        self._epoch = self._first_epoch = dataset.epoch
         self._rank, self._world_size = resolve_rank(dataset._rank, dataset._world_size)
         self._context = multiprocessing_context
         self._timeout = timeout
@@ -90,13 +199,13 @@ class Loader:
             dataset._catalog.count_all()
         else:
             dataset._catalog.describe()
-        # Items delivered in the current epoch by each stream: a worker's, or, in an epoch resumed from a
-        # state saved with another number of workers, each saved worker's.
-        self._counts = [0] * self._slots()
-        self._restored = False
+        self._start(dataset.epoch, dataset._repeat)
 
     def _slots(self) -> int:
         return max(1, self.num_workers)
+
+    def _workers(self) -> int:
+        return self.num_workers
 
     def _fingerprint(self) -> dict[str, Any]:
         return {
@@ -104,19 +213,6 @@ class Loader:
             "rank": self._rank,
             "world_size": self._world_size,
         }
-
-    @property
-    def epoch(self) -> int:
-        """The epoch the next iteration starts in."""
-        return self._epoch
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start the next iteration at the beginning of ``epoch``."""
-        if epoch < 0:
-            raise ValueError(f"the epoch must be non-negative, not {epoch}")
-        self._epoch = self._first_epoch = int(epoch)
-        self._counts = [0] * self._slots()
-        self._restored = False
 
     def __len__(self) -> int:
         """The number of items one iteration delivers: for each worker, ``len()`` of the pipeline as that
@@ -154,8 +250,7 @@ class Loader:
         counts = self._counts
         return next((w for w, n in enumerate(counts) if n < counts[0]), 0)
 
-    def _epoch_items(self) -> Iterator[tuple[int, Any]]:
-        """``(stream, item)`` for the rest of the current epoch."""
+    def _pass(self) -> Iterator[tuple[int, Any]]:
         epoch = self._epoch
         resume = self._resume()
         if self.num_workers == 0:
@@ -182,64 +277,6 @@ class Loader:
             first_turn=self._first_turn(resume),
         )
         yield from pool
-
-    def __iter__(self) -> Iterator[Any]:
-        if not self._restored:
-            self._first_epoch = self._epoch
-            self._counts = [0] * self._slots()
-        self._restored = False
-        convert = self._convert
-        while self._epochs is None or self._epoch < self._first_epoch + self._epochs:
-            produced = 0
-            items = self._epoch_items()
-            try:
-                for stream, item in items:
-                    produced += 1
-                    self._counts[stream] += 1
-                    yield convert(item)
-            finally:
-                items.close()  # type: ignore[attr-defined]
-            self._epoch += 1
-            self._counts = [0] * self._slots()
-            if self._epochs is None and produced == 0:
-                return
-
-    def state_dict(self) -> dict[str, Any]:
-        """The position: the epoch and how many items each worker has delivered in it (JSON-compatible)."""
-        return {
-            "kind": "loader",
-            "version": STATE_VERSION,
-            "epoch": self._epoch,
-            "first_epoch": self._first_epoch,
-            "delivered": list(self._counts),
-            "num_workers": self.num_workers,
-            **self._fingerprint(),
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue, at the next iteration, from a position saved by :meth:`state_dict`.
-
-        The number of workers may differ from the saved one: the rest of the saved epoch is read as the
-        saved workers would have read it (each saved worker's stream finished by one of the current
-        workers), and the following epochs are split between the current workers.
-
-        Raises
-        ------
-        ValueError
-            The state comes from a loader with other data, seed, batch size or ranks, or is malformed.
-        """
-        check_state(state, "loader", self._fingerprint())
-        delivered = state.get("delivered")
-        if (
-            not isinstance(delivered, list)
-            or not delivered
-            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in delivered)
-        ):
-            raise ValueError(f"malformed loader state: delivered={delivered!r}")
-        self._epoch = int(state["epoch"])
-        self._first_epoch = int(state["first_epoch"])
-        self._counts = list(delivered)
-        self._restored = True
 
 
 def loader(

@@ -23,7 +23,7 @@ import multiprocessing
 import multiprocessing.context
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
@@ -37,14 +37,13 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
 
 from recordkit.data._dataset import Dataset
 from recordkit.data._files import catalog_of
-from recordkit.data._loader import Loader
+from recordkit.data._loader import Loader, Passes
 from recordkit.data._readers import ReaderPool
 from recordkit.data._runs import Resume, Run, plan_runs, run_items
 from recordkit.data._sharding import (
     EqualShards,
     positions_in_files,
     resolve_rank,
-    shard_of,
     worker_info,
 )
 from recordkit.data._shuffle import permutation
@@ -56,13 +55,6 @@ if TYPE_CHECKING:
     from typing_extensions import Self
 
 __all__ = ["MapDataset", "RecordIterable", "RecordLoader", "dataloader", "torch_dataset"]
-
-
-class _Tagged(NamedTuple):
-    """An item with the stream (worker, or saved worker) that produced it, so the loader can count them."""
-
-    worker: int
-    item: Any
 
 
 # Cells of an _EpochClock: the epoch the next iteration starts in, the slot of the newest iteration, then
@@ -219,7 +211,6 @@ class RecordIterable(torch_data.IterableDataset[Any]):
         self._epochs: int | None = dataset._repeat
         self._clock = _EpochClock(dataset.epoch)
         self._resume: Resume | None = None
-        self._tagged = False
         self._local = (0, 0)  # (process id, iterations started in it)
         self._first = self._epoch = dataset.epoch  # the position in this process, for state_dict
         self._delivered = 0
@@ -287,7 +278,7 @@ class RecordIterable(torch_data.IterableDataset[Any]):
             for run in runs:
                 for item in run_items(self.dataset, run, functools.partial(self._started, run)):
                     self._delivered += 1
-                    yield _Tagged(run.slot, item) if self._tagged else item
+                    yield item
         except RecordKitError as err:
             _mark_in_worker(err)
             raise
@@ -605,161 +596,59 @@ class _IndexBatches(torch_data.Sampler[list[int]]):
             yield mine[b * self.batch_size : (b + 1) * self.batch_size].tolist()
 
 
-class RecordLoader:
-    """A PyTorch ``DataLoader`` that knows its epoch and can save and restore its position.
+class RecordLoader(Passes):
+    """A PyTorch ``DataLoader`` over a :class:`MapDataset` that knows its epoch and can save and restore
+    its position; made by :func:`dataloader`.
 
-    Made by :func:`dataloader`. Iterating reads one epoch (or as many as the dataset's ``repeat`` asks for)
-    and then advances the epoch, so each ``for`` loop sees a new order. :meth:`state_dict` records how far
-    the consumer got; :meth:`load_state_dict` in a fresh process makes the next iteration deliver exactly
-    the items not yet delivered in that epoch (with worker processes, in a possibly different interleaving
-    of the workers' streams), also with another number of workers.
+    Iterating reads one epoch and then advances the epoch, so each ``for`` loop sees a new order.
+    :meth:`state_dict` records how far the consumer got (the batches of indexes the sampler gave);
+    :meth:`load_state_dict` in a fresh process makes the next iteration deliver exactly the batches not
+    yet delivered in that epoch, with any number of workers. (A :class:`~recordkit.data.Dataset` gets a
+    :class:`~recordkit.data.Loader` instead.)
 
     Attributes
     ----------
     loader
         The underlying ``torch.utils.data.DataLoader``.
     dataset
-        The recordkit dataset (a :class:`~recordkit.data.Dataset` or a :class:`MapDataset`).
+        The :class:`MapDataset`.
     """
 
     def __init__(
         self,
         loader: torch_data.DataLoader[Any],
-        dataset: Dataset | MapDataset,
+        dataset: MapDataset,
         *,
-        epochs: int | None,
-        epoch: int,
         fingerprint: dict[str, Any],
     ) -> None:
         self.loader = loader
         self.dataset = dataset
-        self._epochs = epochs
-        self._epoch = self._first_epoch = epoch
-        self._fingerprint = fingerprint
-        # Items delivered in the current epoch by each stream: a worker's, or, in an epoch resumed from a
-        # state saved with another number of workers, each saved worker's.
-        self._counts = [0] * self._slots()
-        self._restored = False
+        self._saved_fingerprint = fingerprint
+        self._start(0, 1)
 
     def _slots(self) -> int:
-        return max(1, self.loader.num_workers) if isinstance(self.dataset, Dataset) else 1
+        return 1
 
-    @property
-    def epoch(self) -> int:
-        """The epoch the next iteration starts in."""
-        return self._epoch
+    def _workers(self) -> int:
+        return self.loader.num_workers
 
-    def set_epoch(self, epoch: int) -> None:
-        """Start the next iteration at the beginning of ``epoch``."""
-        self._epoch = self._first_epoch = int(epoch)
-        self._counts = [0] * self._slots()
-        self._restored = False
+    def _fingerprint(self) -> dict[str, Any]:
+        return self._saved_fingerprint
+
+    def _check_streams(self, streams: int) -> None:
+        if streams != 1:
+            raise ValueError(f"malformed loader state: {streams} counts for a MapDataset")
 
     def __len__(self) -> int:
-        """The number of batches (or items) one iteration delivers.
+        """The number of batches one iteration delivers (the sampler's)."""
+        return len(cast(_IndexBatches, self.loader.sampler))
 
-        For a :class:`MapDataset`, from the sampler. For a :class:`~recordkit.data.Dataset`, the sum over
-        the workers of ``len()`` of the pipeline as each worker's shard reads it (each worker batches its
-        own share), times the epochs of one iteration.
-
-        Raises
-        ------
-        TypeError
-            The pipeline cannot tell its length in advance, or repeats forever.
-        """
-        sampler = self.loader.sampler
-        if isinstance(sampler, _IndexBatches):
-            return len(sampler)
-        if self._epochs is None:
-            raise TypeError("the pipeline repeats forever, so a pass over the loader has no length")
-        iterable = self.loader.dataset
-        assert isinstance(iterable, RecordIterable)
-        workers = max(1, self.loader.num_workers)
-        pipeline = iterable.dataset
-        per_epoch = 0
-        for worker in range(workers):
-            shard, num_shards = shard_of(iterable.rank, iterable.world_size, worker, workers)
-            view = pipeline._with(_rank=shard, _world_size=num_shards, _epoch=self._epoch)
-            per_epoch += len(cast(Sized, view))
-        return per_epoch * self._epochs
-
-    def _prepare(self) -> None:
-        sampler = self.loader.sampler
-        if isinstance(sampler, _IndexBatches):
-            sampler.epoch = self._epoch
-            sampler.skip = self._counts[0]
-            return
-        iterable = self.loader.dataset
-        assert isinstance(iterable, RecordIterable)
-        iterable.set_epoch(self._epoch)
-        counts = self._counts
-        resumed = any(counts) or len(counts) != self._slots()
-        iterable._resume = (
-            Resume(self._epoch, len(counts), {w: (self._epoch, n) for w, n in enumerate(counts)})
-            if resumed
-            else None
-        )
-
-    def __iter__(self) -> Iterator[Any]:
-        if not self._restored:
-            self._first_epoch = self._epoch
-            self._counts = [0] * self._slots()
-        self._restored = False
-        tagged = isinstance(self.dataset, Dataset)
-        while self._epochs is None or self._epoch < self._first_epoch + self._epochs:
-            self._prepare()
-            produced = 0
-            for item in self.loader:
-                produced += 1
-                if tagged:
-                    self._counts[item.worker] += 1
-                    yield item.item
-                else:
-                    self._counts[0] += 1
-                    yield item
-            self._epoch += 1
-            self._counts = [0] * self._slots()
-            if self._epochs is None and produced == 0:
-                return
-
-    def state_dict(self) -> dict[str, Any]:
-        """The position: the epoch and how many items each worker (or the sampler) has delivered."""
-        return {
-            "kind": "loader",
-            "version": STATE_VERSION,
-            "epoch": self._epoch,
-            "first_epoch": self._first_epoch,
-            "delivered": list(self._counts),
-            "num_workers": self.loader.num_workers,
-            **self._fingerprint,
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue, at the next iteration, from a position saved by :meth:`state_dict`.
-
-        The number of workers may differ from the saved one: the rest of the saved epoch is read as the
-        saved workers would have read it (each saved worker's stream finished by one of the current
-        workers), and the following epochs are split between the current workers.
-
-        Raises
-        ------
-        ValueError
-            The state comes from a loader with other data, seed, batch size or ranks, or is malformed.
-        """
-        check_state(state, "loader", self._fingerprint)
-        delivered = state.get("delivered")
-        if (
-            not isinstance(delivered, list)
-            or not delivered
-            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in delivered)
-        ):
-            raise ValueError(f"malformed loader state: delivered={delivered!r}")
-        if isinstance(self.dataset, MapDataset) and len(delivered) != 1:
-            raise ValueError(f"malformed loader state: {len(delivered)} counts for a MapDataset")
-        self._epoch = int(state["epoch"])
-        self._first_epoch = int(state["first_epoch"])
-        self._counts = list(delivered)
-        self._restored = True
+    def _pass(self) -> Iterator[tuple[int, Any]]:
+        sampler = cast(_IndexBatches, self.loader.sampler)
+        sampler.epoch = self._epoch
+        sampler.skip = self._counts[0]
+        for item in self.loader:
+            yield 0, item
 
 
 Output = Literal["torch", "numpy"]
@@ -988,4 +877,4 @@ def dataloader(
         "rank": r,
         "world_size": w,
     }
-    return RecordLoader(loader, dataset, epochs=1, epoch=0, fingerprint=fingerprint)
+    return RecordLoader(loader, dataset, fingerprint=fingerprint)
