@@ -14,9 +14,10 @@ The life of a slot is told by one byte per slot in a control file both sides map
 * ``HELD``: taken: arrays of the item it holds may still be in use.
 
 When the last array viewing a slot is garbage collected, the main process sets the slot back to ``FREE``.
-Nothing is ever overwritten while the consumer can still see it. A worker whose slots are all ``SENT``
-waits for the main process to take one; one whose slots are all ``HELD`` (the consumer keeps many items
-alive) makes a new slot, up to a limit, and past it sends the item through the pipe, pickled whole.
+Nothing is ever overwritten while the consumer can still see it. A worker makes its slots as it needs
+them, up to its limit, and makes one anew when an item outgrows it. A worker whose slots are all in use
+waits for the main process to take one while some are ``SENT``; when all are ``HELD`` (the consumer keeps
+many items alive) it sends the item through the pipe instead, pickled whole.
 """
 
 from __future__ import annotations
@@ -36,16 +37,28 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Control", "SlotReader", "SlotWriter", "make_directory"]
+__all__ = [
+    "END",
+    "ERROR",
+    "FREE",
+    "HELD",
+    "INLINE",
+    "SENT",
+    "SLOT",
+    "Control",
+    "SlotReader",
+    "SlotWriter",
+    "alive",
+    "make_directory",
+]
 
 FREE, SENT, HELD = 0, 1, 2
 # The first byte of a message from a worker: an item inline or in a slot, the end of the pass, an error.
 INLINE, SLOT, END, ERROR = 1, 2, 3, 4
-_INLINE_HEAD = struct.Struct("<Bq")  # kind, stream
-_SLOT_HEAD = struct.Struct(
-    "<BqiiqqI"
-)  # kind, stream, slot, generation, slot size, pickle length, buffers
-_STOP = 0  # the byte after the slots' bytes: set when the workers must stop
+# kind, stream (then the pickle)
+_INLINE_HEAD = struct.Struct("<Bq")
+# kind, stream, slot, generation, slot size, pickle length, buffers (then each buffer's start and size)
+_SLOT_HEAD = struct.Struct("<BqiiqqI")
 _ALIGN = 64
 _PAGE = mmap.PAGESIZE
 _INLINE = 32 * 1024

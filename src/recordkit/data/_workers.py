@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from recordkit.data._dataset import Dataset
 
-__all__ = ["Job", "WorkerPool", "current_worker"]
+__all__ = ["Job", "WorkerPool", "WorkerTraceback"]
 
 _POLL = 0.1
 """Seconds between checks that a worker is still alive while waiting for its next item."""
@@ -40,17 +40,10 @@ _JOIN = 1.0
 """Seconds a stopping worker is given to exit before it is terminated (one busy in user code may not see
 the stop until its item is done)."""
 
-_current: tuple[int, int] | None = None
-
 # The receiving ends of the pipes of every pool running in this process. A forked worker inherits them
 # and closes them first: a worker must not hold a pipe's reading end, or its writes would block for ever
 # instead of failing once the main process is gone.
 _receivers: set[Connection] = set()
-
-
-def current_worker() -> tuple[int, int] | None:
-    """``(worker, num_workers)`` inside a worker process of a :class:`WorkerPool`, else ``None``."""
-    return _current
 
 
 class WorkerTraceback(Exception):
@@ -89,8 +82,6 @@ class Job:
 
 
 def _become_worker(job: Job, worker: int, num_workers: int) -> None:
-    global _current
-    _current = (worker, num_workers)
     seed = job.seed + worker
     random.seed(seed)
     np.random.seed(seed % 2**32)
