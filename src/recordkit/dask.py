@@ -33,7 +33,7 @@ import dask.bag
 from recordkit.formats import get_format
 from recordkit.formats.base import normalize_compression
 from recordkit.formats.manifest import Manifest, Shard
-from recordkit.io import _is_url
+from recordkit.io import is_url
 from recordkit.shards import tasks
 from recordkit.shards.shardfile import write_shard
 from recordkit.shards.tasks import ReadRange
@@ -99,7 +99,7 @@ def _absolute(path: str) -> str:
 
     The workers' working directory is not the caller's, so a relative path means what it means here.
     """
-    return path if _is_url(path) else os.path.abspath(path)
+    return path if is_url(path) else os.path.abspath(path)
 
 
 def _absolute_range(item: ReadRange) -> ReadRange:

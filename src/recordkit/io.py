@@ -83,15 +83,18 @@ __all__ = [
     "find_dataset",
     "find_index",
     "index_problem",
+    "is_url",
     "natural_key",
     "open",
     "open_shard",
     "reading_format",
+    "require_fsspec",
     "resolve_sources",
     "scan_offsets",
     "shard_count_error",
     "shard_listing",
     "shard_path",
+    "source_exists",
     "write_index",
 ]
 
@@ -102,17 +105,21 @@ SNIFF_LIMIT = 1 << 26
 """The most a sniffer may ask for (64 MiB)."""
 
 
-def _is_url(path: str) -> bool:
+def is_url(path: str) -> bool:
+    """Whether ``path`` is an fsspec URL (``s3://...``, ``memory://...``, ``file://...``), read through
+    fsspec, rather than a local path."""
     scheme, sep, _ = path.partition("://")
     return bool(sep) and scheme.isidentifier() and len(scheme) > 1
 
 
-def _fsspec() -> Any:
+def require_fsspec() -> Any:
+    """The ``fsspec`` module, or an ``ImportError`` that says which extra brings it."""
     try:
         import fsspec
     except ImportError as exc:
         raise ImportError(
-            "reading or writing URLs needs fsspec: pip install recordkit[remote]"
+            "reading or writing URLs needs fsspec: pip install 'recordkit[remote]' "
+            "(or pip install fsspec)"
         ) from exc
     return fsspec
 
@@ -173,7 +180,7 @@ def _open_local(path: str, zero_copy: bool = False) -> _Opened:
 
 
 def _open_url(url: str) -> _Opened:
-    fs, fs_path = _fsspec().core.url_to_fs(url)
+    fs, fs_path = require_fsspec().core.url_to_fs(url)
     file = fs.open(fs_path, "rb")
     try:
         size = fs.size(fs_path)
@@ -362,11 +369,11 @@ def _open_part(
 ) -> tuple[FrameReader, _Opened, RecordFormat, str]:
     if isinstance(src, (str, os.PathLike)):
         path = os.fspath(src)
-        if zero_copy and _is_url(path):
+        if zero_copy and is_url(path):
             raise UnsupportedOperationError(
                 f"zero_copy=True maps a local file into memory; {path} is remote"
             )
-        opened = _open_url(path) if _is_url(path) else _open_local(path, zero_copy)
+        opened = _open_url(path) if is_url(path) else _open_local(path, zero_copy)
     else:
         if zero_copy:
             raise UnsupportedOperationError(
@@ -462,8 +469,8 @@ def _directory_files(directory: str, fmt: RecordFormat | None) -> list[str]:
 
 
 def _glob(pattern: str) -> list[str]:
-    if _is_url(pattern):
-        fs, inner = _fsspec().core.url_to_fs(pattern)
+    if is_url(pattern):
+        fs, inner = require_fsspec().core.url_to_fs(pattern)
         matches = [fs.unstrip_protocol(p) for p in fs.glob(inner)]
     else:
         matches = [p for p in glob.glob(pattern) if os.path.isfile(p)]
@@ -473,9 +480,10 @@ def _glob(pattern: str) -> list[str]:
     return matches
 
 
-def _exists(path: str) -> bool:
-    if _is_url(path):
-        fs, inner = _fsspec().core.url_to_fs(path)
+def source_exists(path: str) -> bool:
+    """Whether the file (or directory) ``path`` exists, local or at an fsspec URL."""
+    if is_url(path):
+        fs, inner = require_fsspec().core.url_to_fs(path)
         return bool(fs.exists(inner))
     return os.path.exists(path)
 
@@ -483,11 +491,11 @@ def _exists(path: str) -> bool:
 def _expand_one(
     source: str, fmt: RecordFormat | None, key: Callable[[str], Any], check: bool
 ) -> list[str]:
-    if not _is_url(source) and os.path.isdir(source):
+    if not is_url(source) and os.path.isdir(source):
         return sorted(_directory_files(source, fmt), key=key)
-    if _GLOB_CHARS.intersection(source) and not _exists(source):
+    if _GLOB_CHARS.intersection(source) and not source_exists(source):
         return sorted(_glob(source), key=key)
-    if check and not _exists(source):
+    if check and not source_exists(source):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), source)
     return [source]
 
@@ -655,12 +663,12 @@ def _manifest_file(path: str) -> str | None:
     holding a manifest or a ``dataset_info.json``, a manifest file (any ``.json`` name), or a URL ending in
     ``/`` whose directory holds a manifest.
     """
-    if _is_url(path):
+    if is_url(path):
         if path.endswith(".json"):
             return path
         if path.endswith("/"):
             candidate = path + MANIFEST_NAME
-            return candidate if _exists(candidate) else None
+            return candidate if source_exists(candidate) else None
         return None
     if os.path.isdir(path):
         for name in (MANIFEST_NAME, _TFDS_INFO):
@@ -677,7 +685,7 @@ def _read_dataset(path: str, split: str | None) -> tuple[str, Manifest] | None:
     found = _manifest_file(path)
     if found is None:
         return None
-    if _is_url(found):
+    if is_url(found):
         return posixpath.dirname(found), _load_remote_manifest(found)
     directory = os.path.dirname(found) or "."
     if os.path.basename(found) == _TFDS_INFO:
@@ -688,13 +696,13 @@ def _read_dataset(path: str, split: str | None) -> tuple[str, Manifest] | None:
 
 
 def _load_remote_manifest(url: str) -> Manifest:
-    with _fsspec().open(url, "rb") as file:
+    with require_fsspec().open(url, "rb") as file:
         return Manifest.from_json(file.read(), path=url)
 
 
 def shard_path(directory: str, shard: Shard) -> str:
     """Return the path (or URL) of a manifest's shard, given the manifest's directory."""
-    if _is_url(directory):
+    if is_url(directory):
         return directory.rstrip("/") + "/" + shard.path
     return os.path.join(directory, *shard.path.split("/"))
 
@@ -739,7 +747,7 @@ class _ShardIndex:
     def recorded_path(self) -> str | None:
         """The index file the manifest records, if it exists and still has the recorded checksum."""
         recorded = self.shard.index
-        if recorded is None or _is_url(self.path):
+        if recorded is None or is_url(self.path):
             return None
         index_path = os.path.join(os.path.dirname(self.path), os.path.basename(recorded.path))
         try:
@@ -753,7 +761,7 @@ class _ShardIndex:
         if not _unchanged(self.shard, opened):
             return None  # the headers are walked: _ShardCheck compares them with the manifest
         recorded = self.shard.index
-        if recorded is None or _is_url(self.path):
+        if recorded is None or is_url(self.path):
             return None
         index_path = os.path.join(os.path.dirname(self.path), os.path.basename(recorded.path))
         if not os.path.exists(index_path):
@@ -1680,8 +1688,8 @@ def _open_writer(
     _check_compression(fmt, comp)
     if fileobj is None:
         assert path is not None
-        if _is_url(path):
-            fs, fs_path = _fsspec().core.url_to_fs(path)
+        if is_url(path):
+            fs, fs_path = require_fsspec().core.url_to_fs(path)
             target = UploadOnCommit(fs, fs_path)
         else:
             target = AtomicFile(path, fsync=fsync)

@@ -29,7 +29,7 @@ import numpy as np
 from recordkit.errors import RecordKitError
 from recordkit.formats import get_format
 from recordkit.formats.manifest import Manifest, Shard
-from recordkit.io import _is_url
+from recordkit.io import is_url
 from recordkit.shards.shardfile import write_shard
 from recordkit.shards.tasks import (
     ReadRange,
@@ -169,9 +169,9 @@ def _read_task(
 def _absolute(item: ReadRange) -> ReadRange:
     """The range with absolute local paths: Ray's workers do not run in the driver's directory."""
     directory = item.directory
-    if directory is not None and not _is_url(directory):
+    if directory is not None and not is_url(directory):
         directory = os.path.abspath(directory)
-    path = item.path if _is_url(item.path) else os.path.abspath(item.path)
+    path = item.path if is_url(item.path) else os.path.abspath(item.path)
     return dataclasses.replace(item, path=path, directory=directory)
 
 
@@ -188,7 +188,7 @@ def _range_bytes(item: ReadRange) -> int | None:
     total: int | None
     if item.shard is not None:
         whole, total = item.shard.size, item.shard.records
-    elif _is_url(item.path):
+    elif is_url(item.path):
         return None
     else:
         # A part of an FFRecord file without a manifest: the file's count is not kept in the range.
@@ -327,7 +327,7 @@ class RecordDatasink(Datasink):  # type: ignore[type-arg]
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         # Absolute: Ray's workers do not run in the driver's directory.
-        self.path = os.fspath(path) if _is_url(os.fspath(path)) else os.path.abspath(path)
+        self.path = os.fspath(path) if is_url(os.fspath(path)) else os.path.abspath(path)
         self.format = get_format(format).name
         self.compression = compression or ""
         self._column = column

@@ -4,35 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any, Union
+from typing import Union
 
-__all__ = ["Sources", "expand_sources", "is_url", "part_files"]
+from recordkit.io import source_exists
+
+__all__ = ["Sources", "expand_sources", "part_files"]
 
 Sources = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
 """A path, a glob pattern, an fsspec URL, or a list of them."""
-
-
-def is_url(path: str) -> bool:
-    """Whether ``path`` is an fsspec URL (``s3://...``, ``memory://...``) rather than a local path."""
-    head, sep, _ = path.partition("://")
-    return bool(sep) and head.replace("+", "").replace("-", "").isalnum() and head != "file"
-
-
-def _fsspec() -> Any:
-    try:
-        import fsspec
-    except ImportError as exc:
-        raise ImportError(
-            "reading URLs needs fsspec: pip install 'recordkit[remote]' (or pip install fsspec)"
-        ) from exc
-    return fsspec
-
-
-def _exists(path: str) -> bool:
-    if is_url(path):
-        fs, inner = _fsspec().core.url_to_fs(path)
-        return bool(fs.exists(inner))
-    return os.path.exists(path.removeprefix("file://"))
 
 
 def expand_sources(
@@ -126,7 +105,7 @@ def part_files(
     for i in range(data_part_num):
         number = str(i) if part_name_suffix_length == -1 else str(i).zfill(part_name_suffix_length)
         path = f"{folder}/{part_name_prefix}{number}"
-        if not _exists(path):
+        if not source_exists(path):
             raise FileNotFoundError(f"OFRecord part {i} is missing: {path}")
         paths.append(path)
     return paths

@@ -27,7 +27,7 @@ from recordkit.formats.manifest import (
     load_manifest,
     sha256_of,
 )
-from recordkit.io import _fsspec, _is_url, _load_remote_manifest, _open_writer, scan_offsets
+from recordkit.io import _load_remote_manifest, _open_writer, is_url, require_fsspec, scan_offsets
 from recordkit.io import open as open_records
 
 __all__ = [
@@ -47,7 +47,7 @@ __all__ = [
 def file_sha256(path: str | os.PathLike[str]) -> tuple[int, str]:
     """Return the size and the SHA-256 (lowercase hex) of a file, local or fsspec URL."""
     path = os.fspath(path)
-    opener = _fsspec().open if _is_url(path) else open
+    opener = require_fsspec().open if is_url(path) else open
     with opener(path, "rb") as file:
         return sha256_of(file)
 
@@ -57,9 +57,9 @@ def save_manifest(manifest: Manifest, path: str) -> str:
 
     Object stores replace an object whole on upload, so readers see the old manifest or the new one.
     """
-    if not _is_url(path):
+    if not is_url(path):
         return manifest.save(path)
-    with _fsspec().open(path, "wb") as file:
+    with require_fsspec().open(path, "wb") as file:
         file.write(manifest.to_json().encode("utf-8"))
     return path
 
@@ -86,8 +86,8 @@ def begin_replacing(manifest_path: str) -> None:
     if named <= known:
         return
     data = json.dumps({"files": sorted(known | named)}, indent=1).encode("utf-8")
-    if _is_url(ledger):
-        with _fsspec().open(ledger, "wb") as file:
+    if is_url(ledger):
+        with require_fsspec().open(ledger, "wb") as file:
             file.write(data)
     else:
         write_atomically(ledger, data)
@@ -138,7 +138,7 @@ def _named_files(manifest_path: str) -> set[str]:
 def _ledger_path(manifest_path: str) -> str:
     split, join = (
         (posixpath.split, posixpath.join)
-        if _is_url(manifest_path)
+        if is_url(manifest_path)
         else (os.path.split, os.path.join)
     )
     parent, name = split(manifest_path)
@@ -147,7 +147,7 @@ def _ledger_path(manifest_path: str) -> str:
 
 def _read_ledger(ledger: str) -> set[str]:
     try:
-        opener = _fsspec().open if _is_url(ledger) else open
+        opener = require_fsspec().open if is_url(ledger) else open
         with opener(ledger, "rb") as file:
             files = json.loads(file.read())["files"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -164,15 +164,15 @@ def _read_ledger(ledger: str) -> set[str]:
 
 
 def _join(root: str, relative: str) -> str:
-    if _is_url(root):
+    if is_url(root):
         return posixpath.join(root, relative)
     return os.path.join(root, *relative.split("/"))
 
 
 def _remove_file(path: str) -> bool:
     """Delete one file if it is there; return whether it was."""
-    if _is_url(path):
-        fs, inner = _fsspec().core.url_to_fs(path)
+    if is_url(path):
+        fs, inner = require_fsspec().core.url_to_fs(path)
         try:
             fs.rm_file(inner)
         except FileNotFoundError:
@@ -187,7 +187,7 @@ def _remove_file(path: str) -> bool:
 
 def read_manifest(path: str) -> Manifest:
     """Read a manifest file, locally or at an fsspec URL (:func:`load_manifest`)."""
-    return _load_remote_manifest(path) if _is_url(path) else load_manifest(path)
+    return _load_remote_manifest(path) if is_url(path) else load_manifest(path)
 
 
 def relative_path(path: str, root: str) -> str:
@@ -198,7 +198,7 @@ def relative_path(path: str, root: str) -> str:
     ValueError
         ``path`` is not inside ``root``.
     """
-    if _is_url(path) or _is_url(root):
+    if is_url(path) or is_url(root):
         inner, base = path.split("://", 1)[-1], root.split("://", 1)[-1]
         relative = posixpath.relpath(inner, base)
     else:
@@ -297,7 +297,7 @@ def _inspect(facts: dict[str, Any], format: str, want_index: bool, temporary: st
 
 def parent_directory(path: str) -> str:
     """The directory of a local path or an fsspec URL (``"."`` for a bare name)."""
-    return (posixpath.dirname(path) if _is_url(path) else os.path.dirname(path)) or "."
+    return (posixpath.dirname(path) if is_url(path) else os.path.dirname(path)) or "."
 
 
 def write_shard(records: Iterable[Any], path: str | os.PathLike[str], **options: Any) -> Shard:
@@ -334,8 +334,8 @@ def write_shard(records: Iterable[Any], path: str | os.PathLike[str], **options:
 
 def _write_index(offsets: array[int], index_path: str, root: str) -> IndexFile:
     data = format_index(offsets)
-    if _is_url(index_path):
-        with _fsspec().open(index_path, "wb") as remote:
+    if is_url(index_path):
+        with require_fsspec().open(index_path, "wb") as remote:
             remote.write(data)
     else:
         write_atomically(index_path, data)
@@ -383,18 +383,18 @@ def describe_shard(
 
 def _fingerprint(path: str) -> Fingerprint | None:
     """The fingerprint of a local shard file for its manifest entry (``None`` for a URL)."""
-    return None if _is_url(path) else Fingerprint.of(os.stat(path))
+    return None if is_url(path) else Fingerprint.of(os.stat(path))
 
 
 def _size(path: str) -> int:
-    if _is_url(path):
-        fs, inner = _fsspec().core.url_to_fs(path)
+    if is_url(path):
+        fs, inner = require_fsspec().core.url_to_fs(path)
         return int(fs.size(inner))
     return os.path.getsize(path)
 
 
 def _existing_index(path: str, root: str, fmt: str, compression: str) -> IndexFile | None:
-    if compression or _is_url(path):
+    if compression or is_url(path):
         return None
     index_path = find_index(path)  # recordkit's hidden name, or the one of earlier versions
     if index_path is None:

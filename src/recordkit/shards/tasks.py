@@ -26,7 +26,7 @@ from recordkit._index import default_index_path
 from recordkit.errors import ManifestError
 from recordkit.formats import format_for_path, get_format
 from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
-from recordkit.io import _is_url, open_shard, resolve_sources
+from recordkit.io import is_url, open_shard, resolve_sources
 from recordkit.io import open as open_records
 from recordkit.shards.shardfile import begin_replacing, commit_manifest_file
 
@@ -272,10 +272,10 @@ def prepare_output(directory: str | os.PathLike[str]) -> str:
     """
     directory = os.fspath(directory)
     manifest = _join(directory, MANIFEST_NAME)
-    if _is_url(directory):
-        from recordkit.io import _fsspec
+    if is_url(directory):
+        from recordkit.io import require_fsspec
 
-        fs, inner = _fsspec().core.url_to_fs(directory)
+        fs, inner = require_fsspec().core.url_to_fs(directory)
         fs.makedirs(inner, exist_ok=True)
         begin_replacing(manifest)
         inner_manifest = posixpath.join(inner, MANIFEST_NAME)
@@ -321,7 +321,7 @@ def commit_manifest(
                 path=os.fspath(directory),
             )
         by_path[shard.path] = shard
-    if not _is_url(os.fspath(directory)):
+    if not is_url(os.fspath(directory)):
         for shard in by_path.values():
             target = _join(os.fspath(directory), shard.path)
             remove_leftovers(target)
@@ -338,6 +338,6 @@ def commit_manifest(
 
 
 def _join(directory: str, relative: str) -> str:
-    if _is_url(directory):
+    if is_url(directory):
         return posixpath.join(directory, relative)
     return os.path.join(directory, *relative.split("/"))

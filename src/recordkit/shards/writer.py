@@ -18,7 +18,7 @@ from recordkit._index import default_index_path
 from recordkit.errors import ManifestError
 from recordkit.formats.base import as_bytes
 from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
-from recordkit.io import _fsspec, _is_url, _resolve_format
+from recordkit.io import _resolve_format, is_url, require_fsspec
 from recordkit.shards.shardfile import (
     OpenShard,
     begin_replacing,
@@ -136,7 +136,7 @@ class ShardWriter(Closing):
         self._directory = _static_parent(self._pattern)
         # The directories this writer made: a writer dropped or aborted removes those it left empty.
         self._created: list[str] = []
-        if not _is_url(self._directory):
+        if not is_url(self._directory):
             self._created += _make_directories(self._directory)
         self._manifest_path = _manifest_target(manifest, self._directory)
         self._root = (
@@ -229,7 +229,7 @@ class ShardWriter(Closing):
     def _open_shard(self, number: int) -> OpenShard:
         final = self._name(number, None)
         path = _pending_name(final) if "num_shards" in self._fields else final
-        if not _is_url(path):
+        if not is_url(path):
             self._created += _make_directories(os.path.dirname(path) or ".")
         return OpenShard(path, root=self._root, **self._options)
 
@@ -379,7 +379,7 @@ def _manifest_target(manifest: bool | str | os.PathLike[str], directory: str) ->
     if manifest is True:
         return (
             posixpath.join(directory, MANIFEST_NAME)
-            if _is_url(directory)
+            if is_url(directory)
             else os.path.join(directory, MANIFEST_NAME)
         )
     return os.fspath(manifest)
@@ -388,15 +388,15 @@ def _manifest_target(manifest: bool | str | os.PathLike[str], directory: str) ->
 def _pending_name(final: str) -> str:
     """A hidden name beside ``final``: directory listings and globs pass it by."""
     split, join = (
-        (posixpath.split, posixpath.join) if _is_url(final) else (os.path.split, os.path.join)
+        (posixpath.split, posixpath.join) if is_url(final) else (os.path.split, os.path.join)
     )
     parent, name = split(final)
     return join(parent, _PENDING + name)
 
 
 def _move(source: str, target: str) -> None:
-    if _is_url(source):
-        fs, inner = _fsspec().core.url_to_fs(source)
+    if is_url(source):
+        fs, inner = require_fsspec().core.url_to_fs(source)
         fs.mv(inner, fs._strip_protocol(target))
     else:
         os.replace(source, target)
@@ -447,7 +447,7 @@ def _remove_empty(created: list[str]) -> None:
 
 def _static_parent(pattern: str) -> str:
     """The directory of ``pattern`` up to its first component with a field: where the manifest goes."""
-    separators = "/" if _is_url(pattern) else "/" + (os.altsep or "") + os.sep
+    separators = "/" if is_url(pattern) else "/" + (os.altsep or "") + os.sep
     parent = parent_directory(pattern)
     while "{" in os.path.basename(parent.rstrip(separators)) and parent not in ("", "."):
         parent = parent_directory(parent)
@@ -462,8 +462,8 @@ def _discard_files(pending: list[tuple[str, Shard]]) -> None:
 
 
 def _remove(path: str) -> None:
-    if _is_url(path):
-        fs, inner = _fsspec().core.url_to_fs(path)
+    if is_url(path):
+        fs, inner = require_fsspec().core.url_to_fs(path)
         with contextlib.suppress(FileNotFoundError):
             fs.rm(inner)
     else:
