@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 import recordkit as rk
 
 
@@ -18,6 +20,20 @@ def write(path: Path, records: list[bytes], **options: object) -> Path:
         for record in records:
             writer.write(record)
     return path
+
+
+def write_label_examples(folder: Path, sizes: list[int]) -> list[str]:
+    """Write one TFRecord file of Examples per size; record ``i`` overall has label ``i`` and
+    ``x = [i, 2i, 3i]`` (float32). Return the paths."""
+    paths, label = [], 0
+    for i, n in enumerate(sizes):
+        records = []
+        for _ in range(n):
+            x = np.array([label, 2 * label, 3 * label], np.float32)
+            records.append(rk.encode_example({"x": x, "label": label}))
+            label += 1
+        paths.append(str(write(folder / f"part-{i}.tfrecord", records)))
+    return paths
 
 
 def make_files(

@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 import pytest
-from _data_files import write
+from _data_files import write, write_label_examples
 
 import recordkit as rk
 from recordkit.data import Dataset, Loader, loader
@@ -45,16 +45,7 @@ def exit_in_worker(records: list[bytes]) -> list[bytes]:
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory) -> list[str]:
     """Four files of 101 Examples in all; label i has x = [i, 2i, 3i]."""
-    folder = tmp_path_factory.mktemp("loader")
-    paths, label = [], 0
-    for i, n in enumerate([30, 17, 41, 13]):
-        records = []
-        for _ in range(n):
-            x = np.array([label, 2 * label, 3 * label], np.float32)
-            records.append(rk.encode_example({"x": x, "label": label}))
-            label += 1
-        paths.append(str(write(folder / f"part-{i}.tfrecord", records)))
-    return paths
+    return write_label_examples(tmp_path_factory.mktemp("loader"), [30, 17, 41, 13])
 
 
 def pipeline(paths: list[str], **kwargs) -> Dataset:

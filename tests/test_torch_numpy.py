@@ -8,7 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from _data_files import make_files, write
+from _data_files import make_files, write_label_examples
 
 import recordkit as rk
 from recordkit.data import Dataset
@@ -40,16 +40,7 @@ def stack_labels(batch: list[dict[str, np.ndarray]]) -> np.ndarray:
 @pytest.fixture(scope="module")
 def examples(tmp_path_factory) -> list[str]:
     """Three files of 23 Examples in all; label i has x = [i, 2i, 3i]."""
-    folder = tmp_path_factory.mktemp("examples")
-    paths, label = [], 0
-    for i, n in enumerate([9, 6, 8]):
-        records = []
-        for _ in range(n):
-            x = np.array([label, 2 * label, 3 * label], np.float32)
-            records.append(rk.encode_example({"x": x, "label": label}))
-            label += 1
-        paths.append(str(write(folder / f"part-{i}.tfrecord", records)))
-    return paths
+    return write_label_examples(tmp_path_factory.mktemp("examples"), [9, 6, 8])
 
 
 def pipeline(paths: list[str]) -> Dataset:

@@ -635,29 +635,21 @@ def pipeline_cases(paths: dict[str, str], settings: Settings) -> list[Case]:
             versus="plain loop: rk.open, batches of 16",
         ),
     ]
+    large_loaders = (
+        ("dataloader({})", "rk_dataloader"),
+        ("torch DataLoader(torch_dataset({}))", "torch_own"),
+        ("recordkit.data.loader({})", "rk_loader"),
+    )
     for n in settings.workers:
         big += [
             Contender(
-                f"dataloader(Dataset.shuffle(1024).batch(16)), {n} workers",
+                f"{name.format('Dataset.shuffle(1024).batch(16)')}, {n} workers",
                 "recordkit",
-                f"{pl}:rk_dataloader",
+                f"{pl}:{factory}",
                 {"directory": large, "workers": n, **raw},
                 main_cpu=True,
-            ),
-            Contender(
-                f"torch DataLoader(torch_dataset(Dataset.shuffle(1024).batch(16))), {n} workers",
-                "recordkit",
-                f"{pl}:torch_own",
-                {"directory": large, "workers": n, **raw},
-                main_cpu=True,
-            ),
-            Contender(
-                f"recordkit.data.loader(Dataset.shuffle(1024).batch(16)), {n} workers",
-                "recordkit",
-                f"{pl}:rk_loader",
-                {"directory": large, "workers": n, **raw},
-                main_cpu=True,
-            ),
+            )
+            for name, factory in large_loaders
         ]
     return [
         Case(
