@@ -40,8 +40,8 @@ suppress_warnings = ["ref.python"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 autodoc_default_options = {"members": True, "show-inheritance": True}
-# PyTorch, Ray and Dask are optional and heavy: document recordkit.data.torch, recordkit.ray and
-# recordkit.dask without importing them. pytest is not part of the docs extra: recordkit.testing (a pytest
+# PyTorch, Ray and Dask are optional and heavy: document recordkit.integrations.torch, recordkit.integrations.ray and
+# recordkit.integrations.dask without importing them. pytest is not part of the docs extra: recordkit.testing (a pytest
 # suite) is documented against a stand-in.
 autodoc_mock_imports = ["torch", "pytest", "ray", "pyarrow", "dask"]
 

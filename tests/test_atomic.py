@@ -13,7 +13,7 @@ import time
 import pytest
 
 import recordkit as rk
-from recordkit._atomic import AtomicFile
+from recordkit.io.atomic import AtomicFile
 
 
 def _leftovers(directory):

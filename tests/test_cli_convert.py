@@ -10,7 +10,7 @@ import pytest
 from _cli import run_cli
 
 import recordkit as rk
-import recordkit.shards
+import recordkit.datasets
 from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2
 from recordkit.cli.convert import shard_sizes

@@ -1,4 +1,4 @@
-"""recordkit.dask on a real distributed cluster: two worker processes, one of which a test kills mid-write.
+"""recordkit.integrations.dask on a real distributed cluster: two worker processes, one of which a test kills mid-write.
 
 Records go out with ``write_records`` and come back with ``read_records``; the records are compared as
 multisets (a lost or doubled record fails), counted on the workers so that 100,000 small items need not
@@ -27,8 +27,8 @@ import dask.bag as db
 from dask.delayed import Delayed
 
 import recordkit as rk
-import recordkit.dask as rkd
-from recordkit.shards import MANIFEST_NAME, load_manifest, prepare_output, tasks
+import recordkit.integrations.dask as rkd
+from recordkit.datasets import MANIFEST_NAME, load_manifest, prepare_output, tasks
 
 N = 100_000
 SUFFIX = {"ffrecord": ".ffr", "tfrecord": ".tfrecord", "ofrecord": ".ofrecord"}
@@ -317,7 +317,7 @@ def test_bad_options_fail_before_anything_runs(client, tmp_path):
 
 
 def test_without_a_cluster_the_local_schedulers_work_too(tmp_path):
-    # recordkit.dask needs no distributed: the synchronous and the threaded schedulers run it as well.
+    # recordkit.integrations.dask needs no distributed: the synchronous and the threaded schedulers run it as well.
     records = [rk.encode_example({"label": i}) for i in range(300)]
     with dask.config.set(scheduler="sync"):
         manifest = rkd.write_records(

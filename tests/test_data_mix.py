@@ -298,7 +298,7 @@ def test_datasets_repeated_a_number_of_times(tmp_path, suffix):
 
 def test_plain_dataloader_length_of_an_endless_mix(tmp_path):
     pytest.importorskip("torch")
-    torch_data = pytest.importorskip("recordkit.data.torch")
+    torch_data = pytest.importorskip("recordkit.integrations.torch")
     a, _ = source(tmp_path, "a", [5], ".ffr")
     b, _ = source(tmp_path, "b", [4], ".ffr")
     with pytest.raises(TypeError, match="never ends"):

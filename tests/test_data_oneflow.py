@@ -12,8 +12,8 @@ import pytest
 from _data_files import write
 
 import recordkit as rk
-from recordkit.data import OFRecordReader, part_files
-from recordkit.decode.oneflow import raw_decoder
+from recordkit.compat.oneflow import OFRecordReader, raw_decoder
+from recordkit.data import part_files
 
 
 @pytest.mark.parametrize(

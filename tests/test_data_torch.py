@@ -19,7 +19,7 @@ from recordkit.data import Dataset
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-from recordkit.data import MapDataset, dataloader, torch_dataset
+from recordkit.integrations.torch import MapDataset, dataloader, torch_dataset
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,8 @@ def test_dataloader_argument_errors(tmp_path):
 LOADER_SCRIPT = textwrap.dedent(
     """
     import json, sys
-    from recordkit.data import Dataset, dataloader
+    from recordkit.data import Dataset
+    from recordkit.integrations.torch import dataloader
     paths, mode, state = json.loads(sys.stdin.read())
     ds = Dataset(paths, seed=8)
     ds = ds.shuffle(5) if mode == "buffer" else ds.shuffle()
@@ -285,7 +286,7 @@ def test_missing_torch_gives_install_hint():
         import sys
         sys.modules["torch"] = None
         try:
-            from recordkit.data import dataloader
+            from recordkit.integrations.torch import dataloader
         except ImportError as exc:
             assert "recordkit[torch]" in str(exc), exc
         else:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import recordkit as rk
-from recordkit import ffrecord
+from recordkit.compat import ffrecord
 from recordkit.errors import (
     ChecksumError,
     CorruptRecordError,

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recordkit as rk
-from recordkit import ofrecord as rk_ofrecord
+from recordkit.compat import oneflow as rk_ofrecord
 from recordkit.errors import LegacyFormatWarning, RecordKitError
 
 CASES = 150

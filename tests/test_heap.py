@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent(
     """
     import json, resource, sys
     import recordkit as rk
-    from recordkit.ffrecord import FileReader
+    from recordkit.compat.ffrecord import FileReader
 
     path, api = sys.argv[1], sys.argv[2]
     if api == "open":

@@ -36,7 +36,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
         ("google.protobuf", "numpy", "torch", "recordkit._proto", "recordkit.io"),
     ),
     (
-        "recordkit.formats.tfds",
+        "recordkit.datasets.tfds",
         ("google.protobuf", "numpy", "tensorflow", "recordkit._proto", "recordkit.io"),
     ),
     (
@@ -65,7 +65,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ),
     ("recordkit.decode._wire", ("google.protobuf", "recordkit.formats", "recordkit.io", "torch")),
     (
-        "recordkit.decode.oneflow",
+        "recordkit.compat.oneflow",
         ("recordkit.formats", "recordkit.io", "recordkit.data", "torch", "PIL", "pyarrow"),
     ),
     # Pillow and simplejpeg are loaded on the first decoded image, never on import.
@@ -87,9 +87,9 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("recordkit.recover", ("google.protobuf", "numpy", "torch", "recordkit.decode.messages")),
-    ("recordkit.formats.manifest", ("google.protobuf", "numpy", "recordkit.io")),
+    ("recordkit.datasets.manifest", ("google.protobuf", "numpy", "recordkit.io")),
     (
-        "recordkit.shards",
+        "recordkit.datasets",
         (
             "google.protobuf",
             "numpy",
@@ -107,8 +107,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("recordkit.cli", ("torch", "pyarrow", "pandas", "PIL")),
     ("recordkit.cli.parquet", ("torch", "pyarrow", "pandas")),
     # The Dask adapter needs dask's bags only: not distributed (a cluster is the user's choice).
-    ("recordkit.dask", ("torch", "recordkit.cli", "recordkit.data", "distributed")),
-    ("recordkit.ray", ("torch", "recordkit.cli", "recordkit.data")),
+    ("recordkit.integrations.dask", ("torch", "recordkit.cli", "recordkit.data", "distributed")),
+    ("recordkit.integrations.ray", ("torch", "recordkit.cli", "recordkit.data")),
 ]
 
 PROBE = "import importlib, json, sys; importlib.import_module(sys.argv[1]); print(json.dumps(sorted(sys.modules)))"
@@ -135,7 +135,7 @@ def exists(module: str) -> bool:
 
 
 # Integrations whose import needs an optional dependency: their rule is checked where it is installed.
-NEEDS = {"recordkit.ray": ("ray", "pyarrow"), "recordkit.dask": ("dask",)}
+NEEDS = {"recordkit.integrations.ray": ("ray", "pyarrow"), "recordkit.integrations.dask": ("dask",)}
 
 
 @pytest.mark.parametrize(("module", "forbidden"), RULES, ids=[module for module, _ in RULES])

@@ -18,19 +18,20 @@ from typing import Any
 import pytest
 
 import recordkit as rk
-from recordkit import ffrecord, shards
+from recordkit import datasets as shards
+from recordkit.compat import ffrecord
 from recordkit.data import Dataset
+from recordkit.datasets.manifest import MANIFEST_NAME, Manifest
 from recordkit.formats._sequential import SequentialFrameReader
-from recordkit.formats.manifest import MANIFEST_NAME, Manifest
 from tests._cli import run_cli
 
 PATTERN = "train-{shard:05d}-of-{num_shards:05d}"
 
 
 def MapDataset(*args: Any, **kwargs: Any) -> Any:
-    """recordkit.data.torch.MapDataset, or a skip where PyTorch is not installed."""
+    """recordkit.integrations.torch.MapDataset, or a skip where PyTorch is not installed."""
     pytest.importorskip("torch")
-    from recordkit.data.torch import MapDataset as map_dataset
+    from recordkit.integrations.torch import MapDataset as map_dataset
 
     return map_dataset(*args, **kwargs)
 
@@ -303,7 +304,7 @@ def test_a_manifest_of_an_earlier_version_is_read_and_checked(
 
 
 def test_every_writer_records_the_fingerprint_of_the_file(tmp_path: Path) -> None:
-    from recordkit.shards import Fingerprint
+    from recordkit.datasets import Fingerprint
 
     write_dataset(tmp_path)
     built = shards.build_manifest(tmp_path, save=False)
@@ -318,7 +319,7 @@ def test_every_writer_records_the_fingerprint_of_the_file(tmp_path: Path) -> Non
 
 
 def test_the_fingerprint_round_trips_and_is_validated() -> None:
-    from recordkit.shards import Fingerprint
+    from recordkit.datasets import Fingerprint
 
     document = {
         "kind": "recordkit.manifest",

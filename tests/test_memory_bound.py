@@ -23,8 +23,8 @@ import pytest
 from fuzz.targets import NonSeekable
 
 import recordkit as rk
-from recordkit import ofrecord as rk_ofrecord
 from recordkit import recover
+from recordkit.compat import oneflow as rk_ofrecord
 from recordkit.errors import RecordKitError
 from recordkit.formats import _crc
 

@@ -12,7 +12,7 @@ import pytest
 
 import recordkit as rk
 from recordkit._proto.oneflow import record_pb2
-from recordkit.decode.oneflow import bytes_decoder, raw_decoder
+from recordkit.compat.oneflow import bytes_decoder, raw_decoder
 from recordkit.errors import DecodeError
 
 # The dtypes the datasets' own loaders ask for: ofrecord_raw_decoder(name, shape, dtype).

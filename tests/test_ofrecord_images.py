@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import recordkit as rk
+from recordkit.compat.oneflow import ofrecord_image_decoder, ofrecord_image_decoder_random_crop
 from recordkit.decode.images import random_crop_window
 from recordkit.errors import DecodeError
-from recordkit.ofrecord import ofrecord_image_decoder, ofrecord_image_decoder_random_crop
 
 PILImage = pytest.importorskip("PIL.Image")
 

@@ -575,8 +575,8 @@ def test_a_link_out_of_a_directory_is_refused(tmp_path):
 
 
 def test_every_entry_point_expands_sources_alike(tmp_path):
+    from recordkit.compat.ffrecord import FileReader
     from recordkit.data import Dataset
-    from recordkit.ffrecord import FileReader
     from recordkit.io import expand_sources
 
     write_parts(tmp_path / "tf", ".tfrecord", [1, 1])
@@ -592,7 +592,7 @@ def test_every_entry_point_expands_sources_alike(tmp_path):
 
 
 def test_ffrecord_file_reader_keeps_ffrecords_order_by_name(tmp_path):
-    from recordkit.ffrecord import FileReader
+    from recordkit.compat.ffrecord import FileReader
 
     write_parts(tmp_path / "ff", ".ffr", [1] * 11)
     (tmp_path / "ff" / "other.tfrecord").write_bytes(b"")

@@ -8,7 +8,7 @@ import pytest
 import recordkit as rk
 from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2
-from recordkit.decode.oneflow import bytes_decoder, raw_decoder
+from recordkit.compat.oneflow import bytes_decoder, raw_decoder
 from recordkit.errors import DecodeError
 
 

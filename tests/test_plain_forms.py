@@ -23,8 +23,8 @@ import pytest
 
 import recordkit as rk
 from recordkit.cli import main
+from recordkit.compat.ffrecord import FileReader
 from recordkit.data import Dataset
-from recordkit.ffrecord import FileReader
 
 SUFFIXES = [".tfrecord", ".tfrecord.gz", ".tfrecord.zlib", ".ofrecord", ".ffr"]
 RANDOM_ACCESS = {".tfrecord", ".ofrecord", ".ffr"}
@@ -194,7 +194,7 @@ def test_the_one_line_write_warns_under_dev_mode(tmp_path):
 
 
 def test_dropped_ffrecord_and_shard_writers_warn_with_the_path(tmp_path):
-    from recordkit.ffrecord import FileWriter
+    from recordkit.compat.ffrecord import FileWriter
 
     writer = FileWriter(tmp_path / "a.ffr", 2)
     writer.write_one(b"x")

@@ -1,4 +1,4 @@
-"""recordkit.ray: Ray Data reads and writes record shards, and Ray's own TFRecord reader agrees."""
+"""recordkit.integrations.ray: Ray Data reads and writes record shards, and Ray's own TFRecord reader agrees."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import recordkit as rk
-from recordkit.formats.manifest import MANIFEST_NAME
+from recordkit.datasets.manifest import MANIFEST_NAME
 
 ray = pytest.importorskip("ray")
 pa = pytest.importorskip("pyarrow")
-rkray = pytest.importorskip("recordkit.ray")
+rkray = pytest.importorskip("recordkit.integrations.ray")
 
 pytestmark = [
     pytest.mark.ray,

@@ -14,8 +14,8 @@ from _cli import run_cli
 from conftest import GOLDEN_DIR, load_manifest
 
 import recordkit as rk
+from recordkit.compat.ffrecord import FileReader
 from recordkit.errors import StaleIndexWarning, UnsafePathError
-from recordkit.ffrecord import FileReader
 
 SOURCE_DIR = Path(rk.__file__).parent
 

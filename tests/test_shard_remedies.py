@@ -92,7 +92,7 @@ def test_every_reader_gives_manifest_remedy_for_a_manifest(tmp_path):
 
 def test_map_dataset_gives_tfds_remedy(tmp_path):
     pytest.importorskip("torch")
-    from recordkit.data.torch import MapDataset
+    from recordkit.integrations.torch import MapDataset
 
     directory = _tfds_with_a_lost_record(tmp_path)
     dataset = MapDataset(directory, split="train")

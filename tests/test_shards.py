@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 import recordkit as rk
-from recordkit import shards
+from recordkit import datasets as shards
 from recordkit.data import Dataset
+from recordkit.datasets.manifest import MANIFEST_NAME, Manifest
 from recordkit.formats._sequential import SequentialFrameReader
-from recordkit.formats.manifest import MANIFEST_NAME, Manifest
 from tests._cli import run_cli
 
 FORMATS = ["tfrecord", "ofrecord", "ffrecord"]
@@ -632,7 +632,7 @@ def _write_dataset(
         dask = pytest.importorskip("dask")
         import dask.bag as db
 
-        from recordkit import dask as rkd
+        from recordkit.integrations import dask as rkd
 
         with dask.config.set(scheduler="synchronous"):
             rkd.write_records(

@@ -17,17 +17,17 @@ import pytest
 from _data_files import write_tfds_directory
 
 import recordkit as rk
+from recordkit.compat.ffrecord import FileReader
 from recordkit.data import Dataset
 from recordkit.data import expand_sources as data_expand_sources
-from recordkit.ffrecord import FileReader
-from recordkit.formats.manifest import MANIFEST_NAME
-from recordkit.shards.tasks import plan_reads, read_range
+from recordkit.datasets.manifest import MANIFEST_NAME
+from recordkit.datasets.tasks import plan_reads, read_range
 
 
 def _map_dataset(*args: Any, **kwargs: Any) -> Any:
-    """recordkit.data.torch.MapDataset, or a skip where PyTorch is not installed."""
+    """recordkit.integrations.torch.MapDataset, or a skip where PyTorch is not installed."""
     pytest.importorskip("torch")
-    from recordkit.data.torch import MapDataset
+    from recordkit.integrations.torch import MapDataset
 
     return MapDataset(*args, **kwargs)
 
@@ -206,7 +206,7 @@ def _ofrecords(directory: Path, count: int, tag: str, manifest: bool = True) -> 
 
 
 def test_the_oneflow_reader_refuses_a_part_the_manifest_does_not_list(tmp_path):
-    from recordkit.data import OFRecordReader
+    from recordkit.compat.oneflow import OFRecordReader
 
     _ofrecords(tmp_path, 4, "old", manifest=False)
     new = _ofrecords(tmp_path, 2, "new")
@@ -222,7 +222,7 @@ def test_the_oneflow_reader_refuses_a_part_the_manifest_does_not_list(tmp_path):
 
 
 def test_the_oneflow_reader_checks_its_parts_against_the_manifest(tmp_path):
-    from recordkit.data import OFRecordReader
+    from recordkit.compat.oneflow import OFRecordReader
 
     _ofrecords(tmp_path, 2, "new")
     (tmp_path / "part-1").write_bytes((tmp_path / "part-0").read_bytes() * 2)  # replaced
@@ -232,7 +232,7 @@ def test_the_oneflow_reader_checks_its_parts_against_the_manifest(tmp_path):
 
 
 def test_the_oneflow_reader_reads_parts_without_a_manifest_as_before(tmp_path):
-    from recordkit.data import OFRecordReader
+    from recordkit.compat.oneflow import OFRecordReader
 
     records = [rk.encode_ofrecord({"i": [i]}) for i in range(3)]
     for i, record in enumerate(records):

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import recordkit as rk
-from recordkit.formats.manifest import Manifest, Shard, load_manifest
-from recordkit.formats.tfds import (
+from recordkit.datasets.manifest import Manifest, Shard, load_manifest
+from recordkit.datasets.tfds import (
     DEFAULT_TEMPLATE,
     FEATURES_NAME,
     INFO_NAME,
@@ -697,7 +697,7 @@ def test_a_split_reads_in_the_order_tfds_gives(tfds, tmp_path, lengths):
     # A global shuffle permutes the records take() chose in that order.
     chosen = _ids(Dataset(directory, split="train", seed=4).take(20).shuffle())
     assert sorted(chosen) == sorted(expected[:20])
-    torch = pytest.importorskip("recordkit.data.torch")
+    torch = pytest.importorskip("recordkit.integrations.torch")
     mapped = torch.MapDataset(directory, split="train")
     assert len(mapped) == len(expected)
     assert _ids(mapped[list(range(len(mapped)))]) == expected
@@ -738,7 +738,7 @@ def test_a_split_that_disables_shuffling_reads_shard_after_shard(tfds, tmp_path)
 @pytest.mark.interop
 def test_read_order_matches_tf_data_interleave(tf):
     """ReadOrder against tf.data's deterministic interleave, for other cycle and block lengths too."""
-    from recordkit.formats.tfds import ReadOrder
+    from recordkit.datasets.tfds import ReadOrder
 
     cases = [([0], 16, 16), ([5, 0, 0, 9], 2, 3), ([33, 1, 16, 17, 0, 40], 3, 16)]
     cases += [

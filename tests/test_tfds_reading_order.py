@@ -51,7 +51,7 @@ def test_cli_cat_and_convert_give_tfds_order_and_need_a_split(capsys, toy, tmp_p
 
 
 def test_dask_reads_a_tfds_split_shard_after_shard(toy):
-    rkdask = pytest.importorskip("recordkit.dask")
+    rkdask = pytest.importorskip("recordkit.integrations.dask")
     bag = rkdask.read_records(toy, split="train")
     assert list(bag.compute(scheduler="sync")) == SHARD_AFTER_SHARD
 
@@ -60,7 +60,7 @@ def test_dask_reads_a_tfds_split_shard_after_shard(toy):
 @pytest.mark.filterwarnings(r"ignore::DeprecationWarning:ray\..*")
 def test_ray_reads_a_tfds_split_shard_after_shard(toy):
     ray = pytest.importorskip("ray")
-    rkray = pytest.importorskip("recordkit.ray")
+    rkray = pytest.importorskip("recordkit.integrations.ray")
     ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False

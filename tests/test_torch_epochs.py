@@ -13,7 +13,7 @@ from recordkit.data import Dataset
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-from recordkit.data import torch_dataset
+from recordkit.integrations.torch import torch_dataset
 
 # (num_workers, start method, persistent workers)
 SETUPS = [

@@ -23,7 +23,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning"),
 ]
 
-from recordkit.data import MapDataset, dataloader, torch_dataset
+from recordkit.integrations.torch import MapDataset, dataloader, torch_dataset
 
 RECORDS = [f"record {i:02d} ".encode() * (i + 1) for i in range(12)]
 BAD = 7

@@ -16,7 +16,7 @@ from recordkit.data import Dataset
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
 
-from recordkit.data import MapDataset, dataloader
+from recordkit.integrations.torch import MapDataset, dataloader
 
 SPEC = {"x": rk.FixedLen((3,), np.float32), "label": rk.FixedLen((), np.int64)}
 

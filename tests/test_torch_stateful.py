@@ -21,7 +21,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning"),
 ]
 
-from recordkit.data import MapDataset, dataloader, torch_dataset
+from recordkit.integrations.torch import MapDataset, dataloader, torch_dataset
 
 StatefulDataLoader = stateful.StatefulDataLoader
 

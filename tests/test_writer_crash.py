@@ -15,7 +15,7 @@ import pytest
 from conftest import SEED
 
 import recordkit as rk
-from recordkit import _atomic
+from recordkit.io import atomic as _atomic
 
 FORMATS = [".tfrecord", ".tfrecord.gz", ".ofrecord", ".ffr"]
 

@@ -4,9 +4,9 @@
 # ///
 """Read OneFlow part files the OneFlow way, without OneFlow.
 
-``recordkit.data.OFRecordReader`` takes the parameters of ``flow.nn.OFRecordReader`` (``data_dir``,
+``recordkit.compat.oneflow.OFRecordReader`` takes the parameters of ``flow.nn.OFRecordReader`` (``data_dir``,
 ``data_part_num``, ``part_name_prefix``, ``part_name_suffix_length``, shuffling, ``batch_size``) and yields
-batches of serialized OFRecords. ``recordkit.ofrecord.raw_decoder`` and ``bytes_decoder`` then decode a
+batches of serialized OFRecords. ``recordkit.compat.oneflow.raw_decoder`` and ``bytes_decoder`` then decode a
 feature of the whole batch into numpy, like ``OFRecordRawDecoder`` and ``OFRecordBytesDecoder``.
 
 Run: ``python examples/oneflow_reader/oneflow_reader.py``.
@@ -20,8 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import recordkit as rk
-from recordkit.data import OFRecordReader
-from recordkit.ofrecord import bytes_decoder, raw_decoder
+from recordkit.compat.oneflow import OFRecordReader, bytes_decoder, raw_decoder
 
 N_RECORDS = 600
 PARTS = 3

@@ -4,7 +4,8 @@ import numpy as np
 from make_samples import samples
 
 import recordkit as rk
-from recordkit.data import Dataset, dataloader
+from recordkit.data import Dataset
+from recordkit.integrations.torch import dataloader
 
 if __name__ == "__main__":  # DataLoader workers may start by importing this file (spawn)
     with rk.ShardWriter("out/train-{shard}.tfrecord", max_records=250) as writer:

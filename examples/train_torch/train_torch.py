@@ -6,7 +6,7 @@
 
 The script writes a toy regression data set (``y = x @ w + noise``) as ``tf.train.Example`` records into
 four TFRecord files and one FFRecord file, then trains a linear model for a few epochs with
-``recordkit.data.dataloader``: two worker processes, each reading its own share of the records, a shuffle
+``recordkit.integrations.torch.dataloader``: two worker processes, each reading its own share of the records, a shuffle
 buffer reseeded every epoch, and batches parsed in the workers with ``recordkit.parse_examples``. Half way
 through it saves the loader's position, "crashes", and resumes in a new loader that delivers exactly the
 records not yet seen.
@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 import recordkit as rk
-from recordkit.data import Dataset, Loader, dataloader
+from recordkit.data import Dataset, Loader
+from recordkit.integrations.torch import dataloader
 
 FEATURES = 8
 FEATURE_SPEC = {

@@ -43,6 +43,7 @@ from recordkit.errors import (
 )
 
 if TYPE_CHECKING:
+    from recordkit.datasets.writer import ShardWriter
     from recordkit.decode.images import Image
     from recordkit.decode.messages import (
         bytes_feature,
@@ -76,12 +77,11 @@ if TYPE_CHECKING:
         register_format,
     )
     from recordkit.io import RecordReader, RecordWriter, open
-    from recordkit.shards.writer import ShardWriter
 
 # Public name -> module that defines it. Loaded lazily by __getattr__ below.
 _LAZY = {
     **dict.fromkeys(["open", "RecordReader", "RecordWriter"], "recordkit.io"),
-    "ShardWriter": "recordkit.shards.writer",
+    "ShardWriter": "recordkit.datasets.writer",
     "Image": "recordkit.decode.images",
     **dict.fromkeys(
         ["available_formats", "detect_format", "get_format", "register_format"], "recordkit.formats"

@@ -1,4 +1,4 @@
-"""Dask benchmark: ``recordkit.dask`` writing and reading shards on a ``LocalCluster``, beside a peer reader.
+"""Dask benchmark: ``recordkit.integrations.dask`` writing and reading shards on a ``LocalCluster``, beside a peer reader.
 
 Run from the repository root (needs ``dask[bag]`` and ``distributed``; vahidk ``tfrecord`` for the peer)::
 
@@ -8,9 +8,9 @@ Run from the repository root (needs ``dask[bag]`` and ``distributed``; vahidk ``
 For each record size (1 KiB and 100 KiB, deterministic pseudo-random payloads) and for a cluster of 1 and
 then 2 worker processes (one thread each), it times:
 
-* ``write``: ``recordkit.dask.write_records`` of a persisted bag (the records already in the workers'
+* ``write``: ``recordkit.integrations.dask.write_records`` of a persisted bag (the records already in the workers'
   memory, one partition per shard) to TFRecord shards with their indexes, manifest included;
-* ``read``: ``recordkit.dask.read_records`` of that directory (checksums checked, and not);
+* ``read``: ``recordkit.integrations.dask.read_records`` of that directory (checksums checked, and not);
 * ``peer read``: a bag of the same TFRecord files' records made with
   ``dask.bag.from_sequence(files, npartitions=len(files)).map_partitions(...)`` over vahidk's
   ``tfrecord.reader.tfrecord_iterator`` (which checks no checksum; its records are copied to ``bytes``
@@ -63,7 +63,7 @@ def contenders(out: str, bag: Any) -> dict[str, Callable[[], tuple[int, int]]]:
     """The timed passes: each returns (records, payload bytes) it handled."""
     import dask.bag as db
 
-    import recordkit.dask as rkd
+    import recordkit.integrations.dask as rkd
 
     def write() -> tuple[int, int]:
         manifest = rkd.write_records(bag, out, format="tfrecord")

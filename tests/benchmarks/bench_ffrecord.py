@@ -25,7 +25,7 @@ BATCH = 256
 READERS: dict[str, Callable[[str], Callable[[list[int]], list[Any]]]] = {
     "rk.open": lambda path: _recordkit_open(path).read,
     "rk.open zero_copy": lambda path: _recordkit_open(path, zero_copy=True).read,
-    "recordkit.ffrecord": lambda path: _recordkit_drop_in(path).read,
+    "recordkit.compat.ffrecord": lambda path: _recordkit_drop_in(path).read,
     "ffrecord C++": lambda path: _reference(path).read,
 }
 
@@ -37,7 +37,7 @@ def _recordkit_open(path: str, zero_copy: bool = False) -> Any:
 
 
 def _recordkit_drop_in(path: str) -> Any:
-    from recordkit.ffrecord import FileReader
+    from recordkit.compat.ffrecord import FileReader
 
     return FileReader(path, check_data=True)
 
@@ -110,7 +110,7 @@ def write(api: str, directory: str, count: int, size: int) -> Pass | None:
             if api == "ffrecord C++":
                 from ffrecord import FileWriter
             else:
-                from recordkit.ffrecord import FileWriter
+                from recordkit.compat.ffrecord import FileWriter
             writer = FileWriter(path, count)
             for record in records:
                 writer.write_one(record)
@@ -167,7 +167,7 @@ def dataloader_epoch(api: str, path: str, workers: int) -> Pass | None:
             persistent_workers=workers > 0,
         )
     else:
-        from recordkit.data.torch import MapDataset, dataloader
+        from recordkit.integrations.torch import MapDataset, dataloader
 
         loader = dataloader(
             MapDataset(path, process=_stack_batch),

@@ -12,7 +12,7 @@ of its files once per pass, as batches; a pass returns the number of records del
   ``rk.open(files)``, then parse (what ``Dataset(files).shuffle()`` does, without the pipeline);
 * tf.data's usual TFRecord pipeline (interleave, shuffle buffer, batch, ``parse_example``, AUTOTUNE), run in
   the TensorFlow worker;
-* loaders with worker processes: ``recordkit.data.torch.dataloader`` (``to="torch"`` and ``"numpy"``), the
+* loaders with worker processes: ``recordkit.integrations.torch.dataloader`` (``to="torch"`` and ``"numpy"``), the
   torch-free ``recordkit.data.loader`` where the installed recordkit has it, a plain torch ``DataLoader``
   over an ``IterableDataset`` running the plain loop, torch's ceiling (workers that yield ready-made tensors
   of the same shapes), and ``dataloader(MapDataset(...), shuffle=True)`` over the FFRecord copy.
@@ -244,10 +244,10 @@ def rk_dataloader(
     batch: int = BATCH,
     parsed: bool = True,
 ) -> Pass | None:
-    """``recordkit.data.torch.dataloader(Dataset(files).shuffle(buffer).batch(batch)[.map(parse)])``."""
+    """``recordkit.integrations.torch.dataloader(Dataset(files).shuffle(buffer).batch(batch)[.map(parse)])``."""
     if not _torch_installed():
         return None
-    from recordkit.data.torch import dataloader
+    from recordkit.integrations.torch import dataloader
 
     source = _dataset(directory, buffer, False, batch, parsed)
     return _consume(dataloader(source, num_workers=workers, to=to))
@@ -270,7 +270,7 @@ def torch_own(
         return None
     from torch.utils.data import DataLoader
 
-    from recordkit.data.torch import torch_dataset
+    from recordkit.integrations.torch import torch_dataset
 
     source = torch_dataset(_dataset(directory, buffer, False, batch, parsed))
     return _consume(DataLoader(source, batch_size=None, num_workers=workers))
@@ -310,7 +310,7 @@ def ffrecord_loader(directory: str, workers: int) -> Pass | None:
     """``dataloader(MapDataset(files, process=parse_indexed), batch_size=256, shuffle=True)``."""
     if not _torch_installed():
         return None
-    from recordkit.data.torch import MapDataset, dataloader
+    from recordkit.integrations.torch import MapDataset, dataloader
 
     source = MapDataset(files(directory), process=parse_indexed)
     return _consume(dataloader(source, batch_size=BATCH, shuffle=True, num_workers=workers))

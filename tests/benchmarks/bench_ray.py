@@ -1,4 +1,4 @@
-"""Ray Data: recordkit.ray side by side with Ray's own ``read_tfrecords`` / ``write_tfrecords``.
+"""Ray Data: recordkit.integrations.ray side by side with Ray's own ``read_tfrecords`` / ``write_tfrecords``.
 
 Run from the repository root (needs ``ray[data]`` and TensorFlow, which Ray's TFRecord reader imports)::
 
@@ -80,7 +80,7 @@ def _contenders(
     import ray
 
     import recordkit as rk
-    import recordkit.ray as rkray
+    import recordkit.integrations.ray as rkray
 
     runs = {"n": 0}
 

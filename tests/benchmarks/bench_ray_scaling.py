@@ -1,4 +1,4 @@
-"""Ray Data: how recordkit.ray's reads and writes scale with the number of Ray workers.
+"""Ray Data: how recordkit.integrations.ray's reads and writes scale with the number of Ray workers.
 
 Run from the repository root (needs ``ray[data]``; TensorFlow is not needed, so this runs where only Ray
 can be installed, e.g. a many-core machine without network)::
@@ -78,7 +78,7 @@ def _measure(
     import ray
 
     import recordkit as rk
-    import recordkit.ray as rkray
+    import recordkit.integrations.ray as rkray
 
     records = [rk.encode_example({"data": payload}) for payload in _payloads(size, count)]
     blocks = [pa.table({"bytes": pa.array(records[i::shards], pa.binary())}) for i in range(shards)]
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         report[cpus] = json.loads(line[len("RESULT ") :])
         print(f"{cpus} workers: " + line[len("RESULT ") :], flush=True)
     print(
-        f"\n== recordkit.ray, {args.shards} TFRecord shards, CRC checks on; os.cpu_count() = {os.cpu_count()}"
+        f"\n== recordkit.integrations.ray, {args.shards} TFRecord shards, CRC checks on; os.cpu_count() = {os.cpu_count()}"
     )
     _table(report)
     if args.json:

@@ -5,7 +5,7 @@ deliver batches of 256 as tensors, in the loading process (``num_workers=0``: on
 processes would mostly measure scheduling):
 
 * ``recordkit.data``: ``Dataset(path).batch(256).map(decode)`` with :func:`recordkit.parse_examples`, through
-  :func:`recordkit.data.dataloader`;
+  :func:`recordkit.integrations.torch.dataloader`;
 * vahidk ``tfrecord.torch.TFRecordDataset`` with a description, through ``torch.utils.data.DataLoader``
   (``batch_size=256``, default collate).
 """
@@ -30,12 +30,13 @@ def _decode(batch: list[bytes]) -> dict[str, Any]:
 
 
 def recordkit_epoch(path: str) -> Callable[[], int] | None:
-    """One epoch of ``recordkit.data.dataloader`` over ``path``."""
+    """One epoch of ``recordkit.integrations.torch.dataloader`` over ``path``."""
     try:
         import torch  # noqa: F401
     except ImportError:
         return None
-    from recordkit.data import Dataset, dataloader
+    from recordkit.data import Dataset
+    from recordkit.integrations.torch import dataloader
 
     loader = dataloader(Dataset(path).batch(BATCH).map(_decode))
 

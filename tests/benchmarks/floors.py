@@ -87,7 +87,7 @@ def ffrecord_part(directory: str, count: int, rounds: int, missing: str | None =
     import numpy as np
 
     import recordkit as rk
-    from recordkit.ffrecord import FileReader
+    from recordkit.compat.ffrecord import FileReader
     from recordkit.formats._crc import crc32
 
     path = os.path.join(directory, "floor.ffr")
@@ -155,7 +155,7 @@ def ffrecord_part(directory: str, count: int, rounds: int, missing: str | None =
     contenders |= {
         "rk.open read(256)": batched(rk.open(path).read),
         "rk.open(zero_copy) read(256)": batched(rk.open(path, zero_copy=True).read),
-        "recordkit.ffrecord read(256)": batched(FileReader(path, check_data=True).read),
+        "recordkit.compat.ffrecord read(256)": batched(FileReader(path, check_data=True).read),
         "floor: pread": floor(lambda start, crc: pread(fd, SIZE, start)),
         "floor: pread + crc": floor(pread_crc),
         "floor: mmap copy + crc": floor(mmap_crc),
@@ -247,7 +247,7 @@ def ffrecord_write_part(
     import numpy as np
 
     import recordkit as rk
-    from recordkit.ffrecord import FileWriter
+    from recordkit.compat.ffrecord import FileWriter
     from recordkit.formats._crc import crc32
 
     size = 100 * SIZE
@@ -310,7 +310,7 @@ def ffrecord_write_part(
     _peer(contenders, peer_name, peer, missing)
     contenders |= {
         "rk.open(path, 'w') (no n)": written(without_n),
-        "recordkit.ffrecord FileWriter (n)": written(with_n(FileWriter)),
+        "recordkit.compat.ffrecord FileWriter (n)": written(with_n(FileWriter)),
         "floor: crc + write": written(crc_and_write),
         "floor: crc + write + copy (no n)": written(crc_write_and_copy),
     }

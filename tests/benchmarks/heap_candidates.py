@@ -4,7 +4,7 @@ Each candidate runs in a fresh process (glibc's thresholds are per process and c
 
     python tests/benchmarks/heap_candidates.py            # 2,000 records of 100 KiB, 5 rounds
 
-Candidates: ``glibc default`` (the threshold raise of :mod:`recordkit._heap` switched off), ``warm block``
+Candidates: ``glibc default`` (the threshold raise of :mod:`recordkit.support.heap` switched off), ``warm block``
 (recordkit's choice: one 31 MiB block allocated and freed), ``mallopt`` (``M_TRIM_THRESHOLD`` set to
 1 GiB through ctypes), and ``one buffer per batch`` (each batch read into one ``bytearray``, records
 returned as ``memoryview`` slices of it). Loops: ``drop`` reads a batch and drops it at once; ``keep`` holds
@@ -55,7 +55,7 @@ def measure(candidate: str, path: str, count: int, rounds: int) -> dict[str, flo
     import numpy as np
 
     import recordkit as rk
-    from recordkit import _heap
+    from recordkit.support import heap as _heap
 
     if candidate != "warm block":
         _heap._pending = False

@@ -12,7 +12,7 @@ The ``pipeline`` cases (``bench_pipeline.py``) time, in the same rounds, 1 KiB E
 turned into parsed numpy batches of 256: the plain loop (``rk.open`` + ``rk.parse_examples``, the baseline),
 ``recordkit.data.Dataset`` pipelines (in order, shuffle buffer, global shuffle beside the plain
 ``read(permutation)`` loop), tf.data's usual pipeline, and loaders with worker processes at each
-``--workers`` count (``recordkit.data.torch.dataloader`` to torch and to numpy, ``recordkit.data.loader``
+``--workers`` count (``recordkit.integrations.torch.dataloader`` to torch and to numpy, ``recordkit.data.loader``
 where recordkit has it, a plain torch ``DataLoader`` over the plain loop, torch's ceiling, and an FFRecord
 ``MapDataset``), then 100 KiB records in batches of 16. Loader rows also show the CPU time per record of the
 process that iterates them ("main CPU µs/rec"); the targets block gives the ratios the project aims at.
@@ -691,7 +691,7 @@ def ffrecord_cases(
 ) -> list[Case]:
     """FFRecord against the C++ reference: batched reads, writes and DataLoaders, ratios per row."""
     ff, tag, path = "bench_ffrecord", f"{size // KIB} KiB", paths[f"ffrecord-{size // KIB}k"]
-    apis = ("rk.open", "recordkit.ffrecord", "rk.open zero_copy", "ffrecord C++")
+    apis = ("rk.open", "recordkit.compat.ffrecord", "rk.open zero_copy", "ffrecord C++")
     loops = (("random", "keep"), ("random", "drop"), ("in order", "keep"))
     reads = [
         Contender(
@@ -724,7 +724,7 @@ def ffrecord_cases(
         )
         for name, api in (
             ("rk.open(path, 'w') (no n)", "rk.open (no n)"),
-            ("recordkit.ffrecord FileWriter (n given)", "recordkit.ffrecord"),
+            ("recordkit.compat.ffrecord FileWriter (n given)", "recordkit.compat.ffrecord"),
             ("ffrecord C++ FileWriter (n given)", "ffrecord C++"),
         )
     ]
@@ -927,7 +927,7 @@ def evaluate_targets(cases: list[Case], memory: list[dict[str, Any]]) -> list[di
     )
     for size in (KIB, 100 * KIB):
         case_id = f"ffrecord-read-{size // KIB}k"
-        for api in ("rk.open", "recordkit.ffrecord"):
+        for api in ("rk.open", "recordkit.compat.ffrecord"):
             for loop in ("keep", "drop"):
                 ratio_target(
                     f"FFRecord {api} read(256) {size // KIB} KiB random, {loop}, vs C++",

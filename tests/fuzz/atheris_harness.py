@@ -20,8 +20,8 @@ import atheris
 import numpy as np
 
 import recordkit as rk
-from recordkit import ofrecord as rk_ofrecord
 from recordkit import recover
+from recordkit.compat import oneflow as rk_ofrecord
 from recordkit.errors import RecordKitError
 
 READERS = [

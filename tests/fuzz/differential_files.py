@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 import recordkit as rk
-from recordkit import ffrecord as rk_ffrecord
+from recordkit.compat import ffrecord as rk_ffrecord
 from recordkit.errors import RecordKitError
 from recordkit.formats.tfrecord import frame
 
@@ -616,7 +616,7 @@ class DifferentialFFRecordTarget(_DifferentialTarget):
             assert by_pipe[0] == by_path[0], "a pipe and a path read different samples"
 
     def read_drop_in(self, data: bytes, plan: Plan, rng: random.Random) -> None:
-        """The ``recordkit.ffrecord`` drop-in gives the written samples or a recordkit error."""
+        """The ``recordkit.compat.ffrecord`` drop-in gives the written samples or a recordkit error."""
         path = self.store(data)
         reader, _ = _attempt(lambda: rk_ffrecord.FileReader(path, check_data=True))
         if reader is None:

@@ -36,9 +36,9 @@ import numpy as np
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 import recordkit as rk
-from recordkit import ofrecord as rk_ofrecord
 from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2
+from recordkit.compat import oneflow as rk_ofrecord
 from recordkit.errors import DecodeError
 
 from .targets import OUTCOMES, Case, Seed, Target

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 import recordkit as rk
-from recordkit import ofrecord as rk_ofrecord
 from recordkit import recover
+from recordkit.compat import oneflow as rk_ofrecord
+from recordkit.compat.ffrecord import FileReader
 from recordkit.errors import RecordKitError, RecordKitWarning
-from recordkit.ffrecord import FileReader
 
 from .mutations import (
     Layout,
@@ -330,7 +330,7 @@ class OFRecordTarget(ReaderTarget):
 
 
 class FFRecordTarget(ReaderTarget):
-    """FFRecord files, through ``recordkit.open`` and through the ``recordkit.ffrecord`` drop-in API."""
+    """FFRecord files, through ``recordkit.open`` and through the ``recordkit.compat.ffrecord`` drop-in API."""
 
     name = "ffrecord"
     format = "ffrecord"
@@ -363,7 +363,7 @@ class FFRecordTarget(ReaderTarget):
         super().run(case, rng)
 
     def run_drop_in(self, case: Case, rng: random.Random) -> None:
-        """Read through ``recordkit.ffrecord.FileReader``."""
+        """Read through ``recordkit.compat.ffrecord.FileReader``."""
         path = os.path.join(self.workdir, "case.ffr")
         with open(path, "wb") as file:
             file.write(case.data)

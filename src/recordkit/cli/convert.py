@@ -17,15 +17,15 @@ import os
 from collections.abc import Iterator
 
 import recordkit as rk
-from recordkit._index import default_index_path
 from recordkit.cli import parquet
 from recordkit.cli.common import CliError, expand_inputs, open_reader, progress
 from recordkit.cli.payload import convert_payload as convert_record
 from recordkit.cli.payload import detect_payload
+from recordkit.datasets.index import default_index_path
+from recordkit.datasets.manifest import MANIFEST_NAME, Shard
+from recordkit.datasets.shardfile import OpenShard
+from recordkit.datasets.tasks import commit_manifest, prepare_output
 from recordkit.formats import format_for_path
-from recordkit.formats.manifest import MANIFEST_NAME, Shard
-from recordkit.shards.shardfile import OpenShard
-from recordkit.shards.tasks import commit_manifest, prepare_output
 
 __all__ = ["DEFAULT_PATTERNS", "NATIVE_PAYLOADS", "run_convert", "shard_names", "shard_sizes"]
 

@@ -10,15 +10,15 @@ from typing import Any
 import recordkit as rk
 from recordkit.cli.common import EXIT_CORRUPT, EXIT_OK, damage_line
 from recordkit.cli.payload import Schema, detect_payload
-from recordkit.formats.manifest import MANIFEST_NAME, Manifest, merge_manifests
-from recordkit.io import shard_listing
-from recordkit.shards.build import (
+from recordkit.datasets.build import (
     ShardCheck,
     build_manifest,
     load_dataset,
     repair_dataset,
     verify_dataset,
 )
+from recordkit.datasets.manifest import MANIFEST_NAME, Manifest, merge_manifests
+from recordkit.io import shard_listing
 
 __all__ = ["add_manifest_command", "is_dataset_directory", "repair_directory", "verify_directory"]
 

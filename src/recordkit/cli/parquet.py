@@ -17,10 +17,10 @@ from typing import Any, Final
 
 import numpy as np
 
-from recordkit._atomic import AtomicFile
 from recordkit.cli.common import CliError
 from recordkit.cli.payload import Schema, detect_payload, feature_specs
 from recordkit.decode import tables
+from recordkit.io.atomic import AtomicFile
 
 __all__ = ["is_parquet", "parquet_records", "parquet_rows", "write_parquet"]
 

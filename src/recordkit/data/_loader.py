@@ -1,7 +1,7 @@
 """The :class:`Loader`: a pipeline's batches from worker processes, with epochs and a resumable position.
 
 It needs neither PyTorch nor anything but numpy: JAX and numpy training loops use it as it is, and
-:func:`recordkit.data.torch.dataloader` builds one that hands out tensors.
+:func:`recordkit.integrations.torch.dataloader` builds one that hands out tensors.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ class Passes:
 class Loader(Passes):
     """A :class:`~recordkit.data.Dataset`'s items, read by worker processes, one epoch per iteration.
 
-    Made by :func:`loader` (numpy arrays out) or :func:`recordkit.data.torch.dataloader` (tensors out).
+    Made by :func:`loader` (numpy arrays out) or :func:`recordkit.integrations.torch.dataloader` (tensors out).
     Each worker reads its own shard of the pipeline (``shard = rank * num_workers + worker``) and hands
     its items to this process through shared memory set up once per iteration; the items come from the
     workers in turn, so their order is the same from run to run. Iterating reads one epoch (or as many as
@@ -290,7 +290,7 @@ def loader(
 ) -> Loader:
     """Read ``dataset`` in ``num_workers`` worker processes and hand its items out as they are (numpy).
 
-    The counterpart of :func:`recordkit.data.torch.dataloader` without PyTorch, for JAX and numpy
+    The counterpart of :func:`recordkit.integrations.torch.dataloader` without PyTorch, for JAX and numpy
     training loops: batch and parse in the pipeline (``Dataset(...).batch(256).map(parse)``) and each item
     is a batch whose numpy arrays arrive without being copied (see :class:`Loader` for how long they
     stay valid).

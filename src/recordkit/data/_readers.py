@@ -18,8 +18,8 @@ import numpy as np
 from recordkit.data._sharding import IndexUnit, RangeUnit, Unit, plan_length
 
 if TYPE_CHECKING:
-    from recordkit.formats.manifest import Manifest
-    from recordkit.formats.tfds import ReadOrder
+    from recordkit.datasets.manifest import Manifest
+    from recordkit.datasets.tfds import ReadOrder
     from recordkit.io import RecordReader, ResolvedSources
 
 __all__ = ["CHUNK", "Catalog", "ReaderPool", "ShardStream", "chunked"]
@@ -88,7 +88,7 @@ class Catalog:
     @classmethod
     def of_dataset(cls, directory: str, manifest: Manifest) -> Catalog:
         """The shards a manifest lists, with its counts: nothing needs to be opened to plan an epoch."""
-        from recordkit.formats.tfds import read_order
+        from recordkit.datasets.tfds import read_order
         from recordkit.io import ResolvedSources, shard_path
 
         catalog = cls([shard_path(directory, shard) for shard in manifest.shards], manifest.format)

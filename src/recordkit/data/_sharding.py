@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 if TYPE_CHECKING:
-    from recordkit.formats.tfds import ReadOrder
+    from recordkit.datasets.tfds import ReadOrder
 
 __all__ = [
     "EqualShards",

@@ -13,5 +13,5 @@ Modules, bottom up:
 
 Users import the public names from ``recordkit`` (``rk.parse_examples``, ``rk.Image``,
 ``rk.encode_examples``), or from the public modules :mod:`recordkit.example`, :mod:`recordkit.parsing` and
-:mod:`recordkit.ofrecord`, which re-export what is defined here. This package imports nothing until one of its modules is imported.
+:mod:`recordkit.compat.oneflow`, which re-export what is defined here. This package imports nothing until one of its modules is imported.
 """

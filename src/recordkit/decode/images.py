@@ -2,7 +2,7 @@
 
 :class:`Image` is a parse spec: ``parse_examples(records, {"image": Image(size=(224, 224))})`` decodes the
 single bytes value of the feature ``image`` of every record. The OneFlow image decoders of
-:mod:`recordkit.ofrecord` use the same decoding, and :func:`random_crop_window` is their crop-window rule.
+:mod:`recordkit.compat.oneflow` use the same decoding, and :func:`random_crop_window` is their crop-window rule.
 
 Pillow is imported on first use, not with this module; it is the ``image`` extra
 (``pip install "recordkit[image]"``).

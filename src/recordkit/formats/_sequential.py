@@ -21,7 +21,6 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from functools import partial
 from typing import Any, ClassVar
 
-from recordkit._caller import user_stacklevel
 from recordkit.errors import StaleIndexError, StaleIndexWarning
 from recordkit.formats.base import (
     READ_CHUNK,
@@ -33,6 +32,7 @@ from recordkit.formats.base import (
     VerifiedOffsets,
     read_full,
 )
+from recordkit.support.caller import user_stacklevel
 
 __all__ = ["SequentialFrameReader"]
 

@@ -46,9 +46,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, ClassVar, Protocol, TypeAlias
 
-from recordkit._heap import keep_freed_memory
 from recordkit.errors import NoLengthError, TruncatedRecordError, UnsupportedOperationError
 from recordkit.formats._compression import NAMES as COMPRESSION_NAMES
+from recordkit.support.heap import keep_freed_memory
 
 __all__ = [
     "READ_CHUNK",

@@ -42,7 +42,6 @@ from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any, ClassVar
 
-from recordkit._caller import user_stacklevel
 from recordkit.errors import ChecksumError, HeaderError, LegacyFormatWarning
 from recordkit.formats import _crc
 from recordkit.formats.base import (
@@ -56,6 +55,7 @@ from recordkit.formats.base import (
     _BufferedFrameWriter,
     read_full,
 )
+from recordkit.support.caller import user_stacklevel
 
 __all__ = ["FFRecordFormat", "FFRecordReader", "FFRecordWriter", "build_header"]
 

@@ -17,9 +17,8 @@ from array import array
 from collections.abc import Iterable
 from typing import Any
 
-from recordkit._atomic import write_atomically
-from recordkit._index import default_index_path, find_index, format_index
-from recordkit.formats.manifest import (
+from recordkit.datasets.index import default_index_path, find_index, format_index
+from recordkit.datasets.manifest import (
     Fingerprint,
     IndexFile,
     Manifest,
@@ -29,6 +28,7 @@ from recordkit.formats.manifest import (
 )
 from recordkit.io import _load_remote_manifest, _open_writer, is_url, require_fsspec, scan_offsets
 from recordkit.io import open as open_records
+from recordkit.io.atomic import write_atomically
 
 __all__ = [
     "OpenShard",

@@ -19,8 +19,8 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, BinaryIO
 
-from recordkit._atomic import write_atomically
 from recordkit.errors import ManifestError
+from recordkit.io.atomic import write_atomically
 
 __all__ = [
     "MANIFEST_NAME",

@@ -49,12 +49,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from recordkit._closing import Closing
 from recordkit.errors import DataLossWarning, UnknownFormatError
 from recordkit.formats import _crc
 from recordkit.formats._compression import MEMBERS, decompressor
 from recordkit.formats.base import READ_CHUNK, Source
 from recordkit.io import reading_format
+from recordkit.support.closing import Closing
 
 __all__ = ["SalvageReport", "SkippedRange", "Scan", "salvage", "scan"]
 
@@ -361,7 +361,7 @@ class _TFRecordFrames:
     A crafted file can hold a valid header every 12 bytes, each claiming a payload of half the file; checking
     each payload on its own would be quadratic. So the resynchronising search tests a block of positions at
     once with numpy (the length checksum of every position, then the payload checksum of the few that pass),
-    and payloads are checksummed through :class:`recordkit._rangecrc.RangeCRC`, which touches each byte a
+    and payloads are checksummed through :class:`recordkit.recover.rangecrc.RangeCRC`, which touches each byte a
     bounded number of times. Frames met in order are checked directly, as long as the bytes checksummed in
     vain so far stay under the size of the file.
     """
@@ -373,9 +373,9 @@ class _TFRecordFrames:
         self._ranges: Any = None
 
     def ranges(self) -> Any:
-        """The shared :class:`~recordkit._rangecrc.RangeCRC` of the buffer (numpy is imported here)."""
+        """The shared :class:`~recordkit.recover.rangecrc.RangeCRC` of the buffer (numpy is imported here)."""
         if self._ranges is None:
-            from recordkit import _rangecrc
+            from recordkit.recover import rangecrc as _rangecrc
 
             self._ranges = _rangecrc.RangeCRC(
                 self.buffer, _crc.crc32c_extend, _rangecrc.CRC32C_POLY
@@ -412,7 +412,7 @@ class _TFRecordFrames:
         """The first position in ``[lo, hi)`` that starts an intact frame (``hi <= size - 15``)."""
         import numpy as np
 
-        from recordkit._rangecrc import tfrecord_headers
+        from recordkit.recover.rangecrc import tfrecord_headers
 
         buffer, size = self.buffer, self.size
         at = tfrecord_headers(buffer, lo, hi) + lo
@@ -567,7 +567,7 @@ def _sample_crcs(buffer: Any, size: int, spans: list[tuple[int, int, int]]) -> I
                 crc = zlib.crc32(view[start:end])
             yield crc
         return
-    from recordkit import _rangecrc
+    from recordkit.recover import rangecrc as _rangecrc
 
     ranges = _rangecrc.RangeCRC(
         buffer, lambda crc, data: zlib.crc32(data, crc), _rangecrc.CRC32_POLY

@@ -21,14 +21,14 @@ import posixpath
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from recordkit._atomic import remove_leftovers
-from recordkit._index import default_index_path
+from recordkit.datasets.index import default_index_path
+from recordkit.datasets.manifest import MANIFEST_NAME, Manifest, Shard
+from recordkit.datasets.shardfile import begin_replacing, commit_manifest_file
 from recordkit.errors import ManifestError
 from recordkit.formats import format_for_path, get_format
-from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
 from recordkit.io import is_url, open_shard, resolve_sources
 from recordkit.io import open as open_records
-from recordkit.shards.shardfile import begin_replacing, commit_manifest_file
+from recordkit.io.atomic import remove_leftovers
 
 __all__ = [
     "ReadRange",
@@ -262,7 +262,7 @@ def prepare_output(directory: str | os.PathLike[str]) -> str:
     The directory is created (with its parents) where it is missing, and a manifest that an earlier write
     left there is deleted: while the tasks replace shards, and if one of them fails for good, the directory
     then has no manifest, rather than one that describes other shards. The files that manifest named are
-    noted first (:func:`~recordkit.shards.shardfile.begin_replacing`), and :func:`commit_manifest` removes
+    noted first (:func:`~recordkit.datasets.shardfile.begin_replacing`), and :func:`commit_manifest` removes
     those the new manifest does not name. Shard files are not touched here.
 
     Returns
@@ -305,7 +305,7 @@ def commit_manifest(
     left beside the listed shards (and their indexes) are deleted first, so call this only once every
     task has finished. Once the manifest is in place, the shards (and indexes) that the directory's
     previous manifest named and this one does not are deleted
-    (:func:`~recordkit.shards.shardfile.commit_manifest_file`); no other file is touched.
+    (:func:`~recordkit.datasets.shardfile.commit_manifest_file`); no other file is touched.
 
     Raises
     ------

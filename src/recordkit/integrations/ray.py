@@ -6,7 +6,7 @@
 * :func:`write_records` writes one shard per write task, atomically, and the manifest once, when every
   task has finished.
 
-Both are thin adapters over :mod:`recordkit.shards.tasks` (planning, reading a range, naming and committing
+Both are thin adapters over :mod:`recordkit.datasets.tasks` (planning, reading a range, naming and committing
 shards), built on Ray's public extension points (:class:`ray.data.Datasource` and
 :class:`ray.data.Datasink`). Needs ``pip install "recordkit[ray]"``.
 
@@ -26,12 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recordkit.errors import RecordKitError
-from recordkit.formats import get_format
-from recordkit.formats.manifest import Manifest, Shard
-from recordkit.io import is_url
-from recordkit.shards.shardfile import write_shard
-from recordkit.shards.tasks import (
+from recordkit.datasets.manifest import Manifest, Shard
+from recordkit.datasets.shardfile import write_shard
+from recordkit.datasets.tasks import (
     ReadRange,
     commit_manifest,
     plan_reads,
@@ -39,6 +36,9 @@ from recordkit.shards.tasks import (
     read_range,
     task_shard_path,
 )
+from recordkit.errors import RecordKitError
+from recordkit.formats import get_format
+from recordkit.io import is_url
 
 try:
     import pyarrow as pa
@@ -46,7 +46,7 @@ try:
     from ray.data.block import BlockAccessor, BlockMetadata
 except ImportError as exc:  # pragma: no cover - exercised only without Ray
     raise ImportError(
-        'recordkit.ray needs Ray Data: pip install "recordkit[ray]" (ray[data]>=2.9)'
+        'recordkit.integrations.ray needs Ray Data: pip install "recordkit[ray]" (ray[data]>=2.9)'
     ) from exc
 
 if TYPE_CHECKING:
@@ -513,7 +513,7 @@ def write_records(
 ) -> Manifest:
     """Write a Ray dataset as a directory of shards with a manifest.
 
-    Each write task writes its rows to ``path/<prefix>-<task>.<suffix>`` (:func:`recordkit.shards.
+    Each write task writes its rows to ``path/<prefix>-<task>.<suffix>`` (:func:`recordkit.datasets.
     task_shard_path`), atomically and with the sidecar index of a TFRecord or OFRecord shard; a task that
     is retried writes the same file again. Once every task has finished, the manifest
     (``_recordkit_manifest.json``) is written, naming each shard once. Tasks without rows write no shard.

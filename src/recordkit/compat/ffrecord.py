@@ -3,7 +3,7 @@
 Existing scripts keep working with only the import changed::
 
     # from ffrecord import FileReader, FileWriter
-    from recordkit.ffrecord import FileReader, FileWriter
+    from recordkit.compat.ffrecord import FileReader, FileWriter
 
     with FileWriter("train.ffr", n=len(samples)) as writer:
         for sample in samples:
@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recordkit._closing import Closing
-from recordkit._heap import keep_freed_memory
 from recordkit.formats import _crc
 from recordkit.formats.base import SHRUNK
 from recordkit.io import RecordReader, RecordWriter, ResolvedSources, resolve_sources
 from recordkit.io import open as _open
+from recordkit.support.closing import Closing
+from recordkit.support.heap import keep_freed_memory
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -56,7 +56,7 @@ class OFRecordReader:
 
     Reads ``data_dir/part_name_prefix + str(i).zfill(part_name_suffix_length)`` for ``i`` in
     ``range(data_part_num)`` and yields lists of ``bytes`` (serialized ``oneflow.OFRecord`` messages), ready
-    for :func:`recordkit.ofrecord.raw_decoder` or :func:`recordkit.decode.parsing.parse_ofrecords`.
+    for :func:`recordkit.compat.oneflow.raw_decoder` or :func:`recordkit.decode.parsing.parse_ofrecords`.
 
     Unlike OneFlow's reader, an iteration ends with the epoch (the last batch may be short unless
     ``drop_last``); pass ``cycle=True`` to go on forever as OneFlow does. Each epoch is shuffled afresh.

@@ -32,7 +32,7 @@ try:
     import torch.utils.data as torch_data
 except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise ImportError(
-        "recordkit.data.torch needs PyTorch: pip install 'recordkit[torch]' (or install torch yourself)"
+        "recordkit.integrations.torch needs PyTorch: pip install 'recordkit[torch]' (or install torch yourself)"
     ) from exc
 
 from recordkit.data._dataset import Dataset
@@ -162,7 +162,7 @@ def _check_workers(state: Mapping[str, Any]) -> tuple[int, int]:
             f"the state was saved by a DataLoader with {saved} worker(s) but this one has "
             f"{num_workers}: each worker is restored from the position it saved itself, so the "
             f"positions of the other workers cannot be carried over; resume with "
-            f"num_workers={saved if saved > 1 else '0 or 1'} (recordkit.data.dataloader can resume "
+            f"num_workers={saved if saved > 1 else '0 or 1'} (recordkit.integrations.torch.dataloader can resume "
             "with another number of workers)"
         )
     return worker, num_workers
@@ -244,7 +244,7 @@ class RecordIterable(torch_data.IterableDataset[Any]):
         if getattr(source, "stop", None) == "first_exhausted" and source._endless() is None:
             raise TypeError(
                 "len() of a mix in a plain DataLoader is unknown: how many items it gives before its first "
-                "source runs out depends on the number of workers; recordkit.data.dataloader() knows it and "
+                "source runs out depends on the number of workers; recordkit.integrations.torch.dataloader() knows it and "
                 "gives an exact len()"
             )
         return len(cast(Sized, self.dataset._with(_epoch=self.epoch)))

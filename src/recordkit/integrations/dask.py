@@ -3,14 +3,14 @@
 Install it with ``pip install "recordkit[dask]"``::
 
     import recordkit as rk
-    import recordkit.dask as rkd
+    import recordkit.integrations.dask as rkd
 
     bag = rkd.read_records("data/train/", decode=rk.decode_example)
     examples = bag.filter(lambda example: example["label"][0] == 1)
 
     rkd.write_records(bag.map(rk.encode_example), "data/ones/", format="ffrecord")
 
-:func:`read_records` makes one partition per read range of :func:`recordkit.shards.plan_reads`: one per
+:func:`read_records` makes one partition per read range of :func:`recordkit.datasets.plan_reads`: one per
 file, and several per large random-access shard. Nothing is read until the bag is computed, and then each
 partition is read by the worker that computes it.
 
@@ -30,13 +30,13 @@ from typing import Any
 import dask
 import dask.bag
 
+from recordkit.datasets import tasks
+from recordkit.datasets.manifest import Manifest, Shard
+from recordkit.datasets.shardfile import write_shard
+from recordkit.datasets.tasks import ReadRange
 from recordkit.formats import get_format
 from recordkit.formats.base import normalize_compression
-from recordkit.formats.manifest import Manifest, Shard
 from recordkit.io import is_url
-from recordkit.shards import tasks
-from recordkit.shards.shardfile import write_shard
-from recordkit.shards.tasks import ReadRange
 
 __all__ = ["read_records", "write_records"]
 
@@ -151,7 +151,7 @@ def write_records(
         :func:`recordkit.encode_example`.
     prefix
         Partition ``i`` is written to ``<path>/<prefix>-<i:05d><suffix>``
-        (:func:`recordkit.shards.task_shard_path`).
+        (:func:`recordkit.datasets.task_shard_path`).
     index
         Also write the sidecar offset index of each uncompressed TFRecord or OFRecord shard.
     split

@@ -12,9 +12,10 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
-from recordkit._index import format_index, index_paths
+from recordkit.datasets.index import format_index, index_paths
+from recordkit.datasets.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
+from recordkit.datasets.shardfile import describe_shard, file_sha256
 from recordkit.errors import CorruptRecordError, ManifestError, UnsupportedOperationError
-from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
 from recordkit.io import (
     expand_sources,
     find_dataset,
@@ -25,7 +26,6 @@ from recordkit.io import (
     write_index,
 )
 from recordkit.io import open as open_records
-from recordkit.shards.shardfile import describe_shard, file_sha256
 
 __all__ = [
     "ShardCheck",
@@ -199,7 +199,7 @@ def load_dataset(directory: str | os.PathLike[str]) -> tuple[str, Manifest]:
     """Return ``(directory, manifest)`` of a dataset: every split, as :func:`recordkit.open` finds it.
 
     A directory with a ``_recordkit_manifest.json``, one prepared by tensorflow-datasets (its
-    ``dataset_info.json`` made into a manifest, see :func:`recordkit.formats.tfds.manifest_from_tfds`), or
+    ``dataset_info.json`` made into a manifest, see :func:`recordkit.datasets.tfds.manifest_from_tfds`), or
     a manifest file.
 
     Raises

@@ -41,9 +41,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recordkit._atomic import write_atomically
+from recordkit.datasets.manifest import Manifest, Shard
 from recordkit.errors import ManifestError
-from recordkit.formats.manifest import Manifest, Shard
+from recordkit.io.atomic import write_atomically
 
 __all__ = [
     "BLOCK_LENGTH",
@@ -114,9 +114,9 @@ def is_tfds_directory(directory: str | os.PathLike[str]) -> bool:
 
 
 def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None = None) -> Manifest:
-    """Describe a TFDS dataset directory as a recordkit :class:`~recordkit.formats.manifest.Manifest`.
+    """Describe a TFDS dataset directory as a recordkit :class:`~recordkit.datasets.manifest.Manifest`.
 
-    Each shard listed in ``dataset_info.json`` becomes one :class:`~recordkit.formats.manifest.Shard`, split
+    Each shard listed in ``dataset_info.json`` becomes one :class:`~recordkit.datasets.manifest.Shard`, split
     by split in the file's order and shard by shard in index order: its path relative to ``directory``,
     its record count from ``shardLengths`` and its split name. TFDS records no per-shard byte count or
     checksum, so ``size`` is the file's size on disk at the time of the call and ``sha256`` and ``index``

@@ -13,13 +13,9 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from recordkit._closing import Closing
-from recordkit._index import default_index_path
-from recordkit.errors import ManifestError
-from recordkit.formats.base import as_bytes
-from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard
-from recordkit.io import _resolve_format, is_url, require_fsspec
-from recordkit.shards.shardfile import (
+from recordkit.datasets.index import default_index_path
+from recordkit.datasets.manifest import MANIFEST_NAME, Manifest, Shard
+from recordkit.datasets.shardfile import (
     OpenShard,
     begin_replacing,
     commit_manifest_file,
@@ -28,6 +24,10 @@ from recordkit.shards.shardfile import (
     relative_path,
     save_manifest,
 )
+from recordkit.errors import ManifestError
+from recordkit.formats.base import as_bytes
+from recordkit.io import _resolve_format, is_url, require_fsspec
+from recordkit.support.closing import Closing
 
 __all__ = ["ShardWriter"]
 

@@ -27,8 +27,8 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO
 
-from recordkit._atomic import write_atomically
 from recordkit.errors import StaleIndexError
+from recordkit.io.atomic import write_atomically
 
 __all__ = [
     "INDEX_PREFIX",

@@ -35,16 +35,14 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, overload
 
-from recordkit._atomic import AtomicFile, UploadOnCommit
-from recordkit._closing import Closing
-from recordkit._index import (
+from recordkit.datasets.index import (
     INDEX_SUFFIX,
     find_index,
     index_paths,
     load_index,
     save_index,
 )
-from recordkit._mapped import MappedFile, ViewLedger
+from recordkit.datasets.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest, sha256_of
 from recordkit.errors import (
     ManifestError,
     StaleIndexError,
@@ -69,10 +67,12 @@ from recordkit.formats.base import (
     as_bytes,
     normalize_compression,
 )
-from recordkit.formats.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest, sha256_of
+from recordkit.io.atomic import AtomicFile, UploadOnCommit
+from recordkit.io.mapped import MappedFile, ViewLedger
+from recordkit.support.closing import Closing
 
 if TYPE_CHECKING:
-    from recordkit.formats.tfds import ReadOrder
+    from recordkit.datasets.tfds import ReadOrder
 
 __all__ = [
     "RecordReader",
@@ -509,7 +509,7 @@ def expand_sources(
 ) -> list[Any]:
     """Return the files ``sources`` names, in order: what every reading entry point accepts.
 
-    :func:`open`, :class:`recordkit.data.Dataset`, :class:`recordkit.ffrecord.FileReader` and the command
+    :func:`open`, :class:`recordkit.data.Dataset`, :class:`recordkit.compat.ffrecord.FileReader` and the command
     line all turn their sources into files with this function.
 
     Parameters
@@ -689,7 +689,7 @@ def _read_dataset(path: str, split: str | None) -> tuple[str, Manifest] | None:
         return posixpath.dirname(found), _load_remote_manifest(found)
     directory = os.path.dirname(found) or "."
     if os.path.basename(found) == _TFDS_INFO:
-        from recordkit.formats.tfds import manifest_from_tfds
+        from recordkit.datasets.tfds import manifest_from_tfds
 
         return directory, manifest_from_tfds(directory, split=split)
     return directory, load_manifest(found)
@@ -970,12 +970,12 @@ class ResolvedSources(NamedTuple):
     def order(self) -> ReadOrder | None:
         """The order the records are read in when it is not file after file: a TFDS split's.
 
-        TFDS reads a split's shards side by side (:func:`recordkit.formats.tfds.read_order`); ``None``
+        TFDS reads a split's shards side by side (:func:`recordkit.datasets.tfds.read_order`); ``None``
         otherwise.
         """
         if self.manifest is None:
             return None
-        from recordkit.formats.tfds import read_order
+        from recordkit.datasets.tfds import read_order
 
         return read_order(self.manifest)
 
@@ -1009,8 +1009,8 @@ def resolve_sources(
 ) -> ResolvedSources:
     """Return what ``sources`` names for reading: the resolution :func:`open` and every other reader uses.
 
-    :func:`open`, :class:`recordkit.data.Dataset`, :class:`recordkit.data.torch.MapDataset`,
-    :class:`recordkit.ffrecord.FileReader`, the Ray and Dask readers and the command line all call it, so
+    :func:`open`, :class:`recordkit.data.Dataset`, :class:`recordkit.integrations.torch.MapDataset`,
+    :class:`recordkit.compat.ffrecord.FileReader`, the Ray and Dask readers and the command line all call it, so
     a source names the same records whichever of them reads it.
 
     * A dataset (:func:`find_dataset`: a directory with a ``_recordkit_manifest.json`` or a
@@ -1119,7 +1119,7 @@ class RecordReader(_RecordFile):
     """Reads the records of one file, or of several files as one sequence.
 
     Made by :func:`open`. Iterating yields each record as ``bytes``, file after file; the shards of a
-    TFDS split come in the order TFDS reads them (:func:`recordkit.formats.tfds.read_order`), and indexes
+    TFDS split come in the order TFDS reads them (:func:`recordkit.datasets.tfds.read_order`), and indexes
     count in that order. Files that allow random access (every uncompressed file that is not a stream)
     also support ``len(reader)``, ``reader[i]`` (negative indexes count from the end), ``reader[a:b]`` (a
     list) and :meth:`read`; on other files ``len()`` raises :class:`~recordkit.errors.NoLengthError` and
@@ -1172,7 +1172,7 @@ class RecordReader(_RecordFile):
         # The first part that can only be read in order (it raises the error random access gets).
         self._sequential = next((f for f in self._frames if not f.random_access), None)
         self.paths = [frames.path for frames in self._frames]
-        # Zero-copy readers hand out views of their maps; close() releases them (see recordkit._mapped).
+        # Zero-copy readers hand out views of their maps; close() releases them (see recordkit.io.mapped).
         self._views = ViewLedger() if reopen is not None and reopen.zero_copy else None
         # A reader dropped without close() (e.g. inside a dataset object) still releases its files; views
         # it handed out then stay valid for as long as they live.
@@ -1488,7 +1488,7 @@ class RecordWriter(_RecordFile):
         super().__init__(path=path, format=format, compression=compression)
         self._frames = frames
         self._target = target
-        # recordkit.shards looks at the finished temporary file (size, checksum, offsets) before commit.
+        # recordkit.datasets looks at the finished temporary file (size, checksum, offsets) before commit.
         self._inspect: Callable[[str], None] | None = None
         # A writer dropped without close() discards what it wrote (and the frame writer's spill file), and
         # warns with a ResourceWarning, as an unclosed file does.

@@ -1,4 +1,6 @@
-"""OneFlow's OFRecord decoders, by name and semantics, without OneFlow and without its memory bugs.
+"""OneFlow's OFRecord reader and decoders, by name and semantics, without OneFlow and without its memory bugs.
+
+:class:`OFRecordReader` takes the parameters of ``flow.nn.OFRecordReader`` and ends its epochs.
 
 :func:`raw_decoder` is ``flow.nn.OFRecordRawDecoder`` (the ``ofrecord_raw_decoder`` kernel) and
 :func:`bytes_decoder` is ``flow.nn.OFRecordBytesDecoder``, :func:`ofrecord_image_decoder` and
@@ -28,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from recordkit.compat._oneflow_reader import OFRecordReader
 from recordkit.decode import _columns
 from recordkit.decode.images import (
     CropWindow,
@@ -40,9 +43,12 @@ from recordkit.decode.parsing import _pad_rows, _Reader, _shape, _value_type
 from recordkit.errors import DecodeError
 
 __all__ = [
+    "CropWindow",
+    "OFRecordReader",
     "bytes_decoder",
     "ofrecord_image_decoder",
     "ofrecord_image_decoder_random_crop",
+    "random_crop_window",
     "raw_decoder",
 ]
 
@@ -198,7 +204,7 @@ def ofrecord_image_decoder_random_crop(
     """Decode a random crop of every record's image, as ``OFRecordImageDecoderRandomCrop``.
 
     The crop window follows OneFlow's Inception-style rule (see
-    :func:`~recordkit.ofrecord.random_crop_window`): a random area fraction in ``random_area`` and
+    :func:`~recordkit.compat.oneflow.random_crop_window`): a random area fraction in ``random_area`` and
     aspect ratio (width / height) in ``random_aspect_ratio``, at most ``num_attempts`` tries, then a
     fallback window. The crop is not resized.
 

@@ -1,0 +1,113 @@
+"""Datasets of many shards: the sharded writer, the manifest, and checking shards against it.
+
+* :class:`ShardWriter` (also ``recordkit.ShardWriter``) writes numbered shards and a manifest.
+* :func:`write_shard` writes one shard atomically and returns its :class:`Shard` entry: the unit parallel
+  writers (Ray, Dask, your own) are built from; :func:`merge_manifests` then joins their entries.
+* :func:`plan_reads` / :func:`read_range` and :func:`task_shard_path` / :func:`commit_manifest` are what
+  the Ray and Dask integrations run in their tasks.
+* :func:`build_manifest` describes shards written by anything else, :func:`verify_dataset` checks shards
+  against their manifest (or a tensorflow-datasets ``dataset_info.json``), :func:`repair_dataset` repairs
+  the damaged ones in place.
+* :class:`Manifest`, :func:`load_manifest`: the manifest file (``docs/formats/manifest.md``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from recordkit.datasets.build import (
+        ShardCheck,
+        ShardRepair,
+        build_manifest,
+        load_dataset,
+        repair_dataset,
+        verify_dataset,
+    )
+    from recordkit.datasets.manifest import (
+        MANIFEST_NAME,
+        Fingerprint,
+        IndexFile,
+        Manifest,
+        Shard,
+        load_manifest,
+        merge_manifests,
+    )
+    from recordkit.datasets.shardfile import OpenShard, write_shard
+    from recordkit.datasets.tasks import (
+        ReadRange,
+        commit_manifest,
+        plan_reads,
+        prepare_output,
+        read_range,
+        task_shard_path,
+    )
+    from recordkit.datasets.writer import ShardWriter
+
+# Public name -> module that defines it, imported on first use so that the manifest module can be loaded by the
+# reader without the writer and planner, which are built on the reader.
+_HOMES = {
+    "Fingerprint": "recordkit.datasets.manifest",
+    "IndexFile": "recordkit.datasets.manifest",
+    "MANIFEST_NAME": "recordkit.datasets.manifest",
+    "Manifest": "recordkit.datasets.manifest",
+    "OpenShard": "recordkit.datasets.shardfile",
+    "ReadRange": "recordkit.datasets.tasks",
+    "Shard": "recordkit.datasets.manifest",
+    "ShardCheck": "recordkit.datasets.build",
+    "ShardRepair": "recordkit.datasets.build",
+    "ShardWriter": "recordkit.datasets.writer",
+    "build_manifest": "recordkit.datasets.build",
+    "commit_manifest": "recordkit.datasets.tasks",
+    "load_dataset": "recordkit.datasets.build",
+    "load_manifest": "recordkit.datasets.manifest",
+    "merge_manifests": "recordkit.datasets.manifest",
+    "plan_reads": "recordkit.datasets.tasks",
+    "prepare_output": "recordkit.datasets.tasks",
+    "read_range": "recordkit.datasets.tasks",
+    "repair_dataset": "recordkit.datasets.build",
+    "task_shard_path": "recordkit.datasets.tasks",
+    "verify_dataset": "recordkit.datasets.build",
+    "write_shard": "recordkit.datasets.shardfile",
+}
+
+__all__ = [
+    "Fingerprint",
+    "IndexFile",
+    "MANIFEST_NAME",
+    "Manifest",
+    "OpenShard",
+    "ReadRange",
+    "Shard",
+    "ShardCheck",
+    "ShardRepair",
+    "ShardWriter",
+    "build_manifest",
+    "commit_manifest",
+    "load_dataset",
+    "load_manifest",
+    "merge_manifests",
+    "plan_reads",
+    "prepare_output",
+    "read_range",
+    "repair_dataset",
+    "task_shard_path",
+    "verify_dataset",
+    "write_shard",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its module on first use (PEP 562)."""
+    module = _HOMES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'recordkit.datasets' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """List the public names, including the ones not loaded yet."""
+    return sorted(set(globals()) | set(__all__))
