@@ -57,7 +57,7 @@ from recordkit.formats.base import (
 )
 from recordkit.support.caller import user_stacklevel
 
-__all__ = ["FFRecordFormat", "FFRecordReader", "FFRecordWriter", "build_header"]
+__all__ = ["FFRecordFormat", "FFRecordFrameReader", "FFRecordFrameWriter", "build_header"]
 
 _PREFIX = struct.Struct("<Iq")
 _COUNT = struct.Struct("<q")
@@ -94,7 +94,7 @@ def build_header(crcs: array[int], offsets: array[int]) -> bytes:
     return struct.pack("<I", _crc.crc32(meta)) + meta
 
 
-class FFRecordReader(IndexedFrameReader):
+class FFRecordFrameReader(IndexedFrameReader):
     """Reads an FFRecord file: the header on construction (random-access sources), samples on demand.
 
     Parameters
@@ -367,7 +367,7 @@ def _append_file(source: IO[bytes], target: IO[bytes]) -> None:
     shutil.copyfileobj(source, target, 1 << 20)
 
 
-class FFRecordWriter(_BufferedFrameWriter):
+class FFRecordFrameWriter(_BufferedFrameWriter):
     """Writes an FFRecord file.
 
     With ``n`` known and a seekable file, samples are written in place after a reserved header, which is
@@ -522,9 +522,9 @@ class FFRecordFormat(RecordFormat):
         lenient: bool = False,
         compression: str = "",
         offsets: Offsets | None = None,
-    ) -> FFRecordReader:
-        """Return an :class:`FFRecordReader` (the header is read and checked now, for seekable sources)."""
-        return FFRecordReader(source, check_crc=check_crc, lenient=lenient)
+    ) -> FFRecordFrameReader:
+        """Return an :class:`FFRecordFrameReader` (the header is read and checked now, for seekable sources)."""
+        return FFRecordFrameReader(source, check_crc=check_crc, lenient=lenient)
 
     def writer(
         self,
@@ -533,6 +533,6 @@ class FFRecordFormat(RecordFormat):
         compression: str = "",
         level: int | None = None,
         n: int | None = None,
-    ) -> FFRecordWriter:
-        """Return an :class:`FFRecordWriter`."""
-        return FFRecordWriter(fileobj, n=n)
+    ) -> FFRecordFrameWriter:
+        """Return an :class:`FFRecordFrameWriter`."""
+        return FFRecordFrameWriter(fileobj, n=n)

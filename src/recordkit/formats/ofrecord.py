@@ -36,7 +36,7 @@ from recordkit.formats.base import (
     _BufferedFrameWriter,
 )
 
-__all__ = ["OFRecordFormat", "OFRecordReader", "OFRecordWriter"]
+__all__ = ["OFRecordFormat", "OFRecordFrameReader", "OFRecordFrameWriter"]
 
 _LENGTH = struct.Struct("<q")
 _MAP_ENTRY_TAG = 0x0A  # field 1 (``feature`` map), wire type 2 (length-delimited)
@@ -56,7 +56,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
     return None
 
 
-class OFRecordReader(SequentialFrameReader):
+class OFRecordFrameReader(SequentialFrameReader):
     """Reads OFRecord frames; see :class:`~recordkit.formats._sequential.SequentialFrameReader`."""
 
     HEADER: ClassVar[int] = 8
@@ -108,7 +108,7 @@ class OFRecordReader(SequentialFrameReader):
         return base + pos, index, 0
 
 
-class OFRecordWriter(_BufferedFrameWriter):
+class OFRecordFrameWriter(_BufferedFrameWriter):
     """Writes OFRecord frames; empty records are refused."""
 
     def write(self, data: bytes) -> None:
@@ -164,9 +164,9 @@ class OFRecordFormat(RecordFormat):
         lenient: bool = False,
         compression: str = "",
         offsets: Offsets | None = None,
-    ) -> OFRecordReader:
-        """Return an :class:`OFRecordReader` (OFRecord has no checksums; ``check_crc`` changes nothing)."""
-        return OFRecordReader(source, check_crc=check_crc, lenient=lenient, offsets=offsets)
+    ) -> OFRecordFrameReader:
+        """Return an :class:`OFRecordFrameReader` (OFRecord has no checksums; ``check_crc`` changes nothing)."""
+        return OFRecordFrameReader(source, check_crc=check_crc, lenient=lenient, offsets=offsets)
 
     def writer(
         self,
@@ -175,6 +175,6 @@ class OFRecordFormat(RecordFormat):
         compression: str = "",
         level: int | None = None,
         n: int | None = None,
-    ) -> OFRecordWriter:
-        """Return an :class:`OFRecordWriter`."""
-        return OFRecordWriter(fileobj)
+    ) -> OFRecordFrameWriter:
+        """Return an :class:`OFRecordFrameWriter`."""
+        return OFRecordFrameWriter(fileobj)

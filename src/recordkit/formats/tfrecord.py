@@ -50,7 +50,7 @@ from recordkit.formats.base import (
     _BufferedFrameWriter,
 )
 
-__all__ = ["TFRecordFormat", "TFRecordReader", "TFRecordWriter", "frame"]
+__all__ = ["TFRecordFormat", "TFRecordFrameReader", "TFRecordFrameWriter", "frame"]
 
 _HEADER = struct.Struct("<QI")
 _TRAILER_AND_HEADER = struct.Struct("<IQI")
@@ -202,7 +202,7 @@ class _Inflater:
             self._inflate = decompressor(self._compression)
 
 
-class TFRecordReader(SequentialFrameReader):
+class TFRecordFrameReader(SequentialFrameReader):
     """Reads TFRecord frames; see :class:`~recordkit.formats._sequential.SequentialFrameReader`."""
 
     HEADER: ClassVar[int] = 12
@@ -421,7 +421,7 @@ class TFRecordReader(SequentialFrameReader):
         return records
 
 
-class TFRecordWriter(_BufferedFrameWriter):
+class TFRecordFrameWriter(_BufferedFrameWriter):
     """Writes TFRecord frames, optionally through a GZIP or ZLIB compressor.
 
     Parameters
@@ -585,8 +585,8 @@ class TFRecordFormat(RecordFormat):
         lenient: bool = False,
         compression: str = "",
         offsets: Offsets | None = None,
-    ) -> TFRecordReader:
-        """Return a :class:`TFRecordReader`; compressed sources are read through an inflater."""
+    ) -> TFRecordFrameReader:
+        """Return a :class:`TFRecordFrameReader`; compressed sources are read through an inflater."""
         _crc.warn_if_slow()
         inflate = None
         if compression:
@@ -594,7 +594,7 @@ class TFRecordFormat(RecordFormat):
             def inflate(raw: SupportsRead) -> SupportsRead:
                 return _Inflater(raw, compression, source.path)
 
-        return TFRecordReader(
+        return TFRecordFrameReader(
             source, check_crc=check_crc, lenient=lenient, inflate=inflate, offsets=offsets
         )
 
@@ -605,7 +605,7 @@ class TFRecordFormat(RecordFormat):
         compression: str = "",
         level: int | None = None,
         n: int | None = None,
-    ) -> TFRecordWriter:
-        """Return a :class:`TFRecordWriter` (``n`` is not needed and ignored)."""
+    ) -> TFRecordFrameWriter:
+        """Return a :class:`TFRecordFrameWriter` (``n`` is not needed and ignored)."""
         _crc.warn_if_slow()
-        return TFRecordWriter(fileobj, compression=compression, level=level)
+        return TFRecordFrameWriter(fileobj, compression=compression, level=level)
