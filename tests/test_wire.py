@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 import recordkit as rk
 from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2
-from recordkit.decode import _columns, _wire
+from recordkit.decode import _wire
+from recordkit.decode import columns as _columns
 from recordkit.errors import DecodeError
 
 # The Arrow output is compared too where pyarrow (the arrow extra) is installed.

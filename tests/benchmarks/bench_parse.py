@@ -36,7 +36,7 @@ import numpy as np
 
 import recordkit as rk
 from recordkit._proto.tensorflow import example_pb2
-from recordkit.decode import _columns
+from recordkit.decode import columns as _columns
 
 BATCH = 256
 

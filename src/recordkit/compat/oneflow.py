@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from recordkit.compat._oneflow_reader import OFRecordReader
-from recordkit.decode import _columns
+from recordkit.decode import columns
 from recordkit.decode.images import (
     CropWindow,
     Image,
@@ -39,7 +39,7 @@ from recordkit.decode.images import (
     decode_images,
     random_crop_window,
 )
-from recordkit.decode.parsing import _pad_rows, _Reader, _shape, _value_type
+from recordkit.decode.specs import ColumnReader, as_shape, as_value_type, pad_rows
 from recordkit.errors import DecodeError
 
 __all__ = [
@@ -53,10 +53,10 @@ __all__ = [
 ]
 
 
-def _column(records: Iterable[Any], name: str) -> _columns.Column:
+def _column(records: Iterable[Any], name: str) -> columns.Column:
     """The feature ``name`` over the batch; a record without it is an error, as in OneFlow."""
-    batch = _columns.as_records(records)
-    column = _columns.collect(batch, [name], ofrecord=True)[name]
+    batch = columns.as_records(records)
+    column = columns.collect(batch, [name], ofrecord=True)[name]
     missing = column.kinds == 0
     if missing.any():
         i = int(np.argmax(missing))
@@ -114,13 +114,13 @@ def raw_decoder(
     Like OneFlow, the byte count is not checked against ``shape``: extra bytes are ignored; where OneFlow
     leaves the rest of a short sample uninitialised, recordkit writes zeros.
     """
-    value_type = _value_type(dtype)
+    value_type = as_value_type(dtype)
     if isinstance(value_type, str):
         raise TypeError("raw_decoder decodes numbers; use bytes_decoder for bytes")
-    dims = _shape(shape)
+    dims = as_shape(shape)
     size = math.prod(dims)
     column = _column(records, name)
-    reader = _Reader(ofrecord=True)
+    reader = ColumnReader(ofrecord=True)
     _, counts, flat = reader.flat(name, column, value_type)
     from_bytes = column.kinds == 1
     if not truncate:
@@ -140,7 +140,7 @@ def raw_decoder(
         starts = np.cumsum(counts) - counts
         row_of = np.repeat(np.arange(len(counts)), counts)
         flat = flat[np.arange(len(flat)) - starts[row_of] < size]
-    return _pad_rows(flat, kept, size, 0).reshape((len(counts), *dims))
+    return pad_rows(flat, kept, size, 0).reshape((len(counts), *dims))
 
 
 def bytes_decoder(records: Iterable[Any], name: str) -> list[bytes]:
@@ -153,7 +153,7 @@ def bytes_decoder(records: Iterable[Any], name: str) -> list[bytes]:
         on both).
     """
     column = _column(records, name)
-    reader = _Reader(ofrecord=True)
+    reader = ColumnReader(ofrecord=True)
     _, counts, flat = reader.flat(name, column, "bytes")
     wrong = counts != 1
     if wrong.any():

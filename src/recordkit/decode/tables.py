@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
-from recordkit.decode import _columns
+from recordkit.decode import columns as _columns
 from recordkit.decode.images import Image
-from recordkit.decode.parsing import (
+from recordkit.decode.specs import (
+    ColumnReader,
     FixedLen,
     FixedLenSequence,
     Ragged,
@@ -43,7 +44,6 @@ from recordkit.decode.parsing import (
     _check_specs,
     _fill_value,
     _is_utf8,
-    _Reader,
     _splits,
 )
 
@@ -587,7 +587,7 @@ def to_arrow(batch: Mapping[str, np.ndarray[Any, Any] | Ragged]) -> pa.Table:
     return pa.table({name: _column_to_arrow(value) for name, value in batch.items()})
 
 
-class _ArrowReader(_Reader):
+class _ArrowReader(ColumnReader):
     """The numpy reader, except that ``str`` values stay UTF-8 bytes (Arrow checks them, in C)."""
 
     def _decode_utf8(

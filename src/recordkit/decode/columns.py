@@ -30,7 +30,15 @@ if TYPE_CHECKING:
 
     import numpy.typing as npt
 
-__all__ = ["Column", "SequenceColumn", "as_records", "collect", "collect_sequences", "merge_pieces"]
+__all__ = [
+    "Column",
+    "Piece",
+    "SequenceColumn",
+    "as_records",
+    "collect",
+    "collect_sequences",
+    "merge_pieces",
+]
 
 #: Groups smaller than this are not worth the template set-up cost.
 _MIN_TEMPLATE_GROUP: Final = 8
@@ -45,7 +53,7 @@ _FIXED_DTYPE: Final[dict[int, np.dtype[Any]]] = {
 
 Int64Array = np.ndarray[Any, np.dtype[np.int64]]
 # rows (sorted record numbers), values per row, values (flat, or 2-D for rows of equal length)
-_Piece = tuple[Int64Array, Int64Array, np.ndarray[Any, Any]]
+Piece = tuple[Int64Array, Int64Array, np.ndarray[Any, Any]]
 
 
 @dataclass
@@ -68,7 +76,7 @@ class Column:
 
     kinds: npt.NDArray[np.int8]
     counts: Int64Array
-    pieces: dict[int, list[_Piece]]
+    pieces: dict[int, list[Piece]]
 
 
 @dataclass
@@ -121,7 +129,7 @@ class _Accumulator:
     def add(self, row: int, slot: _wire.Slot) -> None:
         self.found.append((row, slot))
 
-    def pieces(self, kinds_table: dict[int, int]) -> dict[int, _Piece]:
+    def pieces(self, kinds_table: dict[int, int]) -> dict[int, Piece]:
         """Decode the collected chunks, one batch per kind."""
         by_kind: dict[int, list[tuple[int, _wire.Slot]]] = {}
         for item in self.found:
@@ -136,7 +144,7 @@ class _Accumulator:
         return out
 
 
-def _decode_chunks(rows: Int64Array, chunk_lists: list[list[Any]], encoding: int) -> _Piece:
+def _decode_chunks(rows: Int64Array, chunk_lists: list[list[Any]], encoding: int) -> Piece:
     """Decode the value chunks of the records ``rows`` (all of one kind) in one go."""
     flat = [chunk for chunks in chunk_lists for chunk in chunks]
     if encoding == _wire.BYTES:
@@ -170,7 +178,7 @@ def _narrow(values: Int64Array, encoding: int) -> np.ndarray[Any, Any]:
     return values.astype(np.int32) if encoding == _wire.VARINT32 else values
 
 
-def merge_pieces(pieces: list[_Piece]) -> _Piece:
+def merge_pieces(pieces: list[Piece]) -> Piece:
     """Merge pieces covering disjoint sets of records into one piece with flat values in record order."""
     if len(pieces) == 1:
         rows, counts, values = pieces[0]
@@ -186,7 +194,7 @@ def merge_pieces(pieces: list[_Piece]) -> _Piece:
     return rows[order], sorted_counts, values[gather]
 
 
-def _build_column(n: int, pieces_by_kind: dict[int, list[_Piece]]) -> Column:
+def _build_column(n: int, pieces_by_kind: dict[int, list[Piece]]) -> Column:
     kinds = np.zeros(n, np.int8)
     counts = np.zeros(n, np.int64)
     for kind, pieces in pieces_by_kind.items():
@@ -213,7 +221,7 @@ def _template_pieces(
     wanted: frozenset[bytes],
     kinds_table: dict[int, int],
     scan: Callable[..., dict[bytes, _wire.Slot]],
-) -> tuple[list[int], dict[bytes, tuple[int, _Piece]]] | None:
+) -> tuple[list[int], dict[bytes, tuple[int, Piece]]] | None:
     """Decode a group of equally long records that share the first one's layout.
 
     Returns the rows that did not match the layout (to be scanned one by one) and, per wanted feature
@@ -246,7 +254,7 @@ def _template_pieces(
     row_array = np.asarray(rows, np.int64)
     good_rows = row_array[matches]
     misfits = row_array[~matches].tolist()
-    out: dict[bytes, tuple[int, _Piece]] = {}
+    out: dict[bytes, tuple[int, Piece]] = {}
     for name, (kind, regions) in layout.items():
         if not kind:
             continue
@@ -300,7 +308,7 @@ def collect(
     scan = _scan_ofrecord if ofrecord else _wire.scan_example
     keys = {name.encode(): name for name in names}
     wanted = frozenset(keys)
-    pieces: dict[bytes, dict[int, list[_Piece]]] = {key: {} for key in keys}
+    pieces: dict[bytes, dict[int, list[Piece]]] = {key: {} for key in keys}
 
     to_scan: list[int] = []
     groups: dict[int, list[int]] = {}
