@@ -21,8 +21,8 @@ import recordkit as rk
 from recordkit import recover
 from recordkit.errors import DataLossWarning, UnknownFormatError
 from recordkit.formats import _crc
+from recordkit.formats import rangecrc as _rangecrc
 from recordkit.formats.tfrecord import frame
-from recordkit.recover import rangecrc as _rangecrc
 
 RECORDS = [f"record-{i}:".encode() * (i % 7 + 1) for i in range(30)]
 
@@ -496,7 +496,7 @@ def test_incremental_crc32c_matches_the_whole_for_every_backend(backend):
 @settings(max_examples=30, deadline=None)
 @given(data=st.binary(min_size=16, max_size=20000), seed=st.integers(0, 2**32))
 def test_range_crcs_equal_direct_checksums(data, seed):
-    from recordkit.recover import rangecrc as _rangecrc
+    from recordkit.formats import rangecrc as _rangecrc
 
     rng = random.Random(seed)
     starts = [rng.randrange(len(data) + 1) for _ in range(40)]
@@ -512,7 +512,7 @@ def test_range_crcs_equal_direct_checksums(data, seed):
 @settings(max_examples=30, deadline=None)
 @given(records=st.lists(st.binary(max_size=40), max_size=8), junk=st.binary(max_size=64))
 def test_vectorised_header_search_matches_a_byte_by_byte_check(records, junk):
-    from recordkit.recover.rangecrc import tfrecord_headers
+    from recordkit.formats.rangecrc import tfrecord_headers
 
     data = junk + b"".join(frame(r) for r in records) + junk
     if len(data) < 12:

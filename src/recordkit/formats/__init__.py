@@ -143,19 +143,15 @@ def detect_format(head: bytes, size: int | None = None) -> str | None:
         whole header to be recognised).
     size
         The file size, when known; sniffers use it to reject lengths that do not fit.
+
+    Sniffers are tried by :attr:`~recordkit.formats.base.RecordFormat.sniff_priority`, highest first
+    (formats of equal priority in the order they were registered).
     """
-    for name in _SNIFF_ORDER:
-        fmt = _REGISTRY.get(name)
-        if fmt is not None and fmt.sniff(head, size) is True:
-            return name
-    for name, fmt in _REGISTRY.items():
-        if name not in _SNIFF_ORDER and fmt.sniff(head, size) is True:
+    for name, fmt in sorted(_REGISTRY.items(), key=lambda item: -item[1].sniff_priority):
+        if fmt.sniff(head, size) is True:
             return name
     return None
 
-
-# Sniffers with checksums (few false positives) first, OFRecord's structural guess last.
-_SNIFF_ORDER = ("tfrecord", "ffrecord", "ofrecord")
 
 register_format(TFRecordFormat)
 register_format(OFRecordFormat)

@@ -22,6 +22,15 @@ and implements
     A :class:`FrameReader` over a :class:`Source`.
 ``writer(fileobj, *, compression, level, n)``
     A :class:`FrameWriter` appending to a binary file object.
+``resync(buffer, size)``
+    For :mod:`recordkit.recover`: a :class:`Resync` that validates a candidate frame at a position of a
+    damaged file (checksums included) and finds the next plausible frame start after damage; ``None``
+    (the default) when the format cannot resynchronise. A format whose records are located otherwise (by
+    an index in its header) overrides :meth:`RecordFormat.salvage` instead.
+
+and may set ``overhead`` (bytes each record adds besides its payload), ``payload`` (the message kind its
+records usually hold), ``shard_pattern`` (how ``recordkit convert`` names its shards) and
+``sniff_priority`` (the order sniffers are tried in).
 
 Frame readers iterate records in file order. When :attr:`FrameReader.random_access` is true they also offer
 ``len()``, :meth:`FrameReader.read_at` and :meth:`FrameReader.read_many`; otherwise those raise
@@ -60,6 +69,7 @@ __all__ = [
     "FrameWriter",
     "IndexedFrameReader",
     "RecordFormat",
+    "Resync",
     "Source",
     "SupportsRead",
     "VerifiedOffsets",
@@ -122,12 +132,19 @@ class Capabilities:
         Whole-file compression names the format accepts besides ``""`` (e.g. ``("gzip", "zlib")``).
     empty_records
         A record may be empty (zero bytes).
+    sidecar_index
+        Random access uses a table of frame offsets, found by walking the record headers or loaded from a
+        sidecar index file (``recordkit index`` writes one, as does a shard writer).
+    self_indexed
+        The file holds its own index (the record count and offsets in a header): ``len()`` reads no record.
     """
 
     random_access: bool = False
     checksums: bool = False
     compression: tuple[str, ...] = ()
     empty_records: bool = False
+    sidecar_index: bool = False
+    self_indexed: bool = False
 
 
 def read_full(read: Any, n: int) -> bytes:
@@ -681,12 +698,113 @@ class _BufferedFrameWriter(FrameWriter):
         self._parts.clear()
 
 
+Skip: TypeAlias = Callable[..., None]
+"""``skip(start, end, reason, index=None)``: how :meth:`RecordFormat.salvage` reports a damaged byte range;
+``index`` is the record number the range stands for when the format knows it (else: the number of records
+recovered before it)."""
+
+TRUNCATED_TAIL = "no intact record up to the end of the file (truncated?)"
+"""The reason given for damage that lasts to the end of a file."""
+
+
+class Resync(ABC):
+    """Finds the intact frames of a damaged file held whole in ``buffer`` (its first ``size`` bytes).
+
+    :meth:`RecordFormat.salvage` walks the file with it: a frame that :meth:`frame` accepts is kept, and
+    after damage the walk goes on at :meth:`next_start` from the next byte on.
+    """
+
+    def __init__(self, buffer: Any, size: int) -> None:
+        self.buffer = buffer
+        self.size = size
+
+    @abstractmethod
+    def frame(self, pos: int) -> tuple[int, int, int] | None:
+        """Return ``(payload start, payload stop, frame end)`` of an intact frame at ``pos``, else ``None``.
+
+        The frame must fit the file and pass every check the format has (length, checksums).
+        """
+
+    @abstractmethod
+    def next_start(self, pos: int) -> int:
+        """Return the first position from ``pos`` on where a frame is trusted after damage, else ``size``."""
+
+    def damage(self, pos: int) -> str:
+        """Return why the frame at ``pos`` was not accepted (a reason for the recovery report)."""
+        return "no valid record"
+
+
+def _salvage_frames(frames: Resync, skip: Skip) -> Iterator[bytes]:
+    buffer, size = frames.buffer, frames.size
+    pos = 0
+    while pos < size:
+        found = frames.frame(pos)
+        if found is not None:
+            start, stop, pos = found
+            yield buffer[start:stop]
+            continue
+        # Even when the length looks right, bytes may be missing or added inside the frame: look for the
+        # next intact frame from the next byte on rather than trusting the length.
+        damaged, pos = pos, frames.next_start(pos + 1)
+        skip(damaged, pos, frames.damage(damaged) if pos < size else TRUNCATED_TAIL)
+
+
 class RecordFormat(ABC):
-    """A record file format. Subclasses are registered with :func:`recordkit.formats.register_format`."""
+    """A record file format. Subclasses are registered with :func:`recordkit.formats.register_format`.
+
+    Attributes
+    ----------
+    overhead
+        The bytes each record adds to a file besides its payload (framing, checksums, an index entry):
+        what a shard writer's ``max_bytes`` counts.
+    payload
+        The message kind the format's records hold for the tools that read them (``"example"``:
+        ``tf.train.Example``; ``"ofrecord"``: OneFlow's ``OFRecord``), or ``None`` for any bytes.
+        ``recordkit convert`` converts payloads to it, and record batches are parsed as it.
+    shard_pattern
+        The name ``recordkit convert`` gives the shards it writes into a directory: ``{index}`` counts from
+        0, ``{count}`` is the number of shards. Default: ``part-{index:05d}-of-{count:05d}`` and the first
+        extension (TensorFlow's naming).
+    sniff_priority
+        Sniffers are tried from the highest priority down: a format whose sniffer verifies a checksum (few
+        false positives) ranks above one that only guesses from the structure.
+    """
 
     name: ClassVar[str]
     extensions: ClassVar[tuple[str, ...]] = ()
     capabilities: ClassVar[Capabilities] = Capabilities()
+    overhead: ClassVar[int] = 0
+    payload: ClassVar[str | None] = None
+    shard_pattern: ClassVar[str] = ""
+    sniff_priority: ClassVar[int] = 0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.shard_pattern:
+            suffix = cls.extensions[0] if cls.extensions else ""
+            cls.shard_pattern = "part-{index:05d}-of-{count:05d}" + suffix
+
+    def resync(self, buffer: Any, size: int) -> Resync | None:
+        """Return how :meth:`salvage` finds intact frames in ``buffer`` after damage (``None``: it cannot)."""
+        return None
+
+    def salvage(self, buffer: Any, size: int, skip: Skip) -> Iterator[bytes]:
+        """Return the intact records of a possibly damaged file held whole in ``buffer[:size]``.
+
+        Each damaged range is reported with ``skip`` (see :data:`Skip`) as the iteration reaches it. The
+        default walks the frames with :meth:`resync`.
+
+        Raises
+        ------
+        UnsupportedOperationError
+            The format cannot resynchronise after damage.
+        """
+        frames = self.resync(buffer, size)
+        if frames is None:
+            raise UnsupportedOperationError(
+                f"the {self.name} format cannot be recovered: it has no way to find a record after damage"
+            )
+        return _salvage_frames(frames, skip)
 
     @abstractmethod
     def sniff(self, head: bytes, size: int | None) -> bool | int:

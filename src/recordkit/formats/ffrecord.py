@@ -38,6 +38,7 @@ import struct
 import sys
 import tempfile
 import warnings
+import zlib
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any, ClassVar
@@ -50,6 +51,7 @@ from recordkit.formats.base import (
     IndexedFrameReader,
     Offsets,
     RecordFormat,
+    Skip,
     Source,
     SupportsRead,
     _BufferedFrameWriter,
@@ -62,6 +64,10 @@ __all__ = ["FFRecordFormat", "FFRecordFrameReader", "FFRecordFrameWriter", "buil
 _PREFIX = struct.Struct("<Iq")
 _COUNT = struct.Struct("<q")
 _BIG_ENDIAN = sys.byteorder == "big"
+_LAST_SAMPLE_SEARCH = 1 << 26
+"""How far (64 MiB) recovery looks for the end of a damaged last sample."""
+_CRC_BATCH = 1 << 16
+"""The most sample ranges recovery checksums at once through prefix CRCs."""
 _DIRECT_WRITE = 1 << 16
 """Samples at least this large are written straight to the file instead of being buffered."""
 _NO_KERNEL_COPY = {
@@ -484,14 +490,90 @@ class FFRecordFrameWriter(_BufferedFrameWriter):
                 spill.close()
 
 
+def _sample_crcs(buffer: Any, size: int, spans: list[tuple[int, int, int]]) -> Iterator[int]:
+    """The CRC-32 of every ``(index, start, end)`` sample range, in order.
+
+    Damaged (or crafted) offsets can make the ranges overlap, up to a third of the file's size of them each
+    spanning most of it; then the ranges are checksummed through prefix CRCs, in time linear in the file.
+    """
+    if sum(end - start for _, start, end in spans) <= 2 * size:
+        for _, start, end in spans:
+            with memoryview(
+                buffer
+            ) as view:  # released before each yield: the map may be closed then
+                crc = zlib.crc32(view[start:end])
+            yield crc
+        return
+    from recordkit.formats import rangecrc
+
+    ranges = rangecrc.RangeCRC(buffer, lambda crc, data: zlib.crc32(data, crc), rangecrc.CRC32_POLY)
+    for at in range(0, len(spans), _CRC_BATCH):
+        batch = spans[at : at + _CRC_BATCH]
+        yield from ranges.crcs([s for _, s, _ in batch], [e for _, _, e in batch]).tolist()
+
+
+def _last_sample_end(buffer: Any, start: int, end: int, crc: int) -> int | None:
+    """The shortest ``stop`` in ``[start, end)`` with ``crc32(buffer[start:stop]) == crc``, or ``None``."""
+    running = 0
+    for stop in range(start, min(end, start + _LAST_SAMPLE_SEARCH)):
+        if running == crc:
+            return stop
+        running = zlib.crc32(buffer[stop : stop + 1], running)
+    return None
+
+
 class FFRecordFormat(RecordFormat):
     """The FFRecord format."""
 
     name: ClassVar[str] = "ffrecord"
     extensions: ClassVar[tuple[str, ...]] = (".ffr",)
     capabilities: ClassVar[Capabilities] = Capabilities(
-        random_access=True, checksums=True, empty_records=True
+        random_access=True, checksums=True, empty_records=True, self_indexed=True
     )
+    overhead: ClassVar[int] = 12
+    shard_pattern: ClassVar[str] = "PART_{index:05d}.ffr"
+    sniff_priority: ClassVar[int] = 20
+
+    def salvage(self, buffer: Any, size: int, skip: Skip) -> Iterator[bytes]:
+        """Yield the samples whose CRC-32 matches, located by the header's offsets.
+
+        A damaged sample (or header entry) loses only that sample, reported with its sample number; a
+        header whose sample count cannot fit the file makes the whole file unrecoverable.
+        """
+        count = _COUNT.unpack_from(buffer, 4)[0] if size >= 12 else -1
+        header_end = 12 + 12 * count
+        if count < 0 or header_end > size:
+            if size:
+                skip(0, size, f"the header's sample count ({count}) does not fit the file", 0)
+            return
+        if count == 0 and size > 12:
+            skip(12, size, "the header declares no samples (an unfinished file?)", 0)
+        crcs = struct.unpack_from(f"<{count}I", buffer, 12)
+        offsets = struct.unpack_from(f"<{count}q", buffer, 12 + 4 * count)
+        spans = []
+        for i, start in enumerate(offsets):
+            end = offsets[i + 1] if i + 1 < count else size
+            if header_end <= start <= end <= size:
+                spans.append((i, start, end))
+                continue
+            reason = "the header's offsets for this sample are impossible"
+            if end > size >= start >= header_end:
+                reason = "the file ends inside this sample (truncated?)"
+            elif start > size:
+                reason = "the sample starts past the end of the file (truncated?)"
+            low, high = min(max(start, header_end), size), min(max(end, header_end), size)
+            skip(low, max(low, high), reason, i)
+        for (i, start, end), actual in zip(spans, _sample_crcs(buffer, size, spans), strict=True):
+            if actual == crcs[i]:
+                yield buffer[start:end]
+                continue
+            # The last sample runs to the end of the file: bytes appended after it make it fail.
+            found = _last_sample_end(buffer, start, end, crcs[i]) if i + 1 == count else None
+            if found is not None:
+                yield buffer[start:found]
+                skip(found, end, "bytes after the last sample", i + 1)
+            else:
+                skip(start, end, "sample checksum mismatch", i)
 
     def sniff(self, head: bytes, size: int | None) -> bool | int:
         """Recognise a header whose sample count fits the file and whose checksum (or layout) verifies."""

@@ -32,6 +32,7 @@ from recordkit.formats.base import (
     Capabilities,
     Offsets,
     RecordFormat,
+    Resync,
     Source,
     _BufferedFrameWriter,
 )
@@ -139,22 +140,92 @@ class OFRecordFrameWriter(_BufferedFrameWriter):
         self._drain()
 
 
+def _plausible_length(buffer: Any, pos: int, size: int | None) -> int | None:
+    """The payload length of a plausible frame header at ``pos``: positive, fitting the file, and followed
+    by the tag of the ``feature`` map, the only field of an ``OFRecord``; else ``None``."""
+    if len(buffer) - pos < 9:
+        return None
+    length: int = _LENGTH.unpack_from(buffer, pos)[0]
+    if (
+        length <= 0
+        or (size is not None and 8 + length > size - pos)
+        or buffer[pos + 8] != _MAP_ENTRY_TAG
+    ):
+        return None
+    return length
+
+
+class _Resync(Resync):
+    """Finds plausible OFRecord frames in a damaged file (there is no checksum: recovery is heuristic).
+
+    A frame is accepted when its length is positive and fits the file, and its payload parses as an
+    ``OFRecord`` with at least one feature (protobuf is imported here, by recovery only). After damage the
+    next frame must also be followed by the end of the file or by another such frame.
+    """
+
+    def __init__(self, buffer: Any, size: int) -> None:
+        super().__init__(buffer, size)
+        from recordkit._proto.oneflow import record_pb2
+
+        self._parse = record_pb2.OFRecord.FromString
+
+    def frame(self, pos: int) -> tuple[int, int, int] | None:
+        """The payload range and end of a plausible frame at ``pos``."""
+        from google.protobuf.message import DecodeError
+
+        length = _plausible_length(self.buffer, pos, self.size)
+        if length is None:
+            return None
+        try:
+            features = self._parse(self.buffer[pos + 8 : pos + 8 + length]).feature
+        except DecodeError:
+            return None
+        # A feature name that is not UTF-8 comes back as bytes: not an OFRecord OneFlow could read.
+        if not features or not all(isinstance(name, str) for name in features):
+            return None
+        return pos + 8, pos + 8 + length, pos + 8 + length
+
+    def _anchor(self, pos: int) -> bool:
+        """Whether a frame at ``pos`` is trusted after damage: the end of the file or a frame follows it."""
+        buffer, size = self.buffer, self.size
+        length = _plausible_length(buffer, pos, size)
+        if length is None:
+            return False
+        end = pos + 8 + length
+        # Both headers are checked before either payload is parsed: parsing costs the payload's length.
+        if end != size and _plausible_length(buffer, end, size) is None:
+            return False
+        return self.frame(pos) is not None and (end == size or self.frame(end) is not None)
+
+    def next_start(self, pos: int) -> int:
+        """The first position from ``pos`` on where a trusted frame starts, else ``size``."""
+        while pos < self.size and not self._anchor(pos):
+            pos += 1
+        return pos
+
+
 class OFRecordFormat(RecordFormat):
     """The OFRecord format."""
 
     name: ClassVar[str] = "ofrecord"
     extensions: ClassVar[tuple[str, ...]] = (".ofrecord",)
-    capabilities: ClassVar[Capabilities] = Capabilities(random_access=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(random_access=True, sidecar_index=True)
+    overhead: ClassVar[int] = 8
+    payload: ClassVar[str | None] = "ofrecord"
+    shard_pattern: ClassVar[str] = "part-{index}"
+    sniff_priority: ClassVar[int] = 10
 
     def sniff(self, head: bytes, size: int | None) -> bool | int:
         """Recognise a positive first length that fits the file, followed by an ``OFRecord`` map entry."""
-        if len(head) < 9:
-            return False
-        length = _LENGTH.unpack_from(head)[0]
-        if length <= 0 or (size is not None and 8 + length > size) or head[8] != _MAP_ENTRY_TAG:
+        length = _plausible_length(head, 0, size)
+        if length is None:
             return False
         entry = _varint(head, 9)
         return entry is None or entry[0] + entry[1] - 8 <= length
+
+    def resync(self, buffer: Any, size: int) -> Resync:
+        """Return the OFRecord frame finder of recovery (see :class:`_Resync`)."""
+        return _Resync(buffer, size)
 
     def reader(
         self,

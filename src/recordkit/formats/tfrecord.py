@@ -45,6 +45,7 @@ from recordkit.formats.base import (
     Capabilities,
     Offsets,
     RecordFormat,
+    Resync,
     Source,
     SupportsRead,
     _BufferedFrameWriter,
@@ -68,6 +69,8 @@ _BZIP2_SNIFF = 1 << 20
 # Payloads at least this large are written straight to the file object instead of being joined with their
 # neighbours first: the join would copy them once more (and allocate a fresh block each time).
 _DIRECT_WRITE = 1 << 16
+_RESYNC_BLOCK = 1 << 16
+"""The most positions a resynchronising search tests at once."""
 
 
 _LENGTH_CRCS: dict[int, int] = {}
@@ -533,6 +536,99 @@ class TFRecordFrameWriter(_BufferedFrameWriter):
         self._compressor = None
 
 
+class _Resync(Resync):
+    """Finds intact TFRecord frames in a damaged file, with work linear in its size whatever the content.
+
+    A frame is intact when its length checksum matches, its length fits the file and its payload checksum
+    matches; a false match needs both CRC32C checks to pass by chance. A crafted file can hold a valid
+    header every 12 bytes, each claiming a payload of half the file; checking each payload on its own
+    would be quadratic. So :meth:`next_start` tests a block of positions at once with numpy (the length
+    checksum of every position, then the payload checksum of the few that pass), and payloads are
+    checksummed through :class:`recordkit.formats.rangecrc.RangeCRC`, which touches each byte a bounded
+    number of times. Frames met in order are checked directly, as long as the bytes checksummed in vain
+    so far stay under the size of the file.
+    """
+
+    def __init__(self, buffer: Any, size: int) -> None:
+        super().__init__(buffer, size)
+        self.wasted = 0
+        self._ranges: Any = None
+
+    def ranges(self) -> Any:
+        """The shared :class:`~recordkit.formats.rangecrc.RangeCRC` of the buffer (numpy is imported here)."""
+        if self._ranges is None:
+            from recordkit.formats import rangecrc
+
+            self._ranges = rangecrc.RangeCRC(self.buffer, _crc.crc32c_extend, rangecrc.CRC32C_POLY)
+        return self._ranges
+
+    def _header(self, pos: int) -> int | None:
+        """The end of the frame at ``pos`` if its length checksum matches and it fits, else ``None``."""
+        if not _valid_header(self.buffer[pos : pos + 12], self.size - pos):
+            return None
+        return pos + 16 + int(_LENGTH.unpack_from(self.buffer, pos)[0])
+
+    def frame(self, pos: int) -> tuple[int, int, int] | None:
+        """The payload range and end of the frame at ``pos`` if both its checksums match."""
+        buffer, size = self.buffer, self.size
+        end = self._header(pos)
+        if end is None:
+            return None
+        start, stop = pos + 12, end - 4
+        expected = _crc.unmask(_U32.unpack_from(buffer, stop)[0])
+        if self.wasted <= size:
+            crc = 0
+            for at in range(
+                start, stop, READ_CHUNK
+            ):  # bounded slices: a memory map is never copied whole
+                crc = _crc.crc32c_extend(crc, buffer[at : min(at + READ_CHUNK, stop)])
+            if crc == expected:
+                return start, stop, end
+            self.wasted += stop - start
+            return None
+        return (
+            (start, stop, end) if int(self.ranges().crcs([start], [stop])[0]) == expected else None
+        )
+
+    def next_start(self, pos: int) -> int:
+        """The first position from ``pos`` on that starts an intact frame, else ``size``."""
+        block, size = 256, self.size
+        while pos < size - 15:
+            stop = min(pos + block, size - 15)
+            found = self._first_intact(pos, stop)
+            if found is not None:
+                return found
+            pos = stop
+            block = min(block * 4, _RESYNC_BLOCK)
+        return size
+
+    def _first_intact(self, lo: int, hi: int) -> int | None:
+        """The first position in ``[lo, hi)`` that starts an intact frame (``hi <= size - 15``)."""
+        import numpy as np
+
+        from recordkit.formats.rangecrc import tfrecord_headers
+
+        buffer, size = self.buffer, self.size
+        at = tfrecord_headers(buffer, lo, hi) + lo
+        lengths = np.ndarray((size - 7,), "<u8", buffer, 0, (1,))[at]
+        fits = lengths <= (size - 16 - at).astype(np.uint64)
+        at, lengths = at[fits], lengths[fits].astype(np.int64)
+        if not len(at):
+            return None
+        starts = at + 12
+        stops = starts + lengths
+        stored = np.ndarray((size - 3,), "<u4", buffer, 0, (1,))[stops] - np.uint32(_MASK_DELTA)
+        expected = (stored >> 17) | (stored << 15)
+        hits = np.flatnonzero(self.ranges().crcs(starts, stops) == expected)
+        return int(at[hits[0]]) if len(hits) else None
+
+    def damage(self, pos: int) -> str:
+        """Why the frame at ``pos`` is not intact."""
+        if self._header(pos) is not None:
+            return "payload checksum mismatch"
+        return "no valid record header"
+
+
 class TFRecordFormat(RecordFormat):
     """The TFRecord format (plain, GZIP or ZLIB; BZIP2 read only)."""
 
@@ -543,7 +639,15 @@ class TFRecordFormat(RecordFormat):
         checksums=True,
         compression=("gzip", "zlib", "bzip2"),
         empty_records=True,
+        sidecar_index=True,
     )
+    overhead: ClassVar[int] = 16
+    payload: ClassVar[str | None] = "example"
+    sniff_priority: ClassVar[int] = 30
+
+    def resync(self, buffer: Any, size: int) -> Resync:
+        """Return the TFRecord frame finder of recovery (see :class:`_Resync`)."""
+        return _Resync(buffer, size)
 
     def sniff(self, head: bytes, size: int | None) -> bool | int:
         """Recognise a plain TFRecord by its first length checksum, a compressed one by what it inflates to."""

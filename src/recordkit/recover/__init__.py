@@ -5,25 +5,15 @@ next intact record where the format makes that possible, and records every skipp
 :class:`SalvageReport`. Nothing is skipped silently: the report lists each range with the reason, and a
 :class:`~recordkit.errors.DataLossWarning` is issued when anything was skipped.
 
-How each format resynchronises:
-
-TFRecord
-    After a damaged record (either checksum fails, or the length does not fit), the next record is found
-    by testing every following position for a header whose length checksum matches, whose length fits
-    the file, and whose payload checksum matches. A false match needs both CRC32C checks to pass by chance
-    (or a payload that itself holds TFRecord frames). The search tests many positions at once with numpy
-    and stays linear in the file size even for crafted overlapping frames. GZIP/ZLIB files are
-    decompressed up to the first compressed byte found damaged, keeping everything inflated before it;
-    what follows cannot be decompressed and is reported as lost (``SalvageReport.lost_compressed_bytes``).
-FFRecord
-    Every sample is located from the header's offsets and kept only if its CRC-32 matches, so a damaged
-    sample (or a damaged header entry) loses only that sample. A header whose sample count cannot fit the
-    file makes the whole file unrecoverable.
-OFRecord
-    There is no checksum, so recovery is heuristic: a frame is accepted when its length is positive and
-    fits the file, and its payload decodes as an ``OFRecord`` with at least one feature. After damage, the
-    next frame must also be followed by the end of the file or by another such frame. Damage inside a
-    payload that still decodes cannot be detected.
+Recovery knows no format: it asks the file's format (:meth:`recordkit.formats.base.RecordFormat.salvage`)
+for the intact records, and the format reports each damaged range it passes. A format that frames records
+one after the other provides a :class:`~recordkit.formats.base.Resync` instead (its ``resync`` hook), which
+validates a candidate frame, checksums included, and finds the next plausible frame start after damage; a
+format registered with :func:`recordkit.formats.register_format` is recovered the same way. What this
+module does for every format: the whole-file compression. GZIP/ZLIB/BZIP2 files are decompressed up to the
+first compressed byte found damaged, keeping everything inflated before it; what follows cannot be
+decompressed and is reported as lost (``SalvageReport.lost_compressed_bytes``). How each built-in format
+resynchronises is in ``docs/reliability.md``.
 
 Examples
 --------
@@ -41,7 +31,6 @@ from __future__ import annotations
 import mmap
 import os
 import shutil
-import struct
 import tempfile
 import warnings
 import zlib
@@ -49,24 +38,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from recordkit.errors import DataLossWarning, UnknownFormatError
-from recordkit.formats import _crc
+from recordkit.errors import DataLossWarning
+from recordkit.formats import format_for_path, get_format
 from recordkit.formats._compression import MEMBERS, decompressor
 from recordkit.formats.base import READ_CHUNK, Source
 from recordkit.io import reading_format
 from recordkit.support.closing import Closing
 
 __all__ = ["SalvageReport", "SkippedRange", "Scan", "salvage", "scan"]
-
-_TF_HEADER = struct.Struct("<QI")
-_U32 = struct.Struct("<I")
-_I64 = struct.Struct("<q")
-_LAST_SAMPLE_SEARCH = 1 << 26
-"""How far (64 MiB) the end of a damaged last FFRecord sample is looked for."""
-_OF_MAP_TAG = 0x0A
-"""The first byte of every OFRecord payload: field 1 (the ``feature`` map), length-delimited."""
-_RESYNC_BLOCK = 1 << 16
-"""The most positions a resynchronising TFRecord search tests at once."""
 
 
 @dataclass(frozen=True)
@@ -78,8 +57,8 @@ class SkippedRange:
     start, end
         The range ``[start, end)`` in the (uncompressed) file.
     index
-        Where the gap is in the recovered sequence: the number of records recovered before it. For FFRecord
-        it is the sample number in the file.
+        Where the gap is in the recovered sequence: the number of records recovered before it, or, for a
+        format that numbers its records in an index (FFRecord), the record number in the file.
     reason
         What was wrong.
     """
@@ -281,9 +260,6 @@ def _inflate(
     return mapped, len(mapped)
 
 
-# -- per-format recovery ------------------------------------------------------------------------
-
-
 class _Skips:
     """Collects skipped ranges, merging adjacent ones with the same reason."""
 
@@ -300,297 +276,13 @@ class _Skips:
             skipped.append(SkippedRange(start, end, where, reason))
 
 
-FrameCheck = Callable[[Any, int, int], "int | None"]
-"""``check(buffer, pos, size)``: the end of an acceptable frame starting at ``pos``, or ``None``."""
-Resync = Callable[[Any, int, int], int]
-"""``resync(buffer, pos, size)``: the first position from ``pos`` on where a frame is trusted, else ``size``."""
-
-
-def _scan_frames(
-    buffer: Any,
-    size: int,
-    skips: _Skips,
-    *,
-    header: int,
-    trailer: int,
-    intact: FrameCheck,
-    resync: Resync,
-    describe: Callable[[Any, int, int], str],
-) -> Iterator[bytes]:
-    """Yield intact frames; after damage, skip to the next position where ``resync`` trusts a frame."""
-    pos = 0
-    while pos < size:
-        end = intact(buffer, pos, size)
-        if end is not None:
-            skips.report.records += 1
-            yield buffer[pos + header : end - trailer]
-            pos = end
-            continue
-        # Even when the length looks right, bytes may be missing or added inside the frame: look for
-        # the next intact frame from the next byte on rather than trusting the length.
-        start = pos
-        pos = resync(buffer, pos + 1, size)
-        if pos >= size:
-            reason = "no intact record up to the end of the file (truncated?)"
-        else:
-            reason = describe(buffer, start, size)
-        skips.add(start, pos, reason)
-
-
-def _tfrecord_header(buffer: Any, pos: int, size: int) -> int | None:
-    """The end of the frame at ``pos`` if its length checksum matches and it fits, else ``None``."""
-    if size - pos < 16:
-        return None
-    length, stored = _TF_HEADER.unpack_from(buffer, pos)
-    if length > size - pos - 16 or _crc.masked_crc32c(buffer[pos : pos + 8]) != stored:
-        return None
-    return int(pos + 16 + length)
-
-
-def _crc32c_range(buffer: Any, start: int, stop: int) -> int:
-    """The CRC32C of ``buffer[start:stop]``, read in bounded slices (a memory map is never copied whole)."""
-    crc = 0
-    for at in range(start, stop, READ_CHUNK):
-        crc = _crc.crc32c_extend(crc, buffer[at : min(at + READ_CHUNK, stop)])
-    return crc
-
-
-class _TFRecordFrames:
-    """Finds intact TFRecord frames in a buffer, with work linear in its size whatever the content.
-
-    A crafted file can hold a valid header every 12 bytes, each claiming a payload of half the file; checking
-    each payload on its own would be quadratic. So the resynchronising search tests a block of positions at
-    once with numpy (the length checksum of every position, then the payload checksum of the few that pass),
-    and payloads are checksummed through :class:`recordkit.recover.rangecrc.RangeCRC`, which touches each byte a
-    bounded number of times. Frames met in order are checked directly, as long as the bytes checksummed in
-    vain so far stay under the size of the file.
-    """
-
-    def __init__(self, buffer: Any, size: int) -> None:
-        self.buffer = buffer
-        self.size = size
-        self.wasted = 0
-        self._ranges: Any = None
-
-    def ranges(self) -> Any:
-        """The shared :class:`~recordkit.recover.rangecrc.RangeCRC` of the buffer (numpy is imported here)."""
-        if self._ranges is None:
-            from recordkit.recover import rangecrc as _rangecrc
-
-            self._ranges = _rangecrc.RangeCRC(
-                self.buffer, _crc.crc32c_extend, _rangecrc.CRC32C_POLY
-            )
-        return self._ranges
-
-    def intact(self, buffer: Any, pos: int, size: int) -> int | None:
-        """The end of the frame at ``pos`` if both its checksums match, else ``None``."""
-        end = _tfrecord_header(buffer, pos, size)
-        if end is None:
-            return None
-        start, stop = pos + 12, end - 4
-        expected = _crc.unmask(_U32.unpack_from(buffer, stop)[0])
-        if self.wasted <= size:
-            if _crc32c_range(buffer, start, stop) == expected:
-                return end
-            self.wasted += stop - start
-            return None
-        return end if int(self.ranges().crcs([start], [stop])[0]) == expected else None
-
-    def resync(self, buffer: Any, pos: int, size: int) -> int:
-        """The first position from ``pos`` on that starts an intact frame, else ``size``."""
-        block = 256
-        while pos < size - 15:
-            stop = min(pos + block, size - 15)
-            found = self._first_intact(pos, stop)
-            if found is not None:
-                return found
-            pos = stop
-            block = min(block * 4, _RESYNC_BLOCK)
-        return size
-
-    def _first_intact(self, lo: int, hi: int) -> int | None:
-        """The first position in ``[lo, hi)`` that starts an intact frame (``hi <= size - 15``)."""
-        import numpy as np
-
-        from recordkit.recover.rangecrc import tfrecord_headers
-
-        buffer, size = self.buffer, self.size
-        at = tfrecord_headers(buffer, lo, hi) + lo
-        lengths = np.ndarray((size - 7,), "<u8", buffer, 0, (1,))[at]
-        fits = lengths <= (size - 16 - at).astype(np.uint64)
-        at, lengths = at[fits], lengths[fits].astype(np.int64)
-        if not len(at):
-            return None
-        starts = at + 12
-        stops = starts + lengths
-        stored = np.ndarray((size - 3,), "<u4", buffer, 0, (1,))[stops] - np.uint32(_crc.MASK_DELTA)
-        expected = (stored >> 17) | (stored << 15)
-        hits = np.flatnonzero(self.ranges().crcs(starts, stops) == expected)
-        return int(at[hits[0]]) if len(hits) else None
-
-
-def _tfrecord_damage(buffer: Any, pos: int, size: int) -> str:
-    if _tfrecord_header(buffer, pos, size) is not None:
-        return "payload checksum mismatch"
-    return "no valid record header"
-
-
-def _scan_tfrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
-    frames = _TFRecordFrames(buffer, size)
-    return _scan_frames(
-        buffer,
-        size,
-        skips,
-        header=12,
-        trailer=4,
-        intact=frames.intact,
-        resync=frames.resync,
-        describe=_tfrecord_damage,
-    )
-
-
-def _ofrecord_length(buffer: Any, pos: int, size: int) -> int | None:
-    """The payload length of a plausible OFRecord frame header at ``pos``, or ``None``.
-
-    Checked before anything is decoded (or copied): the length is positive and fits the file, and the
-    payload starts with the tag of the ``feature`` map, the only field of an ``OFRecord``.
-    """
-    if size - pos < 9:
-        return None
-    length: int = _I64.unpack_from(buffer, pos)[0]
-    if length <= 0 or length > size - pos - 8 or buffer[pos + 8] != _OF_MAP_TAG:
-        return None
-    return length
-
-
-def _ofrecord_frame(buffer: Any, pos: int, size: int) -> int | None:
-    """The end of a plausible OFRecord frame at ``pos``, or ``None``."""
-    from recordkit.decode.messages import decode_ofrecord
-    from recordkit.errors import DecodeError
-
-    length = _ofrecord_length(buffer, pos, size)
-    if length is None:
-        return None
-    try:
-        features = decode_ofrecord(buffer[pos + 8 : pos + 8 + length])
-    except DecodeError:
-        return None
-    return pos + 8 + length if features else None
-
-
-def _ofrecord_anchor(buffer: Any, pos: int, size: int) -> int | None:
-    """After damage, a frame is trusted only if the end of the file or another frame follows it."""
-    length = _ofrecord_length(buffer, pos, size)
-    if length is None:
-        return None
-    end = pos + 8 + length
-    # Both headers are checked before either payload is decoded: decoding costs the payload's length.
-    if end != size and _ofrecord_length(buffer, end, size) is None:
-        return None
-    if _ofrecord_frame(buffer, pos, size) is None:
-        return None
-    return end if end == size or _ofrecord_frame(buffer, end, size) is not None else None
-
-
-def _ofrecord_resync(buffer: Any, pos: int, size: int) -> int:
-    while pos < size and _ofrecord_anchor(buffer, pos, size) is None:
-        pos += 1
-    return pos
-
-
-def _scan_ofrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
-    return _scan_frames(
-        buffer,
-        size,
-        skips,
-        header=8,
-        trailer=0,
-        intact=_ofrecord_frame,
-        resync=_ofrecord_resync,
-        describe=lambda buffer, pos, size: "no valid record",
-    )
-
-
-def _scan_ffrecord(buffer: Any, size: int, skips: _Skips) -> Iterator[bytes]:
-    count = _I64.unpack_from(buffer, 4)[0] if size >= 12 else -1
-    header_end = 12 + 12 * count
-    if count < 0 or header_end > size:
-        if size:
-            skips.add(0, size, f"the header's sample count ({count}) does not fit the file", 0)
-        return
-    if count == 0 and size > 12:
-        skips.add(12, size, "the header declares no samples (an unfinished file?)", 0)
-    crcs = struct.unpack_from(f"<{count}I", buffer, 12)
-    offsets = struct.unpack_from(f"<{count}q", buffer, 12 + 4 * count)
-    spans = []
-    for i, start in enumerate(offsets):
-        end = offsets[i + 1] if i + 1 < count else size
-        if header_end <= start <= end <= size:
-            spans.append((i, start, end))
-            continue
-        reason = "the header's offsets for this sample are impossible"
-        if end > size >= start >= header_end:
-            reason = "the file ends inside this sample (truncated?)"
-        elif start > size:
-            reason = "the sample starts past the end of the file (truncated?)"
-        low, high = min(max(start, header_end), size), min(max(end, header_end), size)
-        skips.add(low, max(low, high), reason, i)
-    for (i, start, end), actual in zip(spans, _sample_crcs(buffer, size, spans), strict=True):
-        if actual == crcs[i]:
-            skips.report.records += 1
-            yield buffer[start:end]
-            continue
-        if i + 1 == count:
-            # The last sample runs to the end of the file: bytes appended after it make it fail.
-            found = _last_sample_end(buffer, start, end, crcs[i])
-            if found is not None:
-                skips.report.records += 1
-                yield buffer[start:found]
-                skips.add(found, end, "bytes after the last sample", i + 1)
-                continue
-        skips.add(start, end, "sample checksum mismatch", i)
-    # Damaged offsets may point backwards: list the ranges in file order, as for the other formats.
-    skips.report.skipped.sort(key=lambda r: (r.start, r.end))
-
-
-def _sample_crcs(buffer: Any, size: int, spans: list[tuple[int, int, int]]) -> Iterator[int]:
-    """The CRC-32 of every ``(index, start, end)`` sample range, in order.
-
-    Damaged (or crafted) offsets can make the ranges overlap, up to a third of the file's size of them each
-    spanning most of it; then the ranges are checksummed through prefix CRCs, in time linear in the file.
-    """
-    if sum(end - start for _, start, end in spans) <= 2 * size:
-        for _, start, end in spans:
-            with memoryview(
-                buffer
-            ) as view:  # released before each yield: the map may be closed then
-                crc = zlib.crc32(view[start:end])
-            yield crc
-        return
-    from recordkit.recover import rangecrc as _rangecrc
-
-    ranges = _rangecrc.RangeCRC(
-        buffer, lambda crc, data: zlib.crc32(data, crc), _rangecrc.CRC32_POLY
-    )
-    for at in range(0, len(spans), _RESYNC_BLOCK):
-        batch = spans[at : at + _RESYNC_BLOCK]
-        yield from ranges.crcs([s for _, s, _ in batch], [e for _, _, e in batch]).tolist()
-
-
-def _last_sample_end(buffer: Any, start: int, end: int, crc: int) -> int | None:
-    """The shortest ``stop`` in ``[start, end)`` with ``crc32(buffer[start:stop]) == crc``, or ``None``."""
-    running = 0
-    stop = start
-    limit = min(end, start + _LAST_SAMPLE_SEARCH)
-    while stop < limit:
-        if running == crc:
-            return stop
-        running = zlib.crc32(buffer[stop : stop + 1], running)
-        stop += 1
-    return None
-
-
-_SCANNERS = {"tfrecord": _scan_tfrecord, "ofrecord": _scan_ofrecord, "ffrecord": _scan_ffrecord}
+def _counted(records: Iterator[bytes], report: SalvageReport) -> Iterator[bytes]:
+    """Count the records as they pass; list the skipped ranges in file order at the end."""
+    for record in records:
+        report.records += 1
+        yield record
+    # Damaged offsets (of a format with an index) may point backwards.
+    report.skipped.sort(key=lambda r: (r.start, r.end))
 
 
 # -- public API -----------------------------------------------------------------------------------
@@ -643,10 +335,10 @@ def scan(
     src
         A local path or a binary file object (which is copied to a temporary file first).
     format
-        ``"tfrecord"``, ``"ofrecord"`` or ``"ffrecord"``. Default: from the suffix, else the content
-        (a file damaged at its start may need it).
+        A registered format's name. Default: from the suffix, else the content (a file damaged at its
+        start may need it).
     compression
-        TFRecord: ``""``, ``"gzip"``, ``"zlib"`` or ``"bzip2"``. Default: from the suffix (also when
+        ``""``, ``"gzip"``, ``"zlib"`` or ``"bzip2"``, as the format allows. Default: from the suffix (also when
         ``format`` is given), else the content: as :func:`recordkit.open` tells it
         (:func:`recordkit.io.reading_format`).
     warn
@@ -662,6 +354,8 @@ def scan(
     ------
     UnknownFormatError
         If the format cannot be determined.
+    UnsupportedOperationError
+        If the format has no way to find a record after damage.
     """
     cleanup: list[Any] = []
     try:
@@ -670,13 +364,11 @@ def scan(
         name, comp = reading_format(
             Source(path=path, buffer=buffer), format=format, compression=compression
         )
-        if name not in _SCANNERS:
-            raise UnknownFormatError(f"no recovery for the {name} format", name=name)
         report = SalvageReport(path, name, comp)
         if comp:
             buffer, size = _inflate(buffer, comp, report, cleanup)
         report.size = size
-        records = _SCANNERS[name](buffer, size, _Skips(report))
+        records = _counted(get_format(name).salvage(buffer, size, _Skips(report).add), report)
     except BaseException:
         while cleanup:
             cleanup.pop().close()
@@ -686,10 +378,8 @@ def scan(
 
 def _check_destination_name(dst: str, format: str) -> None:
     """Refuse a destination whose suffix names another format than the one the records are written in."""
-    from recordkit.formats import format_for_path
-
     named = format_for_path(dst)
-    if named is not None and named[0].name != format:
+    if named is not None and named[0] is not get_format(format):
         raise ValueError(
             f"{dst}: the name says {named[0].name}, but salvage writes the source's format, {format}; "
             "name the copy accordingly (and convert it afterwards if needed)"

@@ -12,7 +12,8 @@ checkpoints every :data:`STRIDE` bytes (each byte of the buffer is checksummed o
 costs at most ``2 * STRIDE`` bytes of checksumming plus ``log2(b - a)`` applications of a power-of-two
 ``M``, each four look-ups in 256-entry tables, done for many ranges at once with numpy.
 
-This module imports numpy; only :mod:`recordkit.recover` uses it, and only once recovery runs.
+This module imports numpy; the formats' recovery hooks import it when recovery needs it, so that importing
+:mod:`recordkit.formats` does not import numpy.
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CRC32C_POLY", "CRC32_POLY", "MASK_DELTA", "STRIDE", "RangeCRC", "tfrecord_headers"]
+from recordkit.formats._crc import MASK_DELTA
+
+__all__ = ["CRC32C_POLY", "CRC32_POLY", "STRIDE", "RangeCRC", "tfrecord_headers"]
 
 CRC32C_POLY = 0x82F63B78
 """The reflected Castagnoli polynomial (CRC32C, TFRecord)."""
 CRC32_POLY = 0xEDB88320
 """The reflected CRC-32 polynomial of zlib (FFRecord)."""
-MASK_DELTA = 0xA282EAD8
-"""What TFRecord adds to a rotated CRC32C to mask it."""
 STRIDE = 4096
 """Distance between two checkpoints of the prefix CRC; a range never costs more than twice this."""
 
