@@ -11,6 +11,7 @@ from _cli import run_cli
 from _data_files import write_tfds_directory
 
 import recordkit as rk
+from recordkit.errors import StaleIndexWarning
 from recordkit._proto.tensorflow import example_pb2
 from recordkit.cli.payload import detect_payload
 
@@ -38,7 +39,7 @@ def test_info_says_a_stale_index_is_ignored(capsys, tmp_path):
     assert json.loads(run_cli(capsys, "info", "--json", path).out)["index_stale"] is None
 
     os.replace(rewritten, path)
-    with pytest.warns(rk.StaleIndexWarning), rk.open(path) as reader:
+    with pytest.warns(StaleIndexWarning), rk.open(path) as reader:
         assert len(reader) == 3  # random access ignores the index and scans the headers
     result = run_cli(capsys, "info", path)
     assert result.code == 0, result.err

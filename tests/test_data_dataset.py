@@ -15,6 +15,7 @@ import pytest
 from _data_files import make_files, write
 
 import recordkit as rk
+from recordkit.errors import UnsupportedOperationError
 from recordkit.data import Dataset
 from recordkit.data._readers import Catalog
 
@@ -138,7 +139,7 @@ def test_file_order_shuffle_only(tmp_path):
 
 
 def test_global_shuffle_needs_random_access(mixed):
-    with pytest.raises(rk.UnsupportedOperationError, match="shuffle"):
+    with pytest.raises(UnsupportedOperationError, match="shuffle"):
         list(Dataset(mixed[0]).shuffle())
 
 

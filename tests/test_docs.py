@@ -320,6 +320,7 @@ def _example_files(folder: Path) -> None:
     import numpy as np
 
     import recordkit as rk
+    from recordkit.decode.messages import int32_feature
 
     rng = np.random.default_rng(0)
     with rk.open(folder / "train.tfrecord", "w") as writer:
@@ -343,7 +344,7 @@ def _example_files(folder: Path) -> None:
             )
     with rk.open(folder / "part-0", "w", format="ofrecord") as writer:
         for i in range(40):
-            ids = rk.int32_feature(np.arange(i, i + 128, dtype=np.int32))
+            ids = int32_feature(np.arange(i, i + 128, dtype=np.int32))
             writer.write(rk.encode_ofrecord({"input_ids": ids, "encoded": b"\xff\xd8jpeg %d" % i}))
 
 

@@ -18,7 +18,15 @@ from hypothesis import strategies as st
 import recordkit as rk
 from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2, feature_pb2
-from recordkit.decode.messages import Feature
+from recordkit.decode.messages import (
+    EMPTY_FEATURE_DTYPE,
+    Feature,
+    bytes_feature,
+    double_feature,
+    float_feature,
+    int32_feature,
+    int64_feature,
+)
 
 # --------------------------------------------------------------------------------------------------------------
 # Helpers
@@ -59,24 +67,24 @@ def single_of_kind(data: bytes) -> str | None:
 @pytest.mark.parametrize(
     ("helper", "value", "expected"),
     [
-        (rk.int64_feature, 7, np.array([7], np.int64)),
+        (int64_feature, 7, np.array([7], np.int64)),
         (
-            rk.int64_feature,
+            int64_feature,
             [True, False, -(2**63), 2**63 - 1],
             np.array([1, 0, -(2**63), 2**63 - 1]),
         ),
         (
-            rk.int64_feature,
+            int64_feature,
             np.arange(6, dtype=np.uint8).reshape(2, 3),
             np.arange(6, dtype=np.int64),
         ),
-        (rk.int64_feature, [], np.array([], np.int64)),
-        (rk.int32_feature, (-(2**31), 2**31 - 1), np.array([-(2**31), 2**31 - 1], np.int32)),
-        (rk.float_feature, 0.1, np.array([0.1], np.float32)),
-        (rk.float_feature, [1, 2.5], np.array([1.0, 2.5], np.float32)),
-        (rk.float_feature, np.eye(2), np.array([1, 0, 0, 1], np.float32)),
-        (rk.double_feature, 0.1, np.array([0.1], np.float64)),
-        (rk.double_feature, np.float32(0.5), np.array([0.5], np.float64)),
+        (int64_feature, [], np.array([], np.int64)),
+        (int32_feature, (-(2**31), 2**31 - 1), np.array([-(2**31), 2**31 - 1], np.int32)),
+        (float_feature, 0.1, np.array([0.1], np.float32)),
+        (float_feature, [1, 2.5], np.array([1.0, 2.5], np.float32)),
+        (float_feature, np.eye(2), np.array([1, 0, 0, 1], np.float32)),
+        (double_feature, 0.1, np.array([0.1], np.float64)),
+        (double_feature, np.float32(0.5), np.array([0.5], np.float64)),
     ],
 )
 def test_numeric_helpers(helper: Any, value: object, expected: np.ndarray) -> None:
@@ -89,7 +97,7 @@ def test_numeric_helpers(helper: Any, value: object, expected: np.ndarray) -> No
 
 
 def test_float_feature_overflow_becomes_infinity() -> None:
-    assert_same(rk.float_feature([1e300, -1e300]).value, np.array([np.inf, -np.inf], np.float32))
+    assert_same(float_feature([1e300, -1e300]).value, np.array([np.inf, -np.inf], np.float32))
     for value in (1e300, -1e300):
         decoded = rk.decode_example(
             rk.encode_example({"x": value, "y": [value], "z": np.array([value])})
@@ -112,7 +120,7 @@ def test_float_feature_overflow_becomes_infinity() -> None:
     ],
 )
 def test_bytes_feature(value: object, expected: tuple[bytes, ...]) -> None:
-    feature = rk.bytes_feature(value)
+    feature = bytes_feature(value)
     assert feature.kind == "bytes_list"
     assert feature.value == expected
 
@@ -120,24 +128,24 @@ def test_bytes_feature(value: object, expected: tuple[bytes, ...]) -> None:
 @pytest.mark.parametrize(
     ("helper", "value", "error"),
     [
-        (rk.int64_feature, 1.5, TypeError),
-        (rk.int64_feature, np.array([1.0]), TypeError),
-        (rk.int64_feature, "3", TypeError),
-        (rk.int64_feature, None, TypeError),
-        (rk.int64_feature, [[1], [2, 3]], TypeError),
-        (rk.int64_feature, [[1, 2], [3, 4]], TypeError),
-        (rk.int64_feature, 2**63, ValueError),
-        (rk.int64_feature, -(2**63) - 1, ValueError),
-        (rk.int64_feature, np.array([2**64 - 1], np.uint64), ValueError),
-        (rk.int32_feature, 2**31, ValueError),
-        (rk.int32_feature, [-(2**31) - 1], ValueError),
-        (rk.float_feature, "1.0", TypeError),
-        (rk.float_feature, 1j, TypeError),
-        (rk.double_feature, [None], TypeError),
-        (rk.bytes_feature, 3, TypeError),
-        (rk.bytes_feature, [b"a", 3], TypeError),
-        (rk.bytes_feature, np.arange(3), TypeError),
-        (rk.bytes_feature, "\ud800", ValueError),
+        (int64_feature, 1.5, TypeError),
+        (int64_feature, np.array([1.0]), TypeError),
+        (int64_feature, "3", TypeError),
+        (int64_feature, None, TypeError),
+        (int64_feature, [[1], [2, 3]], TypeError),
+        (int64_feature, [[1, 2], [3, 4]], TypeError),
+        (int64_feature, 2**63, ValueError),
+        (int64_feature, -(2**63) - 1, ValueError),
+        (int64_feature, np.array([2**64 - 1], np.uint64), ValueError),
+        (int32_feature, 2**31, ValueError),
+        (int32_feature, [-(2**31) - 1], ValueError),
+        (float_feature, "1.0", TypeError),
+        (float_feature, 1j, TypeError),
+        (double_feature, [None], TypeError),
+        (bytes_feature, 3, TypeError),
+        (bytes_feature, [b"a", 3], TypeError),
+        (bytes_feature, np.arange(3), TypeError),
+        (bytes_feature, "\ud800", ValueError),
     ],
 )
 def test_helpers_refuse_bad_values(helper: Any, value: object, error: type[Exception]) -> None:
@@ -147,12 +155,12 @@ def test_helpers_refuse_bad_values(helper: Any, value: object, error: type[Excep
 
 def test_feature_equality_is_bitwise() -> None:
     nan = np.array([np.nan], np.float32)
-    assert rk.float_feature(nan) == rk.float_feature(nan.copy())
-    assert rk.float_feature(0.0) != rk.float_feature(-0.0)
-    assert rk.float_feature(1) != rk.int64_feature(1)
-    assert rk.bytes_feature("a") == rk.bytes_feature(b"a")
-    assert len({rk.int64_feature([1, 2]), rk.int64_feature(np.array([1, 2]))}) == 1
-    assert rk.int64_feature(1) != 1
+    assert float_feature(nan) == float_feature(nan.copy())
+    assert float_feature(0.0) != float_feature(-0.0)
+    assert float_feature(1) != int64_feature(1)
+    assert bytes_feature("a") == bytes_feature(b"a")
+    assert len({int64_feature([1, 2]), int64_feature(np.array([1, 2]))}) == 1
+    assert int64_feature(1) != 1
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -187,8 +195,8 @@ def test_feature_equality_is_bitwise() -> None:
         (np.array([], np.int64), "int64_list", "int64_list"),
         ([], None, None),
         ((), None, None),
-        (rk.int64_feature([]), "int64_list", "int64_list"),
-        (rk.bytes_feature([]), "bytes_list", "bytes_list"),
+        (int64_feature([]), "int64_list", "int64_list"),
+        (bytes_feature([]), "bytes_list", "bytes_list"),
     ],
 )
 def test_inferred_kind(value: object, tf_kind: str | None, of_kind: str | None) -> None:
@@ -197,7 +205,7 @@ def test_inferred_kind(value: object, tf_kind: str | None, of_kind: str | None) 
 
 
 def test_ofrecord_only_kinds_are_refused_in_examples() -> None:
-    for feature in (rk.double_feature(1.0), rk.int32_feature(1)):
+    for feature in (double_feature(1.0), int32_feature(1)):
         with pytest.raises(ValueError, match=r"'weights'.*OFRecord"):
             rk.encode_example({"weights": feature})
         with pytest.raises(ValueError, match=r"'weights\[0\]'"):
@@ -247,7 +255,7 @@ def test_empty_ofrecord_is_refused() -> None:
 
 
 def test_sequence_steps_must_be_iterable() -> None:
-    for steps in (1, b"abc", "abc", rk.int64_feature(1), {"a": 1}):
+    for steps in (1, b"abc", "abc", int64_feature(1), {"a": 1}):
         with pytest.raises(TypeError, match="'frames'"):
             rk.encode_sequence_example({}, {"frames": steps})  # type: ignore[dict-item]
     with pytest.raises(TypeError, match=r"'frames\[1\]'"):
@@ -336,7 +344,7 @@ def test_decoded_values() -> None:
     assert_same(decoded["a"], np.array([0.5, -2.0], np.float32))
     assert_same(decoded["b"], [b"", b"\xff"])
     assert_same(decoded["c"], np.array([-(2**63)], np.int64))
-    assert_same(decoded["e"], np.array([], rk.example.EMPTY_FEATURE_DTYPE))
+    assert_same(decoded["e"], np.array([], EMPTY_FEATURE_DTYPE))
     for value in (decoded["a"], decoded["c"], decoded["e"]):
         assert value.flags.writeable
 
@@ -508,7 +516,7 @@ def _pairs(family: str) -> st.SearchStrategy[tuple[object, object]]:
     arrays = st.one_of(
         int64_arrays.map(lambda a: (a, a)),
         float32_arrays.map(lambda a: (a, a)),
-        byte_lists.map(lambda v: (rk.bytes_feature(v), [_utf8(x) for x in v])),
+        byte_lists.map(lambda v: (bytes_feature(v), [_utf8(x) for x in v])),
         st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=40).map(
             lambda v: (v, np.array(v, np.int64))
         ),
@@ -518,8 +526,8 @@ def _pairs(family: str) -> st.SearchStrategy[tuple[object, object]]:
         arrays |= st.one_of(
             int32_arrays.map(lambda a: (a, a)),
             float64_arrays.map(lambda a: (a, a)),
-            float64_arrays.map(lambda a: (rk.double_feature(a), a)),
-            int32_arrays.map(lambda a: (rk.int32_feature(a), a)),
+            float64_arrays.map(lambda a: (double_feature(a), a)),
+            int32_arrays.map(lambda a: (int32_feature(a), a)),
         )
     else:
         arrays |= float64_arrays.map(lambda a: (a, _to_float32(a)))

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import recordkit as rk
 from recordkit.decode import images
+from recordkit.decode.images import Image
 from recordkit.errors import DecodeError
 
 PILImage = pytest.importorskip("PIL.Image")
@@ -79,7 +80,7 @@ def test_spec_defaults_and_validation():
         size=[2, 3], color_space="GRAY", formats=("PNG",)
     )
     assert rk.Image(color_space="GRAY").channels == 1
-    assert rk.parsing.Image is rk.Image
+    assert Image is rk.Image
     for size in [(0, 4), (4,), (2, 3, 1), (2.0, 3), (-1, 2)]:
         with pytest.raises(ValueError, match="size"):
             rk.Image(size=size)

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recordkit as rk
+from recordkit.decode.messages import Feature, bytes_feature
 
 tf = pytest.importorskip("tensorflow")
 
@@ -69,7 +70,7 @@ def as_recordkit_value(kind: str, values: list[Any]) -> object:
         return np.array(values, np.int64)
     if kind == "float_list":
         return np.array(values, np.float32)
-    return rk.bytes_feature(values)
+    return bytes_feature(values)
 
 
 @interop_settings
@@ -86,7 +87,7 @@ def test_tensorflow_parses_encoded_examples(features: dict[str, tuple[str, list[
 
 def as_decoded(kind: str, values: list[Any]) -> object:
     value = as_recordkit_value(kind, values)
-    return list(value.value) if isinstance(value, rk.example.Feature) else value
+    return list(value.value) if isinstance(value, Feature) else value
 
 
 @interop_settings

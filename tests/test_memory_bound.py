@@ -23,6 +23,7 @@ import pytest
 from fuzz.targets import NonSeekable
 
 import recordkit as rk
+from recordkit.errors import StaleIndexWarning
 from recordkit import recover
 from recordkit.compat import oneflow as rk_ofrecord
 from recordkit.errors import RecordKitError
@@ -136,7 +137,7 @@ def test_hostile_sidecar_index(tmp_path, length):
     path = tmp_path / "a.tfrecord"
     path.write_bytes(rk_bytes(RECORDS, "tfrecord"))
     (tmp_path / "a.tfrecord.idx").write_text(f"0 {length}\n")
-    with pytest.warns(rk.StaleIndexWarning):  # ignored: the file is scanned instead
+    with pytest.warns(StaleIndexWarning):  # ignored: the file is scanned instead
         assert _peak(lambda: _read_every_way(lambda: rk.open(path))) < BOUND
 
 

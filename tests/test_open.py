@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 import recordkit as rk
-from recordkit.errors import UnknownFormatError, UnsupportedOperationError
+from recordkit.errors import (
+    NoLengthError,
+    UnknownFormatError,
+    UnsafePathError,
+    UnsupportedOperationError,
+)
 
 RECORDS = [b"\x0a\x05hello", b"", b"\x0a\x02ab" * 50, bytes(range(256))]
 NONEMPTY = [r for r in RECORDS if r]
@@ -462,7 +467,7 @@ def test_pickling_a_reader_over_a_file_object_or_closed_reader_says_why(tmp_path
 def test_len_of_a_sequential_reader_raises_the_public_no_length_error(tmp_path):
     write(tmp_path / "a.tfrecord.gz", RECORDS)
     with rk.open(tmp_path / "a.tfrecord.gz") as reader:
-        with pytest.raises(rk.NoLengthError, match=r"len\(\)") as caught:
+        with pytest.raises(NoLengthError, match=r"len\(\)") as caught:
             len(reader)
         assert isinstance(caught.value, TypeError)
         assert isinstance(caught.value, UnsupportedOperationError)
@@ -476,7 +481,7 @@ def test_indexing_a_sequential_reader_speaks_of_random_access(tmp_path):
         for operation in (lambda r: r[0], lambda r: r[-1], lambda r: r[0:2], lambda r: r.read([0])):
             with pytest.raises(UnsupportedOperationError) as caught:
                 operation(reader)
-            assert not isinstance(caught.value, rk.NoLengthError)
+            assert not isinstance(caught.value, NoLengthError)
             message = str(caught.value)
             assert "len()" not in message
             assert "random access" in message
@@ -568,7 +573,7 @@ def test_a_link_out_of_a_directory_is_refused(tmp_path):
     folder.mkdir()
     write(folder / "a.tfrecord", [b"a"])
     (folder / "b.tfrecord").symlink_to(outside)
-    with pytest.raises(rk.UnsafePathError, match="outside"):
+    with pytest.raises(UnsafePathError, match="outside"):
         rk.open(folder)
     with rk.open([folder / "a.tfrecord", folder / "b.tfrecord"]) as reader:
         assert list(reader) == [b"a", b"x"]

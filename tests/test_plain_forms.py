@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import recordkit as rk
+from recordkit.errors import NoLengthError, UnsupportedOperationError
 from recordkit.cli import main
 from recordkit.compat.ffrecord import FileReader
 from recordkit.data import Dataset
@@ -98,10 +99,10 @@ def test_random_access_forms(dataset):
         assert rk.open(path)[1:] == records[1:]
         assert rk.open(Path(path))[2] == records[2]
     else:
-        with pytest.raises(rk.NoLengthError, match=r"len\(\)"):
+        with pytest.raises(NoLengthError, match=r"len\(\)"):
             len(rk.open(path))
         for form in (lambda: rk.open(path)[0], lambda: rk.open(path).read([1, 0])):
-            with pytest.raises(rk.UnsupportedOperationError, match="random access"):
+            with pytest.raises(UnsupportedOperationError, match="random access"):
                 form()
     gc.collect()
     assert open_descriptors() == before

@@ -24,6 +24,7 @@ import recordkit as rk
 from recordkit import datasets as shards
 from recordkit.data import Dataset
 from recordkit.datasets.manifest import MANIFEST_NAME, Manifest
+from recordkit.errors import StaleIndexWarning
 from recordkit.formats._sequential import SequentialFrameReader
 from tests._cli import run_cli
 
@@ -258,7 +259,7 @@ def test_an_index_changed_after_the_manifest_is_checked_against_the_headers(data
     index.write_text("\n".join(lines) + "\n")
     reader = rk.open(dataset)
     assert len(reader) == 35  # the manifest's count
-    with pytest.warns(rk.StaleIndexWarning, match="d-01.tfrecord"):
+    with pytest.warns(StaleIndexWarning, match="d-01.tfrecord"):
         assert reader[12] == b"r012"  # the index is ignored: the shard's headers are scanned
 
 

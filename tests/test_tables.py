@@ -19,6 +19,14 @@ import recordkit as rk
 from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2
 from recordkit.decode import tables
+from recordkit.decode.messages import (
+    Feature,
+    bytes_feature,
+    double_feature,
+    float_feature,
+    int32_feature,
+    int64_feature,
+)
 
 pa = pytest.importorskip("pyarrow")
 
@@ -26,7 +34,7 @@ pa = pytest.importorskip("pyarrow")
 # -- a row-by-row reference encoder: one rk.encode_example per row, each list typed by its column --------
 
 
-def _feature(value: Any, kind: Any, ofrecord: bool) -> rk.example.Feature:
+def _feature(value: Any, kind: Any, ofrecord: bool) -> Feature:
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         kind = kind.value_type
         values = list(value)
@@ -35,18 +43,16 @@ def _feature(value: Any, kind: Any, ofrecord: bool) -> rk.example.Feature:
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
     if pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind):
-        return rk.bytes_feature(values)
+        return bytes_feature(values)
     if pa.types.is_fixed_size_binary(kind) or pa.types.is_large_binary(kind):
-        return rk.bytes_feature(values)
+        return bytes_feature(values)
     if pa.types.is_floating(kind):
         if ofrecord and kind.bit_width == 64:
-            return rk.double_feature(np.array(values, np.float64))
-        return rk.float_feature(
-            np.array(values, np.float64 if kind.bit_width == 64 else np.float32)
-        )
+            return double_feature(np.array(values, np.float64))
+        return float_feature(np.array(values, np.float64 if kind.bit_width == 64 else np.float32))
     if ofrecord and kind == pa.int32():
-        return rk.int32_feature(np.array(values, np.int64))
-    return rk.int64_feature(np.array(values, np.int64))
+        return int32_feature(np.array(values, np.int64))
+    return int64_feature(np.array(values, np.int64))
 
 
 def row_by_row(table: Any, *, ofrecord: bool = False) -> list[bytes]:

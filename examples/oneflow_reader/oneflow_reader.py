@@ -21,6 +21,7 @@ import numpy as np
 
 import recordkit as rk
 from recordkit.compat.oneflow import OFRecordReader, bytes_decoder, raw_decoder
+from recordkit.decode.messages import bytes_feature, float_feature, int32_feature
 
 N_RECORDS = 600
 PARTS = 3
@@ -34,9 +35,9 @@ def write_parts(folder: Path) -> None:
         with rk.open(folder / f"part-{part:05d}", "w", format="ofrecord") as writer:
             for i in range(part * per_part, (part + 1) * per_part):
                 features = {
-                    "images": rk.float_feature(rng.random(784, dtype=np.float32)),
-                    "labels": rk.int32_feature([i % 10]),
-                    "names": rk.bytes_feature([f"img_{i:05d}.png".encode()]),
+                    "images": float_feature(rng.random(784, dtype=np.float32)),
+                    "labels": int32_feature([i % 10]),
+                    "names": bytes_feature([f"img_{i:05d}.png".encode()]),
                 }
                 writer.write(rk.encode_ofrecord(features))
 

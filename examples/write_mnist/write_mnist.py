@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import recordkit as rk
+from recordkit.decode.messages import float_feature, int32_feature
 
 N_IMAGES = 1_000
 SHARDS = 2
@@ -50,8 +51,8 @@ def write_ofrecord(folder: Path, images: np.ndarray, labels: np.ndarray) -> list
         with rk.open(path, "w", format="ofrecord") as writer:
             for image, label in zip(part_images, part_labels, strict=True):
                 features = {
-                    "images": rk.float_feature(image.reshape(-1) / np.float32(255)),
-                    "labels": rk.int32_feature([label]),
+                    "images": float_feature(image.reshape(-1) / np.float32(255)),
+                    "labels": int32_feature([label]),
                 }
                 writer.write(rk.encode_ofrecord(features))
         paths.append(path)

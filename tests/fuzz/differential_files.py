@@ -34,7 +34,7 @@ import numpy as np
 
 import recordkit as rk
 from recordkit.compat import ffrecord as rk_ffrecord
-from recordkit.errors import RecordKitError
+from recordkit.errors import LegacyFormatWarning, RecordKitError
 from recordkit.formats.tfrecord import frame
 
 from .targets import OUTCOMES, Case, NonSeekable, Seed, Target
@@ -600,7 +600,7 @@ class DifferentialFFRecordTarget(_DifferentialTarget):
         plan: Plan = case.plan  # type: ignore[attr-defined]
         self.check_writers(plan, rng)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", rk.LegacyFormatWarning)  # a damaged meta CRC may read 0
+            warnings.simplefilter("ignore", LegacyFormatWarning)  # a damaged meta CRC may read 0
             _, error = self.read_every_way(case.data, plan, rng)
             if plan.damage != "none":
                 assert error is not None, "a damaged FFRecord file read without error"

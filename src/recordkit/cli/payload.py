@@ -28,21 +28,7 @@ import numpy as np
 
 import recordkit as rk
 from recordkit.cli.common import CliError
-
-__all__ = [
-    "PAYLOAD_KINDS",
-    "FeatureStats",
-    "Schema",
-    "bytes_json",
-    "convert_payload",
-    "decode_payload",
-    "detect_payload",
-    "feature_specs",
-    "float_json",
-    "kind_of",
-    "record_json",
-    "record_text",
-]
+from recordkit.decode.messages import bytes_feature
 
 PAYLOAD_KINDS = ("example", "sequence_example", "ofrecord", "raw")
 """The payload kinds the command line knows, ``raw`` meaning "not decoded"."""
@@ -52,15 +38,15 @@ _DECODERS: dict[str, Callable[[bytes], Any]] = {
     "sequence_example": rk.decode_sequence_example,
     "ofrecord": rk.decode_ofrecord,
 }
-_KIND_OF_DTYPE = {
-    np.dtype(np.float32): "float_list",
-    np.dtype(np.float64): "double_list",
-    np.dtype(np.int32): "int32_list",
-    np.dtype(np.int64): "int64_list",
+_LIST_TYPES = {
+    np.dtype(np.float32): ("float_list", np.float32),
+    np.dtype(np.float64): ("double_list", np.float64),
+    np.dtype(np.int32): ("int32_list", np.int32),
+    np.dtype(np.int64): ("int64_list", np.int64),
 }
-
-
-# -- detection -------------------------------------------------------------------------------------
+_SPEC_DTYPES: dict[str, Any] = {"bytes_list": bytes, **dict(_LIST_TYPES.values())}
+_SHOWN_VALUES = 8
+_SHOWN_BYTES = 48
 
 
 def decode_payload(kind: str, record: bytes) -> Any:
@@ -71,15 +57,7 @@ def decode_payload(kind: str, record: bytes) -> Any:
     recordkit.DecodeError
         The record is not a valid payload of that kind.
     """
-    if kind == "raw":
-        return record
-    return _DECODERS[kind](record)
-
-
-def _feature_names(kind: str, decoded: Any) -> list[str]:
-    if kind == "sequence_example":
-        return [*decoded.context, *decoded.feature_lists]
-    return list(decoded)
+    return record if kind == "raw" else _DECODERS[kind](record)
 
 
 def _fits(kind: str, record: bytes) -> bool:
@@ -91,7 +69,7 @@ def _fits(kind: str, record: bytes) -> bool:
         decoded = _DECODERS[kind](record)
     except rk.DecodeError:
         return False
-    names = _feature_names(kind, decoded)
+    names = [*decoded.context, *decoded.feature_lists] if kind == "sequence_example" else decoded
     # Bytes of one message kind sometimes parse as another, with unknown fields skipped; what comes
     # out then has no features or binary feature names. An empty name is a map entry without a key,
     # which protobuf and recordkit's decoders read as the name "": it is printable, and it fits.
@@ -104,15 +82,17 @@ def detect_payload(records: Sequence[bytes], *, prefer: str | None = None) -> st
     The kind is the first, in the order SequenceExample, Example, OFRecord, that every record decodes
     as; failing that, the kind most records decode as, if more than half do (so that a damaged record
     shows up as a decoding error rather than hiding the file's kind). A SequenceExample is recognised only
-    when some record has a feature list (without one it is byte for byte an Example). ``prefer``
-    (``"ofrecord"`` for files in OneFlow's framing) is tried first. ``"raw"`` when nothing fits.
+    when some record has a feature list (without one it is byte for byte an Example). ``prefer``, the
+    payload kind of the file's format (:attr:`recordkit.formats.base.RecordFormat.payload`, ``"ofrecord"``
+    for OneFlow's framing), is tried first. ``"raw"`` when nothing fits.
     """
     if not records:
         return None
     order = ["sequence_example", "example", "ofrecord"]
-    if prefer in order:
-        order.remove(prefer)
-        order.insert(0, prefer)
+    if (
+        prefer == "ofrecord"
+    ):  # (a preferred "example" keeps SequenceExample, its special case, first)
+        order.insert(0, order.pop())
     best, best_fits = "raw", len(records) // 2
     for kind in order:
         fitting = [record for record in records if _fits(kind, record)]
@@ -131,10 +111,10 @@ def kind_of(value: Any) -> str:
     """Return the list type of a decoded feature value: ``bytes_list``, ``float_list``, ..."""
     if isinstance(value, list):
         return "bytes_list"
-    return _KIND_OF_DTYPE.get(value.dtype, str(value.dtype))
+    return _LIST_TYPES[value.dtype][0] if value.dtype in _LIST_TYPES else str(value.dtype)
 
 
-# -- JSON ------------------------------------------------------------------------------------------
+# -- JSON and text ---------------------------------------------------------------------------------
 
 
 def float_json(value: float | np.floating[Any]) -> str:
@@ -153,8 +133,13 @@ def float_json(value: float | np.floating[Any]) -> str:
     return str(value) if isinstance(value, np.float32) else repr(float(value))
 
 
-def _is_text(text: str) -> bool:
-    return all(char.isprintable() or char in "\t\n\r" for char in text)
+def _text(value: bytes) -> str | None:
+    """``value`` as text when it is UTF-8 made of printable characters (tabs and newlines allowed)."""
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text if all(char.isprintable() or char in "\t\n\r" for char in text) else None
 
 
 def bytes_json(value: bytes, *, ensure_ascii: bool = False) -> str:
@@ -165,30 +150,37 @@ def bytes_json(value: bytes, *, ensure_ascii: bool = False) -> str:
     >>> bytes_json(b"cat"), bytes_json(b"\\x00\\xff")
     ('"cat"', '{"b64": "AP8="}')
     """
-    try:
-        text = value.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    else:
-        if _is_text(text):
-            return json.dumps(text, ensure_ascii=ensure_ascii)
+    text = _text(value)
+    if text is not None:
+        return json.dumps(text, ensure_ascii=ensure_ascii)
     return '{"b64": "' + base64.b64encode(value).decode("ascii") + '"}'
 
 
-def _value_json(value: Any, ensure_ascii: bool) -> str:
+def _short_bytes(value: bytes) -> str:
+    text = _text(value)
+    if text is not None:
+        shown = text if len(text) <= _SHOWN_BYTES else text[:_SHOWN_BYTES] + "…"
+        return json.dumps(shown, ensure_ascii=False)
+    head = value[: _SHOWN_BYTES // 2].hex()
+    return f"<{len(value)} bytes: {head}{'…' if len(value) > _SHOWN_BYTES // 2 else ''}>"
+
+
+def _items(value: Any, show_bytes: Callable[[bytes], str], float_quote: str = "") -> list[str]:
+    """The tokens of a decoded feature value's items (for text, the floats' quotes stripped)."""
     if isinstance(value, list):
-        items = [bytes_json(item, ensure_ascii=ensure_ascii) for item in value]
-    elif value.dtype.kind == "f":
-        items = [float_json(item) for item in value]
-    else:
-        items = [str(item) for item in value.tolist()]
-    return "[" + ", ".join(items) + "]"
+        return [show_bytes(item) for item in value]
+    if value.dtype.kind == "f":
+        return [float_json(item).strip(float_quote) for item in value]
+    return [str(item) for item in value.tolist()]
 
 
-def _features_json(features: Mapping[str, Any], ensure_ascii: bool) -> str:
+def _listed(items: list[str], more: int = 0) -> str:
+    return "[" + ", ".join(items) + (f", … {more} more" if more > 0 else "") + "]"
+
+
+def _json_of(features: Mapping[str, Any], value: Callable[[Any], str], ensure_ascii: bool) -> str:
     entries = (
-        f"{json.dumps(name, ensure_ascii=ensure_ascii)}: {_value_json(value, ensure_ascii)}"
-        for name, value in features.items()
+        f"{json.dumps(name, ensure_ascii=ensure_ascii)}: {value(v)}" for name, v in features.items()
     )
     return "{" + ", ".join(entries) + "}"
 
@@ -198,54 +190,28 @@ def record_json(kind: str, record: bytes, *, ensure_ascii: bool = False) -> str:
     if kind == "raw":
         return bytes_json(record, ensure_ascii=ensure_ascii)
     decoded = decode_payload(kind, record)
+
+    def value(v: Any) -> str:
+        return _listed(_items(v, lambda item: bytes_json(item, ensure_ascii=ensure_ascii)))
+
     if kind != "sequence_example":
-        return _features_json(decoded, ensure_ascii)
-    lists = (
-        f"{json.dumps(name, ensure_ascii=ensure_ascii)}: ["
-        + ", ".join(_value_json(step, ensure_ascii) for step in steps)
-        + "]"
-        for name, steps in decoded.feature_lists.items()
+        return _json_of(decoded, value, ensure_ascii)
+    context = _json_of(decoded.context, value, ensure_ascii)
+    lists = _json_of(
+        decoded.feature_lists, lambda steps: _listed(list(map(value, steps))), ensure_ascii
     )
-    context = _features_json(decoded.context, ensure_ascii)
-    return '{"context": ' + context + ', "feature_lists": {' + ", ".join(lists) + "}}"
-
-
-# -- text ------------------------------------------------------------------------------------------
-
-_SHOWN_VALUES = 8
-_SHOWN_BYTES = 48
-
-
-def _short_bytes(value: bytes) -> str:
-    try:
-        text = value.decode("utf-8")
-    except UnicodeDecodeError:
-        text = None
-    if text is not None and _is_text(text):
-        shown = text if len(text) <= _SHOWN_BYTES else text[:_SHOWN_BYTES] + "…"
-        return json.dumps(shown, ensure_ascii=False)
-    head = value[: _SHOWN_BYTES // 2].hex()
-    return f"<{len(value)} bytes: {head}{'…' if len(value) > _SHOWN_BYTES // 2 else ''}>"
+    return '{"context": ' + context + ', "feature_lists": ' + lists + "}"
 
 
 def _short_value(value: Any) -> str:
-    shown = value[:_SHOWN_VALUES]
-    if isinstance(value, list):
-        parts = [_short_bytes(item) for item in shown]
-    elif value.dtype.kind == "f":
-        parts = [float_json(item).strip('"') for item in shown]
-    else:
-        parts = [str(item) for item in shown.tolist()]
-    more = len(value) - len(shown)
-    return "[" + ", ".join(parts) + (f", … {more} more" if more else "") + "]"
+    return _listed(_items(value[:_SHOWN_VALUES], _short_bytes, '"'), len(value) - _SHOWN_VALUES)
 
 
-def _feature_lines(features: Mapping[str, Any], indent: str) -> list[str]:
+def _feature_lines(
+    features: Mapping[str, Any], indent: str, show: Callable[[Any], str]
+) -> list[str]:
     width = max((len(name) for name in features), default=0)
-    return [
-        f"{indent}{name:<{width}}  {kind_of(value)}[{len(value)}]  {_short_value(value)}"
-        for name, value in features.items()
-    ]
+    return [f"{indent}{name:<{width}}  {show(value)}" for name, value in features.items()]
 
 
 def record_text(kind: str, index: int, record: bytes) -> str:
@@ -254,14 +220,18 @@ def record_text(kind: str, index: int, record: bytes) -> str:
     if kind == "raw":
         return f"{title}: {_short_bytes(record)}"
     decoded = decode_payload(kind, record)
+
+    def feature(value: Any) -> str:
+        return f"{kind_of(value)}[{len(value)}]  {_short_value(value)}"
+
+    def steps(value: Any) -> str:
+        shown = [_short_value(step) for step in value[:_SHOWN_VALUES]]
+        return f"{len(value)} steps  {_listed(shown, len(value) - _SHOWN_VALUES)}"
+
     if kind != "sequence_example":
-        return "\n".join([title, *_feature_lines(decoded, "  ")])
-    lines = [title, "  context:", *_feature_lines(decoded.context, "    "), "  feature_lists:"]
-    width = max((len(name) for name in decoded.feature_lists), default=0)
-    for name, steps in decoded.feature_lists.items():
-        shown = ", ".join(_short_value(step) for step in steps[:_SHOWN_VALUES])
-        more = f", … {len(steps) - _SHOWN_VALUES} more" if len(steps) > _SHOWN_VALUES else ""
-        lines.append(f"    {name:<{width}}  {len(steps)} steps  [{shown}{more}]")
+        return "\n".join([title, *_feature_lines(decoded, "  ", feature)])
+    lines = [title, "  context:", *_feature_lines(decoded.context, "    ", feature)]
+    lines += ["  feature_lists:", *_feature_lines(decoded.feature_lists, "    ", steps)]
     return "\n".join(lines)
 
 
@@ -290,24 +260,20 @@ class FeatureStats:
     min_len: int = 0
     max_len: int = 0
 
-    def add(self, kind: str | None, length: int) -> None:
-        """Count one occurrence with ``length`` values of list type ``kind``."""
-        if kind is not None:
-            self.kinds.add(kind)
+    def add(self, kinds: Iterable[str], length: int) -> None:
+        """Count one occurrence with ``length`` values of the list types ``kinds``."""
+        self.kinds.update(kinds)
         self.min_len = length if self.present == 0 else min(self.min_len, length)
         self.max_len = max(self.max_len, length)
         self.present += 1
 
-    @property
-    def kind(self) -> str:
-        """The list type, ``a|b`` when records disagree, ``float_list`` when every value was empty."""
-        return "|".join(sorted(self.kinds)) or "float_list"
-
     def as_dict(self) -> dict[str, Any]:
-        """Return the statistics as a JSON-ready dict."""
+        """Return the statistics as a JSON-ready dict; the kind is ``a|b`` when records disagree,
+        ``float_list`` when every value was empty."""
+        kind = "|".join(sorted(self.kinds)) or "float_list"
         return {
             "name": self.name,
-            "kind": self.kind,
+            "kind": kind,
             "present": self.present,
             "min_len": self.min_len,
             "max_len": self.max_len,
@@ -336,83 +302,53 @@ class Schema:
     def of(cls, kind: str, records: Iterable[bytes]) -> Schema:
         """Collect the schema of ``records``, decoded as ``kind`` (not ``raw``)."""
         schema = cls()
+        sequence = kind == "sequence_example"
         for record in records:
             try:
                 decoded = decode_payload(kind, record)
             except rk.DecodeError:
                 schema.undecodable += 1
                 continue
-            plain = decoded.context if kind == "sequence_example" else decoded
-            for name, value in plain.items():
-                real_kind = kind_of(value) if len(value) else None
-                schema.features.setdefault(name, FeatureStats(name)).add(real_kind, len(value))
-            if kind == "sequence_example":
-                for name, steps in decoded.feature_lists.items():
-                    kinds = {kind_of(step) for step in steps if len(step)}
-                    stats = schema.feature_lists.setdefault(name, FeatureStats(name))
-                    stats.kinds |= kinds
-                    stats.add(None, len(steps))
+            for name, value in (decoded.context if sequence else decoded).items():
+                kinds = [kind_of(value)] if len(value) else []
+                schema.features.setdefault(name, FeatureStats(name)).add(kinds, len(value))
+            for name, steps in decoded.feature_lists.items() if sequence else ():
+                kinds = {kind_of(step) for step in steps if len(step)}
+                schema.feature_lists.setdefault(name, FeatureStats(name)).add(kinds, len(steps))
         return schema
 
+    def as_dict(self, lists: bool) -> dict[str, Any]:
+        """The features' statistics, and the feature lists' when ``lists``, as JSON-ready lists."""
+        found = {"features": [stats.as_dict() for stats in self.features.values()]}
+        if lists:
+            found["feature_lists"] = [stats.as_dict() for stats in self.feature_lists.values()]
+        return found
 
-_SPEC_DTYPES: dict[str, Any] = {
-    "bytes_list": bytes,
-    "float_list": np.float32,
-    "double_list": np.float64,
-    "int32_list": np.int32,
-    "int64_list": np.int64,
-}
+    def specs(self) -> dict[str, rk.FixedLen | rk.VarLen]:
+        """Parse specs for the plain features, one table column each.
 
+        A feature that holds exactly one value in every record that has it is a scalar (``FixedLen(())``);
+        any other is a list (``VarLen``). The value type is the feature's list type.
 
-def feature_specs(schema: Schema) -> dict[str, rk.FixedLen | rk.VarLen]:
-    """Parse specs for the plain features of ``schema``, one table column each.
-
-    A feature that holds exactly one value in every record that has it is a scalar (``FixedLen(())``);
-    any other is a list (``VarLen``). The value type is the feature's list type.
-
-    Raises
-    ------
-    CliError
-        A feature holds lists of different types in different records.
-    """
-    specs: dict[str, rk.FixedLen | rk.VarLen] = {}
-    for name, stats in schema.features.items():
-        if len(stats.kinds) > 1:
-            raise CliError(
-                f"feature {name!r} holds {' and '.join(sorted(stats.kinds))} values in different "
-                "records: one column cannot hold both"
-            )
-        dtype = _SPEC_DTYPES[stats.kind]
-        scalar = stats.min_len == stats.max_len == 1
-        specs[name] = rk.FixedLen((), dtype) if scalar else rk.VarLen(dtype)
-    return specs
+        Raises
+        ------
+        CliError
+            A feature holds lists of different types in different records.
+        """
+        specs: dict[str, rk.FixedLen | rk.VarLen] = {}
+        for name, stats in self.features.items():
+            if len(stats.kinds) > 1:
+                raise CliError(
+                    f"feature {name!r} holds {' and '.join(sorted(stats.kinds))} values in different "
+                    "records: one column cannot hold both"
+                )
+            dtype = _SPEC_DTYPES[stats.as_dict()["kind"]]
+            scalar = stats.min_len == stats.max_len == 1
+            specs[name] = rk.FixedLen((), dtype) if scalar else rk.VarLen(dtype)
+        return specs
 
 
 # -- conversion ------------------------------------------------------------------------------------
-
-
-def _as_feature(name: str, value: Any, *, target: str, lossy: bool, index: int) -> Any:
-    """Return a decoded value as an explicit feature of the list type it maps to in ``target``.
-
-    Explicit feature helpers keep the list type even of an empty list.
-    """
-    if isinstance(value, list):
-        return rk.bytes_feature(value)
-    if value.dtype == np.float64 and target == "example":
-        narrowed = value.astype(np.float32)
-        if not lossy and not np.array_equal(narrowed.astype(np.float64), value, equal_nan=True):
-            raise CliError(
-                f"record {index}: feature {name!r} is a double_list whose values do not fit a float32 "
-                "float_list exactly; pass --lossy to round them"
-            )
-        return rk.float_feature(narrowed)
-    if value.dtype == np.float64:
-        return rk.double_feature(value)
-    if value.dtype.kind == "f":
-        return rk.float_feature(value)
-    if value.dtype == np.int32 and target == "ofrecord":
-        return rk.int32_feature(value)
-    return rk.int64_feature(value.astype(np.int64))
 
 
 def convert_payload(record: bytes, source: str, target: str, *, lossy: bool, index: int) -> bytes:
@@ -420,7 +356,8 @@ def convert_payload(record: bytes, source: str, target: str, *, lossy: bool, ind
 
     Feature lists map one to one (``int64_list``, ``float_list``, ``bytes_list``); an OFRecord
     ``int32_list`` becomes an ``int64_list``; a ``double_list`` becomes a ``float_list`` only if every value
-    is exactly a float32, or when ``lossy``. The same kind returns ``record`` unchanged.
+    is exactly a float32, or when ``lossy``. The same kind returns ``record`` unchanged. Each value keeps
+    its list type, even an empty one (the encoders map numpy dtypes to list types).
 
     Raises
     ------
@@ -442,9 +379,17 @@ def convert_payload(record: bytes, source: str, target: str, *, lossy: bool, ind
             f"record {index}: an Example with no features has no OFRecord equivalent "
             "(OneFlow rejects empty records)"
         )
-    converted = {
-        name: _as_feature(name, value, target=target, lossy=lossy, index=index)
-        for name, value in features.items()
-    }
-    encode = rk.encode_ofrecord if target == "ofrecord" else rk.encode_example
-    return encode(converted)
+    converted: dict[str, Any] = {}
+    for name, value in features.items():
+        if isinstance(value, list):
+            value = bytes_feature(value)
+        elif value.dtype == np.float64 and target == "example":
+            narrowed = value.astype(np.float32)
+            if not lossy and not np.array_equal(narrowed.astype(np.float64), value, equal_nan=True):
+                raise CliError(
+                    f"record {index}: feature {name!r} is a double_list whose values do not fit a "
+                    "float32 float_list exactly; pass --lossy to round them"
+                )
+            value = narrowed
+        converted[name] = value
+    return (rk.encode_ofrecord if target == "ofrecord" else rk.encode_example)(converted)
