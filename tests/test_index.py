@@ -17,7 +17,7 @@ import warnings
 import pytest
 
 import recordkit as rk
-from recordkit.errors import StaleIndexError, StaleIndexWarning
+from recordkit.errors import StaleIndexError, StaleIndexWarning, UnsupportedOperationError
 from recordkit.formats.tfrecord import frame
 from recordkit.io import load_index, write_index
 
@@ -274,7 +274,7 @@ def test_a_file_rewritten_by_tensorflow_is_read_despite_the_old_index(tmp_path):
 
 def test_index_of_compressed_or_ffrecord_files_is_refused(tmp_path):
     _write(tmp_path / "a.tfrecord.gz")
-    with pytest.raises(rk.UnsupportedOperationError):
+    with pytest.raises(UnsupportedOperationError):
         write_index(tmp_path / "a.tfrecord.gz")
     _write(tmp_path / "a.ffr")
     with pytest.raises(TypeError, match="own index"):

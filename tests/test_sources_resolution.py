@@ -22,6 +22,7 @@ from recordkit.data import Dataset
 from recordkit.data import expand_sources as data_expand_sources
 from recordkit.datasets.manifest import MANIFEST_NAME
 from recordkit.datasets.tasks import plan_reads, read_range
+from recordkit.errors import UnsupportedOperationError
 
 
 def _map_dataset(*args: Any, **kwargs: Any) -> Any:
@@ -140,7 +141,7 @@ def test_a_replaced_shard_is_refused_by_every_reader(tmp_path, read):
 def test_a_dataset_in_a_list_of_sources_is_refused(tmp_path, read):
     directory = _rewritten(tmp_path / "dataset")
     other = _plain(tmp_path / "plain")
-    with pytest.raises(rk.UnsupportedOperationError, match="read on its own"):
+    with pytest.raises(UnsupportedOperationError, match="read on its own"):
         read([other / "part-00.ffr", directory])
 
 
@@ -192,7 +193,7 @@ def test_the_ffrecord_reader_refuses_a_dataset_of_another_format(tmp_path):
 def test_map_dataset_refuses_a_compressed_dataset(tmp_path):
     with rk.ShardWriter(f"{tmp_path}/part-{{shard}}.tfrecord.gz", max_records=1) as writer:
         writer.write_many([b"a", b"b"])
-    with pytest.raises(rk.UnsupportedOperationError, match="sequentially"):
+    with pytest.raises(UnsupportedOperationError, match="sequentially"):
         _map_dataset(tmp_path)
 
 
