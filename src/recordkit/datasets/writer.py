@@ -31,8 +31,6 @@ from recordkit.support.closing import Closing
 
 __all__ = ["ShardWriter"]
 
-# Bytes each format adds around a record (length, checksums, offset-table entry), for ``max_bytes``.
-_FRAMING = {"tfrecord": 16, "ofrecord": 8, "ffrecord": 12}
 _PENDING = ".rk-pending-"
 
 
@@ -133,6 +131,7 @@ class ShardWriter(Closing):
         }
         fmt, comp = _resolve_format(None, self._name(0, 1), format, compression)
         self._format = (fmt.name, comp or "")
+        self._overhead = fmt.overhead  # bytes each record adds around its payload, for max_bytes
         self._directory = _static_parent(self._pattern)
         # The directories this writer made: a writer dropped or aborted removes those it left empty.
         self._created: list[str] = []
@@ -200,7 +199,7 @@ class ShardWriter(Closing):
         data = as_bytes(record)
         shard = self._shard_for(len(data))
         shard.write(data)
-        self._current_bytes += len(data) + _FRAMING.get(shard.format, 0)
+        self._current_bytes += len(data) + self._overhead
 
     def write_many(self, records: Iterable[Any]) -> int:
         """Append every record of ``records``; return how many were written."""
@@ -223,7 +222,7 @@ class ShardWriter(Closing):
     def _full(self, shard: OpenShard, size: int) -> bool:
         if self._max_records is not None and shard.count >= self._max_records:
             return True
-        framed = size + _FRAMING.get(shard.format, 0)
+        framed = size + self._overhead
         return self._max_bytes is not None and self._current_bytes + framed > self._max_bytes
 
     def _open_shard(self, number: int) -> OpenShard:
