@@ -233,7 +233,7 @@ class FFRecordFrameReader(IndexedFrameReader):
                 "the file is shorter than its header says (did it change?)", index, offset
             )
         if self.check_crc:
-            self._check(data, index, offset)
+            self.verify(data, index, offset)
         return data
 
     def decode_many(self, blob: Any, base: int, indices: Sequence[int]) -> list[bytes]:
@@ -261,10 +261,14 @@ class FFRecordFrameReader(IndexedFrameReader):
             if len(data) != end - start:
                 data = self.refetch(index, start, end)
             if check and crc32(data) != crcs[index]:
-                self._check(data, index, start)
+                self.verify(data, index, start)
             yield data
 
-    def _check(self, data: bytes, index: int, offset: int) -> None:
+    def verify(self, data: Any, index: int, offset: int) -> None:
+        """Raise :class:`~recordkit.errors.ChecksumError` unless ``data`` has sample ``index``'s CRC-32.
+
+        ``data`` is the sample's bytes (any buffer), read from byte ``offset`` (named in the error).
+        """
         actual = _crc.crc32(data)
         if actual != self.crcs[index]:
             raise ChecksumError(
@@ -325,7 +329,7 @@ class FFRecordFrameReader(IndexedFrameReader):
             else:
                 data = read_full(read, 1 << 62)
             if self.check_crc:
-                self._check(data, index, start)
+                self.verify(data, index, start)
             yield data
 
 

@@ -27,7 +27,7 @@ from collections.abc import Generator
 from typing import IO, Any, ClassVar
 
 from recordkit.errors import CorruptRecordError
-from recordkit.formats._sequential import SequentialFrameReader
+from recordkit.formats.sequential import SequentialFrameReader
 from recordkit.formats.base import (
     Capabilities,
     Offsets,
@@ -58,7 +58,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
 
 
 class OFRecordFrameReader(SequentialFrameReader):
-    """Reads OFRecord frames; see :class:`~recordkit.formats._sequential.SequentialFrameReader`."""
+    """Reads OFRecord frames; see :class:`~recordkit.formats.sequential.SequentialFrameReader`."""
 
     HEADER: ClassVar[int] = 8
     TRAILER: ClassVar[int] = 0

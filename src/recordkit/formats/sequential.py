@@ -1,6 +1,6 @@
-"""Shared machinery of the length-prefixed sequential formats (TFRecord, OFRecord).
+"""Shared machinery of the length-prefixed sequential formats (TFRecord, OFRecord, and any registered one).
 
-Both formats are a plain sequence of frames ``header | payload | trailer`` with no file header and no
+Such a format is a plain sequence of frames ``header | payload | trailer`` with no file header and no
 index. Random access uses a table of frame offsets (``array('q')``, one entry per record plus the end of
 the data, 8 bytes per record), built lazily by a header-only scan that jumps over payloads, or loaded from
 a sidecar index file.
@@ -8,7 +8,9 @@ a sidecar index file.
 A subclass sets :attr:`SequentialFrameReader.HEADER` and :attr:`~SequentialFrameReader.TRAILER`, decodes a
 header into a payload length (:meth:`~SequentialFrameReader.parse_header`, which also verifies any header
 checksum), verifies a payload against its trailer (:meth:`~SequentialFrameReader.check_payload`), and may
-override :meth:`~SequentialFrameReader.iter_window` with a faster loop over a window of the file.
+override :meth:`~SequentialFrameReader.iter_window` with a faster loop over a window of the file. A format
+whose reader is one declares ``Capabilities(sidecar_index=True)``: its offset tables can be saved beside the
+file (``recordkit index``, shard writers) and are checked against the headers when loaded.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from recordkit.formats._compression import (
     decompressor,
 )
 from recordkit.formats._compression import magic as _compression_magic
-from recordkit.formats._sequential import SequentialFrameReader
+from recordkit.formats.sequential import SequentialFrameReader
 from recordkit.formats.base import (
     READ_CHUNK,
     Capabilities,
@@ -206,7 +206,7 @@ class _Inflater:
 
 
 class TFRecordFrameReader(SequentialFrameReader):
-    """Reads TFRecord frames; see :class:`~recordkit.formats._sequential.SequentialFrameReader`."""
+    """Reads TFRecord frames; see :class:`~recordkit.formats.sequential.SequentialFrameReader`."""
 
     HEADER: ClassVar[int] = 12
     TRAILER: ClassVar[int] = 4
