@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recordkit.data._sharding import (
+from recordkit.datasets.plan import (
     IndexUnit,
     RangeUnit,
     Unit,

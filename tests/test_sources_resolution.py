@@ -21,7 +21,7 @@ from recordkit.compat.ffrecord import FileReader
 from recordkit.data import Dataset
 from recordkit.data import expand_sources as data_expand_sources
 from recordkit.datasets.manifest import MANIFEST_NAME
-from recordkit.datasets.tasks import plan_reads, read_range
+from recordkit.datasets.plan import plan_reads, read_range
 from recordkit.errors import UnsupportedOperationError
 
 

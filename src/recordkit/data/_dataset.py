@@ -10,7 +10,6 @@ from typing import Any
 from recordkit.data._files import EVERYTHING, FileSource, Shuffle, catalog_of, narrow
 from recordkit.data._prefetch import prefetch
 from recordkit.data._readers import Catalog
-from recordkit.data._sharding import EqualShards, resolve_rank, shard_of, worker_info
 from recordkit.data._sources import Sources
 from recordkit.data._stages import (
     Batch,
@@ -26,6 +25,7 @@ from recordkit.data._stages import (
     unknown_length,
 )
 from recordkit.data._state import STATE_VERSION, check_state
+from recordkit.datasets.plan import EqualShards, resolve_rank, shard_of, worker_info
 
 __all__ = ["EPOCH_END", "Dataset"]
 

@@ -16,14 +16,18 @@ import numpy as np
 
 from recordkit.data._interleave import InterleavedStream
 from recordkit.data._readers import CHUNK, Catalog, ReaderPool, ShardStream
-from recordkit.data._sharding import (
+from recordkit.data._shuffle import BufferShuffler
+from recordkit.data._sources import Sources
+from recordkit.datasets.plan import (
     EqualShards,
     RangeUnit,
     Unit,
     Window,
     bounds,
     cut,
+    derive_seed,
     global_length,
+    permutation,
     plan_global,
     plan_length,
     plan_pieces,
@@ -31,8 +35,6 @@ from recordkit.data._sharding import (
     positions_in_files,
     whole_files,
 )
-from recordkit.data._shuffle import BufferShuffler, derive_seed, permutation
-from recordkit.data._sources import Sources
 from recordkit.errors import UnsupportedOperationError
 
 __all__ = ["EVERYTHING", "FileSource", "Shuffle", "catalog_of", "narrow"]

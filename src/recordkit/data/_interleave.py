@@ -16,7 +16,7 @@ from collections.abc import Generator, Iterator, Sequence
 
 from recordkit.data._prefetch import End, Failure, put_unless_stopped
 from recordkit.data._readers import ReaderPool, ShardStream, chunked
-from recordkit.data._sharding import IndexUnit, Unit
+from recordkit.datasets.plan import IndexUnit, Unit
 
 __all__ = ["InterleavedStream", "RoundRobin"]
 

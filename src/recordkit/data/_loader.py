@@ -12,9 +12,9 @@ from typing import Any, cast
 
 from recordkit.data._dataset import Dataset
 from recordkit.data._runs import Resume, plan_runs, run_items
-from recordkit.data._sharding import resolve_rank, shard_of
 from recordkit.data._state import STATE_VERSION, check_state
 from recordkit.data._workers import Job, WorkerPool
+from recordkit.datasets.plan import resolve_rank, shard_of
 
 __all__ = ["Loader", "loader"]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from recordkit.data._sharding import IndexUnit, RangeUnit, Unit, plan_length
+from recordkit.datasets.plan import IndexUnit, RangeUnit, Unit, plan_length
 
 if TYPE_CHECKING:
     from recordkit.datasets.manifest import Manifest
@@ -88,8 +88,9 @@ class Catalog:
     @classmethod
     def of_dataset(cls, directory: str, manifest: Manifest) -> Catalog:
         """The shards a manifest lists, with its counts: nothing needs to be opened to plan an epoch."""
+        from recordkit.datasets.manifest import shard_path
         from recordkit.datasets.tfds import read_order
-        from recordkit.io import ResolvedSources, shard_path
+        from recordkit.io import ResolvedSources
 
         catalog = cls([shard_path(directory, shard) for shard in manifest.shards], manifest.format)
         catalog.counts = [shard.records for shard in manifest.shards]
@@ -232,7 +233,7 @@ class ShardStream:
     Parameters
     ----------
     units
-        The plan (see :mod:`recordkit.data._sharding`).
+        The plan (see :mod:`recordkit.datasets.plan`).
     pool
         Where readers come from.
     """

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from recordkit.data._sharding import shard_of
+from recordkit.datasets.plan import shard_of
 
 if TYPE_CHECKING:
     from recordkit.data._dataset import Dataset

@@ -6,40 +6,11 @@ never from the process id or the clock, so two machines (or a restarted job) mak
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
 
-__all__ = ["BufferShuffler", "derive_seed", "permutation"]
-
-
-def derive_seed(seed: int, *parts: int | str) -> int:
-    """Return a 64-bit seed derived from ``seed`` and the labels in ``parts``.
-
-    Parameters
-    ----------
-    seed
-        The user's seed.
-    *parts
-        What the seed is for, e.g. ``(epoch, "files")``; different parts give independent streams.
-
-    Returns
-    -------
-    int
-        A non-negative integer below ``2**64``.
-    """
-    text = "/".join(str(p) for p in (seed, *parts)).encode()
-    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
-
-
-def permutation(n: int, seed: int, *parts: int | str) -> np.ndarray:
-    """Return a random permutation of ``range(n)`` as an int64 array, seeded by ``(seed, *parts)``.
-
-    Uses numpy's ``Generator(PCG64)``, so the result is the same on every machine with the same numpy.
-    """
-    rng = np.random.Generator(np.random.PCG64(derive_seed(seed, *parts)))
-    return rng.permutation(n).astype(np.int64, copy=False)
+__all__ = ["BufferShuffler"]
 
 
 _BLOCK = 1024

@@ -35,14 +35,8 @@ if TYPE_CHECKING:
         merge_manifests,
     )
     from recordkit.datasets.shardfile import OpenShard, write_shard
-    from recordkit.datasets.tasks import (
-        ReadRange,
-        commit_manifest,
-        plan_reads,
-        prepare_output,
-        read_range,
-        task_shard_path,
-    )
+    from recordkit.datasets.plan import ReadRange, plan_reads, read_range
+    from recordkit.datasets.tasks import commit_manifest, prepare_output, task_shard_path
     from recordkit.datasets.writer import ShardWriter
 
 # Public name -> module that defines it, imported on first use so that the manifest module can be loaded by the
@@ -53,7 +47,7 @@ _HOMES = {
     "MANIFEST_NAME": "recordkit.datasets.manifest",
     "Manifest": "recordkit.datasets.manifest",
     "OpenShard": "recordkit.datasets.shardfile",
-    "ReadRange": "recordkit.datasets.tasks",
+    "ReadRange": "recordkit.datasets.plan",
     "Shard": "recordkit.datasets.manifest",
     "ShardCheck": "recordkit.datasets.build",
     "ShardRepair": "recordkit.datasets.build",
@@ -63,9 +57,9 @@ _HOMES = {
     "load_dataset": "recordkit.datasets.build",
     "load_manifest": "recordkit.datasets.manifest",
     "merge_manifests": "recordkit.datasets.manifest",
-    "plan_reads": "recordkit.datasets.tasks",
+    "plan_reads": "recordkit.datasets.plan",
     "prepare_output": "recordkit.datasets.tasks",
-    "read_range": "recordkit.datasets.tasks",
+    "read_range": "recordkit.datasets.plan",
     "repair_dataset": "recordkit.datasets.build",
     "task_shard_path": "recordkit.datasets.tasks",
     "verify_dataset": "recordkit.datasets.build",

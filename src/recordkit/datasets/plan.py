@@ -1,4 +1,10 @@
-"""Who reads what: the rank and worker of this process, and the records each shard reads in an epoch.
+"""Read planning, the one planner of recordkit: who reads which records of a dataset.
+
+The pipeline (:class:`~recordkit.data.Dataset`, its loaders and the PyTorch glue) plans each epoch with the
+units and functions below; :func:`plan_reads` cuts sources into :class:`ReadRange` items for distributed
+engines (Ray, Dask, a home-grown scheduler) with the same :class:`RangeUnit`, and :func:`read_range` reads
+one on any machine that can open the files. Every random choice is a pure function of ``(seed, epoch, shard,
+purpose)`` (:func:`derive_seed`, :func:`permutation`), never of the process id or the clock.
 
 A *shard* is one reader of the data: ``rank * num_workers + worker`` among ``world_size * num_workers``.
 Over one epoch the shards' plans partition the records: each record is in exactly one plan.
@@ -13,18 +19,30 @@ Over one epoch the shards' plans partition the records: each record is in exactl
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from recordkit.datasets.manifest import shard_path
+from recordkit.formats import format_for_path, get_format
+from recordkit.io import is_url, open_shard, resolve_sources
+from recordkit.io import open as open_records
+
 if TYPE_CHECKING:
+    from recordkit.datasets.manifest import Manifest, Shard
     from recordkit.datasets.tfds import ReadOrder
 
 __all__ = [
+    "DEFAULT_RANGE_RECORDS",
+    "ReadRange",
+    "absolute_path",
     "EqualShards",
     "IndexUnit",
     "RangeUnit",
@@ -32,12 +50,16 @@ __all__ = [
     "Window",
     "bounds",
     "cut",
+    "derive_seed",
     "global_length",
+    "permutation",
     "plan_global",
     "plan_length",
     "plan_pieces",
+    "plan_reads",
     "plan_sequence",
     "positions_in_files",
+    "read_range",
     "resolve_rank",
     "shard_of",
     "whole_files",
@@ -45,6 +67,34 @@ __all__ = [
 ]
 
 EqualShards = Literal["pad", "drop"] | None
+
+
+def derive_seed(seed: int, *parts: int | str) -> int:
+    """Return a 64-bit seed derived from ``seed`` and the labels in ``parts``.
+
+    Parameters
+    ----------
+    seed
+        The user's seed.
+    *parts
+        What the seed is for, e.g. ``(epoch, "files")``; different parts give independent streams.
+
+    Returns
+    -------
+    int
+        A non-negative integer below ``2**64``.
+    """
+    text = "/".join(str(p) for p in (seed, *parts)).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "little")
+
+
+def permutation(n: int, seed: int, *parts: int | str) -> np.ndarray:
+    """Return a random permutation of ``range(n)`` as an int64 array, seeded by ``(seed, *parts)``.
+
+    Uses numpy's ``Generator(PCG64)``, so the result is the same on every machine with the same numpy.
+    """
+    rng = np.random.Generator(np.random.PCG64(derive_seed(seed, *parts)))
+    return rng.permutation(n).astype(np.int64, copy=False)
 
 
 @dataclass(frozen=True)
@@ -69,6 +119,14 @@ class RangeUnit:
     def head(self, n: int) -> RangeUnit:
         """The first ``n`` records of this unit."""
         return RangeUnit(self.file, self.start, self.start + n * self.step, self.step)
+
+    def split(self, size: int) -> list[RangeUnit]:
+        """This (sized, contiguous) unit cut into consecutive units of at most ``size`` records."""
+        assert self.stop is not None
+        return [
+            RangeUnit(self.file, start, min(start + size, self.stop))
+            for start in range(self.start, self.stop, size)
+        ] or [self]
 
 
 @dataclass(frozen=True)
@@ -334,8 +392,6 @@ def plan_global(
     and is then cut to its positions ``after``. ``equal="pad"`` extends it with its own beginning and
     ``"drop"`` cuts it, so that it divides evenly (as PyTorch's ``DistributedSampler`` does).
     """
-    from recordkit.data._shuffle import permutation
-
     lo, hi = bounds(before, sum(counts))
     perm = permutation(hi - lo, seed, epoch, "global") + lo
     return plan_sequence(perm, shard, num_shards, equal, after)
@@ -389,3 +445,213 @@ def global_length(total: int, shard: int, num_shards: int, equal: EqualShards = 
 def plan_length(units: Sequence[Unit]) -> int | None:
     """The number of records in a plan, or ``None`` if a unit's length is unknown."""
     return _length(units)
+
+
+# -- read ranges for distributed engines (Ray, Dask) ----------------------------------------------------
+
+DEFAULT_RANGE_RECORDS = 100_000
+"""Records per read range when a large random-access shard is split, unless asked otherwise."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadRange:
+    """Records ``[start, stop)`` of one file: the unit of a distributed read.
+
+    Attributes
+    ----------
+    path
+        The file (a local path or an fsspec URL).
+    start, stop
+        The records to read; ``stop=None`` reads to the end (a file whose count is not known up front).
+    format, compression
+        The file's format and compression (``None``: found when it is opened).
+    directory, shard
+        For a shard listed in a manifest: the manifest's directory and the shard's entry, so the reader
+        checks its size and uses its index as :func:`recordkit.open` would.
+    """
+
+    path: str
+    start: int = 0
+    stop: int | None = None
+    format: str | None = None
+    compression: str | None = None
+    directory: str | None = None
+    shard: Shard | None = None
+
+    @property
+    def records(self) -> int | None:
+        """How many records the range holds, when known."""
+        return None if self.stop is None else self.stop - self.start
+
+    def absolute(self) -> ReadRange:
+        """This range with absolute local paths (URLs are left alone), for workers that run elsewhere.
+
+        A relative path means what it means in the process that planned the read.
+        """
+        directory = None if self.directory is None else absolute_path(self.directory)
+        return dataclasses.replace(self, path=absolute_path(self.path), directory=directory)
+
+
+def absolute_path(path: str | os.PathLike[str]) -> str:
+    """``path`` made absolute against this process's working directory (URLs are left alone).
+
+    Workers of a distributed engine do not run in the caller's directory, so a relative path is resolved
+    where it was given.
+    """
+    path = os.fspath(path)
+    return path if is_url(path) else os.path.abspath(path)
+
+
+def plan_reads(
+    sources: Any,
+    *,
+    format: str | None = None,
+    split: str | None = None,
+    records_per_range: int | None = None,
+    min_ranges: int = 1,
+) -> list[ReadRange]:
+    """Cut the records of ``sources`` into ranges for parallel reading.
+
+    Parameters
+    ----------
+    sources
+        What :func:`recordkit.open` accepts: files, directories, globs, a dataset directory with a manifest
+        (or a tensorflow-datasets directory), or a list.
+    format
+        The record format, when suffixes and content do not tell.
+    split
+        A dataset directory's split.
+    records_per_range
+        Split random-access shards whose count is known (manifest, FFRecord header) into ranges of at most
+        this many records. Default: :data:`DEFAULT_RANGE_RECORDS`, made smaller so that there are at least
+        ``min_ranges`` ranges when the records allow it.
+    min_ranges
+        The number of ranges worth having (e.g. the cluster's CPU count).
+
+    Returns
+    -------
+    list of ReadRange
+        In reading order. Files without a known count (TFRecord or OFRecord without a manifest, compressed
+        files) are one range each: counting them would read them on the machine that plans.
+    """
+    if min_ranges < 1:
+        raise ValueError(f"min_ranges must be at least 1, not {min_ranges}")
+    resolved = resolve_sources(sources, format=format, split=split)
+    if resolved.manifest is not None:
+        assert resolved.directory is not None
+        whole = _manifest_files(resolved.directory, resolved.manifest)
+    else:
+        whole = [_described_file(path, format) for path in resolved.files]
+    known = sum(r.records or 0 for r in whole if _splittable(r))
+    size = records_per_range or min(
+        DEFAULT_RANGE_RECORDS,
+        max(1, math.ceil(known / min_ranges)) if known else DEFAULT_RANGE_RECORDS,
+    )
+    if size < 1:
+        raise ValueError(f"records_per_range must be at least 1, not {size}")
+    return [
+        dataclasses.replace(item, start=unit.start, stop=unit.stop) if unit is not None else item
+        for item in whole
+        for unit in (RangeUnit(0, 0, item.stop).split(size) if _splittable(item) else [None])
+    ]
+
+
+def _manifest_files(directory: str, manifest: Manifest) -> list[ReadRange]:
+    return [
+        ReadRange(
+            path=shard_path(directory, shard),
+            stop=shard.records,
+            format=manifest.format,
+            compression=manifest.compression,
+            directory=directory,
+            shard=shard,
+        )
+        for shard in manifest.shards
+    ]
+
+
+def _described_file(path: str, format: str | None) -> ReadRange:
+    """A whole file; its count is read only from a self-indexed format's header (cheap: no record is read)."""
+    named = format_for_path(path)
+    fmt = get_format(format) if format is not None else (named[0] if named else None)
+    if fmt is None or not fmt.capabilities.self_indexed:
+        return ReadRange(path=path, format=fmt.name if fmt is not None else None)
+    with open_records(path, format=fmt.name) as reader:
+        return ReadRange(path=path, stop=len(reader), format=fmt.name, compression="")
+
+
+def _splittable(item: ReadRange) -> bool:
+    return item.stop is not None and not item.compression
+
+
+def read_range(
+    item: ReadRange,
+    *,
+    check_crc: bool = True,
+    batch: int = 1024,
+    batch_bytes: int = 4 << 20,
+) -> Iterator[list[bytes]]:
+    """Read one range; yield its records in lists of at most ``batch`` records and about ``batch_bytes``.
+
+    A range that covers its whole file is read in order, through the reader's large windowed reads; a part
+    of a file is read by index, a few MiB per call. Lists of a few MiB are fastest to fill: larger ones
+    hold more freshly allocated memory at once (100 KiB records: 2.3 GB/s in 4 MiB lists, 1.1 GB/s in
+    128 MiB lists, on the development machine).
+
+    Raises
+    ------
+    ManifestError
+        A manifest's shard is missing or its size changed.
+    CorruptRecordError
+        A record is damaged.
+    """
+    if batch < 1 or batch_bytes < 1:
+        raise ValueError("batch and batch_bytes must be at least 1")
+    if item.shard is not None and item.directory is not None:
+        reader = open_shard(
+            item.directory,
+            item.shard,
+            format=item.format or "",
+            compression=item.compression or "",
+            check_crc=check_crc,
+        )
+    else:
+        reader = open_records(
+            item.path, format=item.format, compression=item.compression, check_crc=check_crc
+        )
+    with reader:
+        whole = item.start == 0 and (
+            item.stop is None or not reader.supports_random_access or item.stop == len(reader)
+        )
+        records = iter(reader) if whole else _indexed(reader, item)
+        yield from _chunks(records, batch, batch_bytes)
+
+
+_READ_BYTES = 4 << 20
+"""About how many bytes one indexed read asks for: large enough to amortise the call, small enough that
+the records it returns are not copied out of one huge buffer (measured: 64 records of 100 KiB per call
+read six times faster than 1024)."""
+
+
+def _indexed(reader: Any, item: ReadRange) -> Iterator[bytes]:
+    stop = len(reader) if item.stop is None else item.stop
+    first, count = item.start, 16
+    while first < stop:
+        records = reader.read(range(first, min(first + count, stop)))
+        yield from records
+        first += len(records)
+        average = max(1, sum(map(len, records)) // max(1, len(records)))
+        count = max(1, min(4096, _READ_BYTES // average))
+
+
+def _chunks(records: Iterator[bytes], batch: int, batch_bytes: int) -> Iterator[list[bytes]]:
+    chunk: list[bytes] = []
+    size = 0
+    for record in records:
+        chunk.append(record)
+        size += len(record)
+        if len(chunk) >= batch or size >= batch_bytes:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk

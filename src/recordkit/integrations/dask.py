@@ -22,7 +22,6 @@ that Dask retries writes it again. See ``docs/dask.md``.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -32,11 +31,10 @@ import dask.bag
 
 from recordkit.datasets import tasks
 from recordkit.datasets.manifest import Manifest, Shard
+from recordkit.datasets.plan import ReadRange, absolute_path, plan_reads, read_range
 from recordkit.datasets.shardfile import write_shard
-from recordkit.datasets.tasks import ReadRange
 from recordkit.formats import get_format
 from recordkit.formats.base import normalize_compression
-from recordkit.io import is_url
 
 __all__ = ["read_records", "write_records"]
 
@@ -84,27 +82,12 @@ def read_records(
     Listing the files, reading the manifest and reading FFRecord headers (to count their records) happen
     on the calling machine, when the bag is made; no record is read there.
     """
-    planned = tasks.plan_reads(
-        paths, format=format, split=split, records_per_range=records_per_partition
-    )
-    ranges = [_absolute_range(item) for item in planned]
+    planned = plan_reads(paths, format=format, split=split, records_per_range=records_per_partition)
+    ranges = [item.absolute() for item in planned]
     if not ranges:
         return dask.bag.from_sequence([], npartitions=1)
     plan = dask.bag.from_sequence(ranges, npartitions=len(ranges))
     return plan.map_partitions(_read_partition, check_crc=check_crc, decode=decode)
-
-
-def _absolute(path: str) -> str:
-    """``path`` made absolute against this process's working directory (URLs are left alone).
-
-    The workers' working directory is not the caller's, so a relative path means what it means here.
-    """
-    return path if is_url(path) else os.path.abspath(path)
-
-
-def _absolute_range(item: ReadRange) -> ReadRange:
-    directory = None if item.directory is None else _absolute(item.directory)
-    return dataclasses.replace(item, path=_absolute(item.path), directory=directory)
 
 
 def _read_partition(
@@ -113,7 +96,7 @@ def _read_partition(
     """Read the range(s) of one partition (there is one) into a list, decoding each record if asked."""
     out: list[Any] = []
     for item in items:
-        for chunk in tasks.read_range(item, check_crc=check_crc):
+        for chunk in read_range(item, check_crc=check_crc):
             out.extend(chunk if decode is None else map(decode, chunk))
     return out
 
@@ -179,7 +162,7 @@ def write_records(
     reading every file of the directory see only the new dataset; files no manifest named are never
     touched.
     """
-    directory = _absolute(os.fspath(path))
+    directory = absolute_path(path)
     fmt = get_format(format)
     comp = normalize_compression(compression or "")
     if comp and comp not in fmt.capabilities.compression:

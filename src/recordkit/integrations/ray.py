@@ -6,9 +6,9 @@
 * :func:`write_records` writes one shard per write task, atomically, and the manifest once, when every
   task has finished.
 
-Both are thin adapters over :mod:`recordkit.datasets.tasks` (planning, reading a range, naming and committing
-shards), built on Ray's public extension points (:class:`ray.data.Datasource` and
-:class:`ray.data.Datasink`). Needs ``pip install "recordkit[ray]"``.
+Both are thin adapters over :mod:`recordkit.datasets.plan` (planning, reading a range) and
+:mod:`recordkit.datasets.tasks` (naming and committing shards), built on Ray's public extension points
+(:class:`ray.data.Datasource` and :class:`ray.data.Datasink`). Needs ``pip install "recordkit[ray]"``.
 
 Errors raised in a Ray task reach the caller wrapped by Ray: the exception raised by the Ray call is a
 ``ray.exceptions.RayTaskError`` whose class also derives from the original recordkit error class (so
@@ -27,15 +27,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recordkit.datasets.manifest import Manifest, Shard
+from recordkit.datasets.plan import ReadRange, absolute_path, plan_reads, read_range
 from recordkit.datasets.shardfile import write_shard
-from recordkit.datasets.tasks import (
-    ReadRange,
-    commit_manifest,
-    plan_reads,
-    prepare_output,
-    read_range,
-    task_shard_path,
-)
+from recordkit.datasets.tasks import commit_manifest, prepare_output, task_shard_path
 from recordkit.errors import RecordKitError
 from recordkit.formats import get_format
 from recordkit.io import is_url
@@ -102,7 +96,7 @@ class RecordDatasource(Datasource):
                 records_per_range=self._records_per_task,
                 min_ranges=min_ranges,
             )
-            self._plans[min_ranges] = [_absolute(item) for item in planned]
+            self._plans[min_ranges] = [item.absolute() for item in planned]
         return self._plans[min_ranges]
 
     def get_name(self) -> str:
@@ -164,15 +158,6 @@ def _read_task(
     if "schema" in {field.name for field in dataclasses.fields(BlockMetadata)}:
         return ReadTask(read, BlockMetadata(schema=schema, **fields))  # type: ignore[call-arg]
     return ReadTask(read, BlockMetadata(**fields), schema=schema, per_task_row_limit=limit)
-
-
-def _absolute(item: ReadRange) -> ReadRange:
-    """The range with absolute local paths: Ray's workers do not run in the driver's directory."""
-    directory = item.directory
-    if directory is not None and not is_url(directory):
-        directory = os.path.abspath(directory)
-    path = item.path if is_url(item.path) else os.path.abspath(item.path)
-    return dataclasses.replace(item, path=path, directory=directory)
 
 
 def _groups(ranges: list[ReadRange], tasks: int) -> list[list[ReadRange]]:
@@ -251,12 +236,11 @@ def _check_spec(spec: Mapping[str, Spec]) -> None:
 def _parsed_table(
     records: list[bytes], spec: Mapping[str, Spec], group: list[ReadRange]
 ) -> pa.Table:
-    """Parse ``records`` (Examples, or OFRecords when the files are OFRecord) into Arrow columns."""
+    """Parse ``records`` (Examples, or OFRecords when the files' format holds them) into Arrow columns."""
     from recordkit.decode.parsing import parse_examples, parse_ofrecords
 
-    ofrecord = group[0].format == "ofrecord" or (
-        group[0].format is None and _suffix_format(group[0].path) == "ofrecord"
-    )
+    name = group[0].format or _suffix_format(group[0].path)
+    ofrecord = name is not None and get_format(name).payload == "ofrecord"
     columns = (parse_ofrecords if ofrecord else parse_examples)(records, spec)
     return pa.table({name: _arrow_column(value) for name, value in columns.items()})
 
@@ -327,7 +311,7 @@ class RecordDatasink(Datasink):  # type: ignore[type-arg]
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         # Absolute: Ray's workers do not run in the driver's directory.
-        self.path = os.fspath(path) if is_url(os.fspath(path)) else os.path.abspath(path)
+        self.path = absolute_path(path)
         self.format = get_format(format).name
         self.compression = compression or ""
         self._column = column

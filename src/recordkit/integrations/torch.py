@@ -40,15 +40,15 @@ from recordkit.data._files import catalog_of
 from recordkit.data._loader import Loader, Passes
 from recordkit.data._readers import ReaderPool
 from recordkit.data._runs import Resume, Run, plan_runs, run_items
-from recordkit.data._sharding import (
+from recordkit.data._sources import Sources
+from recordkit.data._state import STATE_VERSION, check_state
+from recordkit.datasets.plan import (
     EqualShards,
+    permutation,
     positions_in_files,
     resolve_rank,
     worker_info,
 )
-from recordkit.data._shuffle import permutation
-from recordkit.data._sources import Sources
-from recordkit.data._state import STATE_VERSION, check_state
 from recordkit.errors import RecordKitError, UnsupportedOperationError, _attach_attributes
 
 if TYPE_CHECKING:
