@@ -293,6 +293,28 @@ def test_dropin_reader_matches_ffrecords_types(golden_dir, ffrecord_manifest):
         clone.close()
 
 
+@pytest.mark.parametrize("files", [1, 3])
+def test_dropin_reader_takes_negative_indexes_as_rk_open_does(tmp_path, files):
+    paths = []
+    for part in range(files):
+        path = tmp_path / f"PART_{part:05d}.ffr"
+        with rk.open(path, "w") as writer:
+            writer.write_many([b"part %d sample %d" % (part, i) for i in range(4)])
+        paths.append(path)
+    source = paths[0] if files == 1 else tmp_path
+    wanted = [-1, 0, -4 * files, 2, -2]
+    with rk.open(source) as expected, ffrecord.FileReader(source) as reader:
+        assert [a.tobytes() for a in reader.read(wanted)] == expected.read(wanted)
+        assert reader.read_one(-1).tobytes() == expected[-1]
+        assert reader.read_one(-4 * files).tobytes() == expected[0]
+        assert [a.tobytes() for a in reader.read(iter([-1]))] == [expected[-1]]
+        for bad in (-4 * files - 1, 4 * files):
+            with pytest.raises(IndexError, match="out of range"):
+                reader.read_one(bad)
+            with pytest.raises(IndexError, match="out of range"):
+                reader.read([0, bad])
+
+
 def test_dropin_reader_on_a_directory(golden_dir, ffrecord_manifest):
     entry = ffrecord_manifest["files"]["multi/"]
     reader = ffrecord.FileReader(str(golden_dir / "ffrecord" / "multi"))

@@ -23,6 +23,7 @@ leaves a file with an empty header). Files are written atomically.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import os
 from array import array
@@ -32,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recordkit.formats import _crc
 from recordkit.formats.base import SHRUNK
 from recordkit.io import RecordReader, RecordWriter, ResolvedSources, resolve_sources
 from recordkit.io import open as _open
@@ -75,17 +75,17 @@ def _read_samples(frames: Any, indices: Iterable[int], check: bool) -> list[npt.
     fd = source.descriptor() if hasattr(os, "preadv") else None
     if fd is None:
         return [_as_array(data) for data in frames.read_many(list(indices))]
-    offsets, crcs, size, base = frames.offsets, frames.crcs, frames.size, source.base
+    offsets, size, base = frames.offsets, frames.size, source.base
     last = len(offsets) - 1
-    crc32, empty, read_into = _crc.crc32, np.empty, _read_into
+    empty, read_into, verify = np.empty, _read_into, frames.verify
     samples = []
     for i in indices:
         start = offsets[i]
         sample = empty((offsets[i + 1] if i < last else size) - start, np.uint8)
         if not read_into(fd, sample, base + start):
             raise frames.truncated(SHRUNK, i, start)
-        if check and crc32(sample) != crcs[i]:
-            frames._check(sample, i, start)
+        if check:
+            verify(sample, i, start)
         samples.append(sample)
     return samples
 
@@ -127,36 +127,44 @@ class FileReader(Closing):
         self.fnames: list[str] = list(resolved.files)
         self.check_data = check_data
         self._reader: RecordReader = self._resolved.open(check_crc=check_data)
-        for part in range(len(self.fnames)):
-            # A manifest's count must be the header's: samples are located from the headers.
-            self._reader._check_count(part)
-        self.n = len(self._reader)
+        # A manifest's count must be the header's: samples are located from the headers.
+        self._parts: list[Any] = [self._reader.frame_reader(i) for i in range(len(self.fnames))]
+        self._starts = list(itertools.accumulate(map(len, self._parts), initial=0))
+        self.n = self._starts[-1]
 
     def _index(self, index: Any) -> int:
+        """Return ``index`` as a sample number; negative indexes count from the end."""
         i = operator.index(index)
+        if i < 0:
+            i += self.n
         if not 0 <= i < self.n:
             raise IndexError(f"sample index {index} out of range for {self.n} samples")
         return i
 
     def _indexes(self, indices: Iterable[int]) -> array[int]:
         """Return ``indices`` checked, in one C-level conversion when they are in-range integers."""
+        if not isinstance(indices, (Sequence, array, np.ndarray)):
+            indices = list(indices)
         try:
             wanted = array("q", indices)
         except (TypeError, OverflowError):
-            wanted = array("q", map(self._index, indices))
+            return array("q", map(self._index, indices))
         if wanted and (min(wanted) < 0 or max(wanted) >= self.n):
-            for i in wanted:
-                self._index(i)
+            wanted = array("q", map(self._index, wanted))
         return wanted
 
     def read(self, indices: Iterable[int]) -> list[npt.NDArray[np.uint8]]:
-        """Return the samples at ``indices`` as a list of writable uint8 arrays, in the order asked."""
-        self._reader._check_open()
+        """Return the samples at ``indices`` as a list of writable uint8 arrays, in the order asked.
+
+        Negative indexes count from the end, as with :func:`recordkit.open`'s readers.
+        """
+        if self._reader.closed:
+            raise ValueError("I/O operation on a closed FileReader")
         wanted = self._indexes(indices)
-        parts = self._reader._frames
+        parts = self._parts
         if len(parts) == 1:
             return _read_samples(parts[0], wanted, self.check_data)
-        starts = self._reader._part_starts()
+        starts = self._starts
         samples: list[npt.NDArray[np.uint8]] = []
         for i in wanted:
             part = bisect_right(starts, i) - 1
@@ -164,7 +172,7 @@ class FileReader(Closing):
         return samples
 
     def read_one(self, index: int) -> npt.NDArray[np.uint8]:
-        """Return sample ``index`` as a writable uint8 array."""
+        """Return sample ``index`` as a writable uint8 array (a negative index counts from the end)."""
         return self.read((self._index(index),))[0]
 
     def validate(self) -> None:
@@ -182,7 +190,7 @@ class FileReader(Closing):
 
     def get_offsets(self, file_index: int) -> npt.NDArray[np.int64]:
         """Return the sample offsets of file ``file_index`` followed by its size (``n + 1`` values)."""
-        frames: Any = self._reader._frames[file_index]
+        frames = self._parts[file_index]
         offsets = np.empty(len(frames.offsets) + 1, dtype=np.int64)
         offsets[:-1] = frames.offsets
         offsets[-1] = frames.size
@@ -190,8 +198,7 @@ class FileReader(Closing):
 
     def get_checksums(self, file_index: int) -> npt.NDArray[np.uint32]:
         """Return the sample CRC-32 values stored in the header of file ``file_index`` (``n`` values)."""
-        frames: Any = self._reader._frames[file_index]
-        return np.array(frames.crcs, dtype=np.uint32)
+        return np.array(self._parts[file_index].crcs, dtype=np.uint32)
 
     def close(self) -> None:
         """Close the files."""
@@ -253,7 +260,10 @@ class FileWriter(Closing):
         self._writer.close()
 
     def _leave(self, *, failed: bool) -> None:
-        self._writer._leave(failed=failed)
+        if failed:
+            self._writer.abort()
+        else:
+            self.close()
 
 
 def dump(

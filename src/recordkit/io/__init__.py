@@ -1316,6 +1316,16 @@ class RecordReader(_RecordFile):
             check.compare(frames)
         self._counted.add(part)
 
+    def frame_reader(self, number: int) -> FrameReader:
+        """Return the frame reader of file ``number`` (``paths[number]``), for format-specific access.
+
+        A file whose record count its manifest gives is checked to hold that many records first, as
+        before the first random access to it.
+        """
+        self._check_open()
+        self._check_count(number)
+        return self._frames[number]
+
     def _part_starts(self) -> list[int]:
         if self._starts is None:
             starts = [0]
