@@ -17,9 +17,10 @@ import warnings
 import pytest
 
 import recordkit as rk
+from recordkit.datasets.index import load_index
 from recordkit.errors import StaleIndexError, StaleIndexWarning, UnsupportedOperationError
 from recordkit.formats.tfrecord import frame
-from recordkit.io import load_index, write_index
+from recordkit.io import write_index
 
 RECORDS = [b"alpha", b"", b"gamma" * 100, b"delta"]
 
@@ -71,7 +72,7 @@ def test_default_sidecar_is_used_and_checked_against_the_headers(tmp_path, monke
         loaded.append(args[0])
         return original(*args, **kwargs)
 
-    monkeypatch.setattr("recordkit.io.load_index", spy)
+    monkeypatch.setattr("recordkit.io.reader.load_index", spy)
     with rk.open(tmp_path / "a.tfrecord") as reader:
         assert len(reader) == 4
         assert reader[2] == RECORDS[2]
@@ -89,7 +90,7 @@ def test_an_index_under_the_old_name_is_found_used_and_replaced(tmp_path, monkey
     loaded = []
     original = load_index
     monkeypatch.setattr(
-        "recordkit.io.load_index", lambda *a, **k: loaded.append(a[0]) or original(*a, **k)
+        "recordkit.io.reader.load_index", lambda *a, **k: loaded.append(a[0]) or original(*a, **k)
     )
     with rk.open(path) as reader:
         assert reader.read([3, 1]) == [RECORDS[3], RECORDS[1]]

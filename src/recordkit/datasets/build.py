@@ -13,19 +13,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from recordkit.datasets.index import format_index, index_paths
-from recordkit.datasets.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
-from recordkit.datasets.shardfile import describe_shard, file_sha256
-from recordkit.errors import CorruptRecordError, ManifestError, UnsupportedOperationError
-from recordkit.io import (
-    expand_sources,
-    find_dataset,
-    open_shard,
-    scan_offsets,
+from recordkit.datasets.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    Shard,
+    load_manifest,
     shard_listing,
     shard_path,
-    write_index,
 )
+from recordkit.datasets.shardfile import describe_shard, file_sha256
+from recordkit.errors import CorruptRecordError, ManifestError, UnsupportedOperationError
 from recordkit.io import open as open_records
+from recordkit.io.reader import open_shard
+from recordkit.io.resolve import expand_sources, find_dataset
+from recordkit.io.writer import scan_offsets, write_index
 
 __all__ = [
     "ShardCheck",
@@ -245,7 +246,8 @@ def _problem(
         listing=listing,
     ) as reader:
         # Read to its end, the shard is checked against the count it is listed with: a ManifestError
-        # (recordkit.io.shard_count_error) says how many it holds, who says otherwise, and the remedy.
+        # (recordkit.datasets.manifest.shard_count_error) says how many it holds, who says otherwise,
+        # and the remedy.
         for _ in reader:
             pass
     if checksum and shard.sha256 is not None and file_sha256(path)[1] != shard.sha256:

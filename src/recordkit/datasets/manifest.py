@@ -2,8 +2,8 @@
 
 A manifest is a JSON file, ``_recordkit_manifest.json`` by default, in the directory of the shards. Its
 layout is documented byte by byte in ``docs/formats/manifest.md``. This module reads, writes and merges
-manifests; it imports nothing from the reading and writing layer, so :mod:`recordkit.io` can use it to open
-a dataset directory.
+manifests; from the reading layer it imports only :mod:`recordkit.io.sources` (URLs) and
+:mod:`recordkit.io.atomic`, so the reader can use it to open a dataset directory.
 
 The leading underscore of the file name follows the Hadoop convention that Spark, Ray Data and Dask apply
 when they list a directory: files starting with ``_`` or ``.`` are metadata, never data.
@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 from recordkit.errors import ManifestError
 from recordkit.io.atomic import write_atomically
+from recordkit.io.sources import is_url, require_fsspec
 
 __all__ = [
     "MANIFEST_NAME",
@@ -29,10 +30,15 @@ __all__ = [
     "IndexFile",
     "Manifest",
     "Shard",
+    "TFDS_INFO",
+    "changed_shard",
     "load_manifest",
-    "sha256_of",
-    "merge_manifests",
     "manifest_path",
+    "merge_manifests",
+    "sha256_of",
+    "shard_count_error",
+    "shard_listing",
+    "shard_path",
 ]
 
 MANIFEST_NAME = "_recordkit_manifest.json"
@@ -265,11 +271,17 @@ def manifest_path(path: str | os.PathLike[str]) -> str:
     ``MANIFEST_NAME`` inside it.
     """
     path = os.fspath(path)
-    return path if path.endswith(".json") else os.path.join(path, MANIFEST_NAME)
+    if path.endswith(".json"):
+        return path
+    return (
+        path.rstrip("/") + "/" + MANIFEST_NAME
+        if is_url(path)
+        else os.path.join(path, MANIFEST_NAME)
+    )
 
 
 def load_manifest(path: str | os.PathLike[str]) -> Manifest:
-    """Read and validate a manifest file (or the manifest of a directory).
+    """Read and validate a manifest file (or the manifest of a directory), local or at an fsspec URL.
 
     Raises
     ------
@@ -279,8 +291,12 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
         It is malformed.
     """
     target = manifest_path(path)
-    with open(target, "rb") as file:
-        text = file.read(_MAX_MANIFEST_BYTES + 1)
+    if is_url(target):
+        with require_fsspec().open(target, "rb") as file:
+            text = file.read(_MAX_MANIFEST_BYTES + 1)
+    else:
+        with open(target, "rb") as file:
+            text = file.read(_MAX_MANIFEST_BYTES + 1)
     if len(text) > _MAX_MANIFEST_BYTES:
         raise ManifestError(f"larger than {_MAX_MANIFEST_BYTES} bytes: not a manifest", path=target)
     try:
@@ -350,6 +366,64 @@ def merge_manifests(
         schema=schema,
         metadata=dict(metadata) if metadata is not None else combined,
     )
+
+
+# -- what lists a dataset's shards, and the errors about a shard that differs from its listing -------
+
+TFDS_INFO = "dataset_info.json"
+"""The file in which tensorflow-datasets lists a prepared dataset's shards (read as a manifest)."""
+
+
+def shard_listing(manifest: Manifest | None) -> str | None:
+    """Return ``"dataset_info.json"`` for a manifest made from a tensorflow-datasets directory, else ``None``.
+
+    What lists a dataset's shards decides what an error about a changed shard says: a recordkit manifest is
+    described again by ``recordkit manifest build``; a TFDS directory's ``dataset_info.json`` is TFDS's own.
+    """
+    return TFDS_INFO if manifest is not None and "tfds" in manifest.metadata else None
+
+
+def changed_shard(listing: str | None) -> tuple[str, str]:
+    """Who lists a shard (for "... says N"), and what to do about a shard that changed since.
+
+    ``listing`` is :func:`shard_listing`'s answer for the manifest.
+    """
+    if listing == TFDS_INFO:
+        remedy = (
+            "it changed after tensorflow-datasets prepared the dataset: restore the shard, or prepare "
+            "the dataset again with tfds (dataset_info.json is TFDS's own record of its shards)"
+        )
+        return TFDS_INFO, remedy
+    remedy = (
+        "it changed after the manifest was written (recordkit manifest build describes it again; "
+        "recordkit verify DIR --salvage repairs a damaged shard in place)"
+    )
+    return "the manifest", remedy
+
+
+def shard_count_error(
+    path: str | None, shard: int, found: int, expected: int, listing: str | None
+) -> ManifestError:
+    """The error for a dataset's shard that holds ``found`` records where its listing says ``expected``.
+
+    Every reader and command that counts a shard builds its error here, so each gives the same words and
+    the remedy that fits what lists the shard: ``recordkit manifest build`` (or ``verify DIR --salvage``)
+    for a recordkit manifest, restoring the shard or preparing the dataset again with tfds for a
+    tensorflow-datasets directory (``listing`` is :func:`shard_listing`'s answer).
+    """
+    lister, remedy = changed_shard(listing)
+    return ManifestError(
+        f"the shard holds {found} records, but {lister} says {expected}: {remedy}",
+        path=path,
+        shard=shard,
+    )
+
+
+def shard_path(directory: str, shard: Shard) -> str:
+    """Return the path (or URL) of a manifest's shard, given the manifest's directory."""
+    if is_url(directory):
+        return directory.rstrip("/") + "/" + shard.path
+    return os.path.join(directory, *shard.path.split("/"))
 
 
 def _load_item(item: Any) -> tuple[str, Manifest]:

@@ -26,9 +26,10 @@ from recordkit.datasets.manifest import (
     load_manifest,
     sha256_of,
 )
-from recordkit.io import _load_remote_manifest, _open_writer, is_url, require_fsspec, scan_offsets
 from recordkit.io import open as open_records
 from recordkit.io.atomic import write_atomically
+from recordkit.io.sources import is_url, require_fsspec
+from recordkit.io.writer import open_writer, scan_offsets
 
 __all__ = [
     "OpenShard",
@@ -37,7 +38,6 @@ __all__ = [
     "describe_shard",
     "file_sha256",
     "parent_directory",
-    "read_manifest",
     "relative_path",
     "save_manifest",
     "write_shard",
@@ -130,7 +130,7 @@ def _manifest_files(manifest: Manifest) -> set[str]:
 
 def _named_files(manifest_path: str) -> set[str]:
     try:
-        return _manifest_files(read_manifest(manifest_path))
+        return _manifest_files(load_manifest(manifest_path))
     except (OSError, ValueError):  # missing, unreadable, or not a manifest (ManifestError)
         return set()
 
@@ -185,11 +185,6 @@ def _remove_file(path: str) -> bool:
     return True
 
 
-def read_manifest(path: str) -> Manifest:
-    """Read a manifest file, locally or at an fsspec URL (:func:`load_manifest`)."""
-    return _load_remote_manifest(path) if is_url(path) else load_manifest(path)
-
-
 def relative_path(path: str, root: str) -> str:
     """Return ``path`` relative to the directory ``root``, with ``/`` separators.
 
@@ -239,7 +234,7 @@ class OpenShard:
         self._root = os.fspath(root) if root is not None else parent_directory(self.path)
         self._split = split
         self._facts: dict[str, Any] = {}
-        self._writer = _open_writer(
+        self._writer = open_writer(
             self.path, format=format, compression=compression, level=level, n=n, fsync=fsync
         )
         self._want_index = index and not self._writer.compression

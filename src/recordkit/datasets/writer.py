@@ -14,19 +14,18 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from recordkit.datasets.index import default_index_path
-from recordkit.datasets.manifest import MANIFEST_NAME, Manifest, Shard
+from recordkit.datasets.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
 from recordkit.datasets.shardfile import (
     OpenShard,
     begin_replacing,
     commit_manifest_file,
     parent_directory,
-    read_manifest,
     relative_path,
     save_manifest,
 )
 from recordkit.errors import ManifestError
 from recordkit.formats.base import as_bytes
-from recordkit.io import _resolve_format, is_url, require_fsspec
+from recordkit.io.sources import is_url, require_fsspec, resolve_format
 from recordkit.support.closing import Closing
 
 __all__ = ["ShardWriter"]
@@ -129,7 +128,7 @@ class ShardWriter(Closing):
             "split": split,
             "fsync": fsync,
         }
-        fmt, comp = _resolve_format(None, self._name(0, 1), format, compression)
+        fmt, comp = resolve_format(None, self._name(0, 1), format, compression)
         self._format = (fmt.name, comp or "")
         self._overhead = fmt.overhead  # bytes each record adds around its payload, for max_bytes
         self._directory = _static_parent(self._pattern)
@@ -326,7 +325,7 @@ class ShardWriter(Closing):
         """Drop from an existing manifest the shards this writer's pattern names: they are rewritten."""
         assert self._manifest_path is not None
         try:
-            previous = read_manifest(self._manifest_path)
+            previous = load_manifest(self._manifest_path)
         except FileNotFoundError:
             return
         mine = _pattern_regex(relative_path(self._pattern, self._root))

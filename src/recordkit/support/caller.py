@@ -13,7 +13,7 @@ import sys
 
 __all__ = ["user_stacklevel"]
 
-_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def user_stacklevel() -> int:

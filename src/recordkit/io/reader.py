@@ -1,0 +1,731 @@
+"""Reading records: :class:`RecordReader`, over one file or many files read as one sequence.
+
+A reader opens each file (:func:`recordkit.io.sources.open_source`), finds its format and compression
+(:func:`recordkit.io.sources.reading_format`) and reads it through the format's frame reader. A dataset's
+shards are checked against their manifest entry as they are opened (presence, size) and read (record
+count, and the recorded index of a shard that changed). What to read comes from
+:func:`recordkit.io.resolve.resolve_sources`, whose :meth:`~recordkit.io.resolve.ResolvedSources.open`
+makes the reader.
+"""
+
+from __future__ import annotations
+
+import bisect
+import builtins
+import itertools
+import operator
+import os
+import weakref
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, overload
+
+from recordkit.datasets.index import find_index, load_index
+from recordkit.datasets.manifest import (
+    TFDS_INFO,
+    Shard,
+    changed_shard,
+    sha256_of,
+    shard_count_error,
+    shard_path,
+)
+from recordkit.errors import (
+    ManifestError,
+    StaleIndexError,
+    UnknownFormatError,
+    UnsupportedOperationError,
+)
+from recordkit.formats import get_format
+from recordkit.formats.base import FrameReader, RecordFormat, VerifiedOffsets
+from recordkit.formats.sequential import SequentialFrameReader
+from recordkit.io.mapped import ViewLedger
+from recordkit.io.sources import Opened, close_all, is_url, open_source, reading_format
+from recordkit.support.closing import Closing
+
+if TYPE_CHECKING:
+    from recordkit.datasets.tfds import ReadOrder
+
+__all__ = ["RecordReader", "open_shard"]
+
+
+def _index_loader(index: Any, opened: Opened) -> Callable[[], array[int]] | None:
+    source = opened.source
+    if index is False or not source.random_access or source.size is None:
+        return None
+    if isinstance(index, _ShardIndex):
+        return index.loader(opened)
+    if index is None or index is True:
+        if opened.local_path is None:
+            return None
+        found = find_index(opened.local_path)
+        if found is None:
+            return None
+        index_path = found
+    else:
+        index_path = os.fspath(index)
+    size = source.size
+    return lambda: load_index(index_path, size=size, path=source.path)
+
+
+def _open_part(
+    src: Any,
+    *,
+    format: str | None,
+    compression: str | None,
+    check_crc: bool,
+    index: Any,
+    lenient: bool,
+    zero_copy: bool = False,
+) -> tuple[FrameReader, Opened, RecordFormat, str]:
+    opened = open_source(src, zero_copy=zero_copy)
+    path = opened.source.path
+    try:
+        name, comp = reading_format(opened.source, format=format, compression=compression)
+        fmt = get_format(name)
+        if zero_copy and comp:
+            raise UnsupportedOperationError(
+                f"zero_copy=True needs an uncompressed file; {path} is {comp}-compressed (its records "
+                "exist only once inflated)"
+            )
+        offsets = None if comp else _index_loader(index, opened)
+        frames = fmt.reader(
+            opened.source, check_crc=check_crc, lenient=lenient, compression=comp, offsets=offsets
+        )
+    except BaseException:
+        opened.close()
+        raise
+    return frames, opened, fmt, comp
+
+
+def _unchanged(shard: Shard, opened: Opened) -> bool:
+    """Whether an opened shard still has the fingerprint its manifest recorded (its size is checked apart).
+
+    ``False`` also when the manifest records none (an earlier version's, a TFDS directory's) or the shard
+    is remote: only a shard known to be unchanged is read by its manifest's index without a header walk.
+    """
+    fingerprint = shard.fingerprint
+    return fingerprint is not None and opened.info is not None and fingerprint.matches(opened.info)
+
+
+class _ShardIndex:
+    """The sidecar index a manifest recorded for a shard.
+
+    It is used as the offset table without walking the record headers only while the shard has the
+    fingerprint the manifest recorded (:func:`_unchanged`) and the index its recorded checksum. A shard
+    whose fingerprint differs gets no index here: its headers are walked, and :class:`_ShardCheck` compares
+    what they say with the manifest.
+    """
+
+    def __init__(self, path: str, shard: Shard) -> None:
+        self.path, self.shard = path, shard
+
+    def recorded_path(self) -> str | None:
+        """The index file the manifest records, if it exists and still has the recorded checksum."""
+        recorded = self.shard.index
+        if recorded is None or is_url(self.path):
+            return None
+        index_path = os.path.join(os.path.dirname(self.path), os.path.basename(recorded.path))
+        try:
+            with builtins.open(index_path, "rb") as file:
+                digest = sha256_of(file)[1]
+        except FileNotFoundError:
+            return None
+        return index_path if digest == recorded.sha256 else None
+
+    def loader(self, opened: Opened) -> Callable[[], array[int]] | None:
+        if not _unchanged(self.shard, opened):
+            return None  # the headers are walked: _ShardCheck compares them with the manifest
+        recorded = self.shard.index
+        if recorded is None or is_url(self.path):
+            return None
+        index_path = os.path.join(os.path.dirname(self.path), os.path.basename(recorded.path))
+        if not os.path.exists(index_path):
+            return None
+        size = opened.source.size
+        assert size is not None
+
+        def load() -> array[int]:
+            return load_index(index_path, size=size, path=self.path)
+
+        if self.recorded_path() is None:
+            return load  # changed since the manifest was written: checked against the headers
+        return VerifiedOffsets(self._counted(load))
+
+    def _counted(self, load: Callable[[], array[int]]) -> Callable[[], array[int]]:
+        def checked() -> array[int]:
+            table = load()
+            if len(table) - 1 != self.shard.records:
+                raise ManifestError(
+                    f"the index lists {len(table) - 1} records; the manifest says "
+                    f"{self.shard.records}",
+                    path=self.path,
+                )
+            return table
+
+        return checked
+
+
+class _ShardCheck:
+    """A shard that may differ from its manifest entry although its size is the same.
+
+    Its fingerprint differs from the one the manifest recorded (it was rewritten, replaced, or copied
+    elsewhere), or the manifest records none. Before its first random access its record headers are
+    walked, and the offsets they give are compared with the manifest's count and, when the index file the
+    manifest records is still the same, with that index: any difference is a
+    :class:`~recordkit.errors.ManifestError`, never a record read from where the file holds none.
+
+    Attributes
+    ----------
+    changed
+        A fingerprint is recorded and the file no longer has it: ``len()`` walks the headers too.
+    """
+
+    def __init__(
+        self, path: str, shard: Shard, number: int, listing: str | None, changed: bool
+    ) -> None:
+        self.path, self.shard, self.number, self.listing = path, shard, number, listing
+        self.changed = changed
+
+    def compare(self, frames: FrameReader) -> None:
+        """Compare the walked headers of ``frames`` (whose count already matched) with the manifest's index.
+
+        Raises
+        ------
+        ManifestError
+            The recorded index puts a record anywhere else than the headers do.
+        """
+        recorded = self.shard.index
+        index_path = _ShardIndex(self.path, self.shard).recorded_path()
+        if (
+            recorded is None
+            or index_path is None
+            or not isinstance(frames, SequentialFrameReader)
+            or frames.source.size is None
+        ):
+            return
+        lister, remedy = changed_shard(self.listing)
+        table = frames.offsets
+        try:
+            loaded = load_index(index_path, size=frames.source.size, path=self.path)
+        except StaleIndexError as exc:
+            raise ManifestError(
+                f"the index {recorded.path} that {lister} records for the shard does not describe it "
+                f"({exc.reason}): {remedy}",
+                path=self.path,
+                shard=self.number,
+            ) from None
+        if table == loaded:
+            return
+        first = next(i for i, (a, b) in enumerate(zip(table, loaded, strict=False)) if a != b)
+        record = max(first - 1, 0)
+        raise ManifestError(
+            f"the shard's record headers put record {record} at bytes {table[record]}-"
+            f"{table[record + 1]}, but the index {recorded.path} that {lister} records says bytes "
+            f"{loaded[record]}-{loaded[record + 1]}: {remedy}",
+            path=self.path,
+            shard=self.number,
+        )
+
+
+def open_shard(
+    directory: str,
+    shard: Shard,
+    *,
+    format: str,
+    compression: str,
+    check_crc: bool = True,
+    listing: str | None = None,
+) -> RecordReader:
+    """Open one shard of a manifest for reading, with the checks :func:`open` makes on a dataset.
+
+    Parameters
+    ----------
+    directory
+        The manifest's directory (a local path or an fsspec URL).
+    shard
+        The manifest's entry for the shard.
+    format, compression
+        The manifest's.
+    check_crc
+        Verify checksums.
+    listing
+        ``"dataset_info.json"`` when the manifest was made from a tensorflow-datasets directory
+        (:func:`shard_listing`): the errors then name it, and its remedy.
+
+    Raises
+    ------
+    ManifestError
+        The shard is missing, or its size differs from the manifest's.
+    """
+    path = shard_path(directory, shard)
+    spec = _Reopen([path], path, check_crc, None, False, (shard,), listing=listing)
+    return _read_files(spec, format=format, compression=compression)
+
+
+def _open_shard(
+    file: str, shard: Shard, number: int, *, index: Any, listing: str | None, **options: Any
+) -> tuple[FrameReader, Opened, RecordFormat, str]:
+    lister, remedy = changed_shard(listing)
+    try:
+        frames, opened, fmt, comp = _open_part(file, index=index, **options)
+    except FileNotFoundError:
+        raise ManifestError(
+            f"the shard {shard.path} listed in {lister} is missing", path=file, shard=number
+        ) from None
+    size = opened.source.size
+    if size is not None and size != shard.size:
+        opened.close()
+        # TFDS records no shard sizes: the size is the one the file had when the dataset was opened.
+        said = "it had" if listing == TFDS_INFO else f"{lister} says"
+        raise ManifestError(
+            f"the shard is {size} bytes, but {said} {shard.size}: {remedy}",
+            path=file,
+            shard=number,
+        )
+    return frames, opened, fmt, comp
+
+
+# -- what readers and writers share ----------------------------------------------------------------
+
+
+class _RecordFile(Closing):
+    """The attributes and open/closed state common to :class:`RecordReader` and :class:`RecordWriter`."""
+
+    _noun: ClassVar[str]
+
+    def __init__(self, *, path: str | None, format: str, compression: str) -> None:
+        self._path = path
+        self._format = format
+        self._compression = compression
+        self._closed = False
+
+    @property
+    def path(self) -> str | None:
+        """The path or URL given (the directory, for reading a directory of files), or ``None``."""
+        return self._path
+
+    @property
+    def format(self) -> str:
+        """The format name (``"tfrecord"``, ``"ofrecord"``, ``"ffrecord"``, ...)."""
+        return self._format
+
+    @property
+    def compression(self) -> str:
+        """The whole-file compression: ``""``, ``"gzip"`` or ``"zlib"``."""
+        return self._compression
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` (or, for a writer, :meth:`~RecordWriter.abort`) was called."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"I/O operation on a closed {self._noun}")
+
+
+# -- the reader -------------------------------------------------------------------------------------
+
+
+class RecordReader(_RecordFile):
+    """Reads the records of one file, or of several files as one sequence.
+
+    Made by :func:`open`. Iterating yields each record as ``bytes``, file after file; the shards of a
+    TFDS split come in the order TFDS reads them (:func:`recordkit.datasets.tfds.read_order`), and indexes
+    count in that order. Files that allow random access (every uncompressed file that is not a stream)
+    also support ``len(reader)``, ``reader[i]`` (negative indexes count from the end), ``reader[a:b]`` (a
+    list) and :meth:`read`; on other files ``len()`` raises :class:`~recordkit.errors.NoLengthError` and
+    the others :class:`~recordkit.errors.UnsupportedOperationError`.
+
+    An iterator keeps its reader open, so ``for record in recordkit.open(path)`` needs no name for the
+    reader; the files are closed by :meth:`close`, or once neither the reader nor an iterator over it is
+    referenced any more.
+
+    A reader pickles as the files it reads and its options (format, compression, ``check_crc``, ``index``,
+    ``lenient``): unpickling opens them again, so a reader can be sent to another process (a PyTorch
+    ``DataLoader`` worker started with ``spawn``). The position of an iteration is not part of it. A
+    reader over a file object cannot be pickled (:class:`TypeError`), nor can a closed one
+    (:class:`ValueError`).
+
+    Attributes
+    ----------
+    paths
+        The files read, in order (``None`` entries for file objects without a name).
+    """
+
+    _noun = "RecordReader"
+
+    def __init__(
+        self,
+        parts: Sequence[tuple[FrameReader, Opened]],
+        *,
+        path: str | None,
+        format: str,
+        compression: str,
+        reopen: _Reopen | None = None,
+        counts: Sequence[int] | None = None,
+        order: ReadOrder | None = None,
+        checks: Mapping[int, _ShardCheck] | None = None,
+    ) -> None:
+        super().__init__(path=path, format=format, compression=compression)
+        # A TFDS split's records come in TFDS's interleaved order, not file after file (needs counts).
+        self._order = order if counts is not None else None
+        self._frames = [frames for frames, _ in parts]
+        self._opened = [opened for _, opened in parts]
+        # Record counts known without reading (a manifest's) make len() free, even of compressed files.
+        # Each part is checked against its count when it is first read at random or read to its end.
+        self._counts = None if counts is None else list(counts)
+        self._starts = None if counts is None else list(itertools.accumulate(counts, initial=0))
+        self._counted: set[int] = set()
+        # The shards that may have changed since the manifest was written (their fingerprint differs):
+        # walked and compared with the manifest before their first random access.
+        self._checks = {} if checks is None else dict(checks)
+        self._reopen = reopen
+        # The first part that can only be read in order (it raises the error random access gets).
+        self._sequential = next((f for f in self._frames if not f.random_access), None)
+        self.paths = [frames.path for frames in self._frames]
+        # Zero-copy readers hand out views of their maps; close() releases them (see recordkit.io.mapped).
+        self._views = ViewLedger() if reopen is not None and reopen.zero_copy else None
+        # A reader dropped without close() (e.g. inside a dataset object) still releases its files; views
+        # it handed out then stay valid for as long as they live.
+        self._release = weakref.finalize(self, close_all, list(self._opened))
+
+    @property
+    def supports_random_access(self) -> bool:
+        """Whether ``len()``, indexing, slicing and :meth:`read` work."""
+        return self._sequential is None
+
+    # lifecycle
+
+    def close(self) -> None:
+        """Close the files recordkit opened (a file object passed in stays open). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for frames in self._frames:
+            frames.close()
+        if self._views is not None:
+            self._views.release()
+        self._release()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<RecordReader {self._format} {self._path or self.paths!r} ({state})>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if self._closed:
+            raise ValueError(
+                "cannot pickle a closed RecordReader: pickling reopens the files, which were closed"
+            )
+        spec = self._reopen
+        if spec is None or not all(isinstance(f, (str, os.PathLike)) for f in spec.files):
+            raise TypeError(
+                "cannot pickle a RecordReader over a file object: another process cannot reopen it; "
+                "open the reader from a path or URL instead"
+            )
+        return (_reopen_reader, (spec, self._format, self._compression))
+
+    # reading
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Yield every record, file after file; a TFDS split's in TFDS's interleaved order."""
+        self._check_open()
+        if self._views is not None:
+            return self._views.track(self._records())
+        return self._records()
+
+    def _records(self) -> Iterator[bytes]:
+        # A generator method: the iterator holds the reader, whose finalizer would otherwise close the
+        # files of an unnamed reader (``for r in recordkit.open(p)``) while the iteration still reads them.
+        if self._order is not None:
+            yield from self._ordered_records()
+        elif self._counts is not None:
+            yield from self._counted_records()
+        elif len(self._frames) == 1:
+            yield from self._frames[0]
+        else:
+            yield from itertools.chain.from_iterable(self._frames)
+
+    def _records_from(self, start: int) -> Iterator[bytes]:
+        """Every record from index ``start`` on, read in order (for :mod:`recordkit.data`).
+
+        ``start=0`` is plain iteration, which builds no offset table. A later start of a single
+        random-access file begins reading at that record, after the checks random access makes.
+        """
+        if start <= 0:
+            return iter(self)
+        if self._sequential is not None or self._order is not None or len(self._frames) != 1:
+            return itertools.islice(iter(self), start, None)
+        self._check_open()
+        self._check_count(0)
+        records = self._frames[0].iter_from(start)
+        return self._held(records if self._views is None else self._views.track(records))
+
+    def _held(self, records: Iterator[bytes]) -> Iterator[bytes]:
+        # A generator method, as _records: the iterator keeps the reader (and its files) alive.
+        yield from records
+
+    def _counted_records(self) -> Iterator[bytes]:
+        """Every record, each part checked against the count its manifest gives once it is read through."""
+        assert self._counts is not None
+        for part, (frames, expected) in enumerate(zip(self._frames, self._counts, strict=True)):
+            check = self._checks.get(part)
+            if check is not None and check.changed and frames.random_access:
+                # Rewritten or replaced since its manifest: compared with the manifest before a record
+                # of it is handed out, as random access does, not only counted at its end.
+                self._check_count(part)
+            found = 0
+            for found, record in enumerate(frames, 1):  # noqa: B007 - found is the count afterwards
+                yield record
+            if found != expected:
+                raise self._count_mismatch(part, found)
+
+    def _ordered_records(self) -> Iterator[bytes]:
+        """Every record in the order's turns, each part checked against its count as it ends."""
+        assert self._order is not None
+        assert self._counts is not None
+        counts = self._counts
+        readers: dict[int, Iterator[bytes]] = {}
+        for part, start, stop in self._order.runs():
+            records = readers.get(part)
+            if records is None:
+                records = readers[part] = iter(self._frames[part])
+            # One turn: a block of a few records, taken at C speed.
+            run = list(itertools.islice(records, stop - start))
+            yield from run
+            if len(run) < stop - start:
+                raise self._count_mismatch(part, start + len(run))
+            if stop == counts[part]:
+                rest = sum(1 for _ in readers.pop(part))
+                if rest:
+                    raise self._count_mismatch(part, stop + rest)
+        for part, expected in enumerate(counts):  # the empty shards the order never visits
+            if not expected:
+                found = sum(1 for _ in self._frames[part])
+                if found:
+                    raise self._count_mismatch(part, found)
+
+    def _count_mismatch(self, part: int, found: int) -> ManifestError:
+        assert self._counts is not None
+        listing = None if self._reopen is None else self._reopen.listing
+        path = self._frames[part].path
+        return shard_count_error(path, part, found, self._counts[part], listing)
+
+    def _check_count(self, part: int) -> None:
+        """Before the first random access to a part with a known count: the file must hold that many.
+
+        A shard that may have changed since its manifest was written (:class:`_ShardCheck`) has its record
+        headers walked here, and they must also agree with the manifest's index.
+        """
+        if self._counts is None or part in self._counted:
+            return
+        frames = self._frames[part]
+        found = len(frames)
+        if found != self._counts[part]:
+            raise self._count_mismatch(part, found)
+        check = self._checks.pop(part, None)
+        if check is not None:
+            check.compare(frames)
+        self._counted.add(part)
+
+    def frame_reader(self, number: int) -> FrameReader:
+        """Return the frame reader of file ``number`` (``paths[number]``), for format-specific access.
+
+        A file whose record count its manifest gives is checked to hold that many records first, as
+        before the first random access to it.
+        """
+        self._check_open()
+        self._check_count(number)
+        return self._frames[number]
+
+    def _part_starts(self) -> list[int]:
+        if self._starts is None:
+            starts = [0]
+            for frames in self._frames:
+                starts.append(starts[-1] + len(frames))
+            self._starts = starts
+        return self._starts
+
+    def __len__(self) -> int:
+        """Return the number of records.
+
+        It comes from the dataset manifest when there is one; otherwise TFRecord and OFRecord files are
+        counted by a header-only scan on first use. A dataset's uncompressed shard whose fingerprint
+        differs from the one its manifest recorded is counted by that scan too, and a count that differs
+        from the manifest's raises :class:`~recordkit.errors.ManifestError`.
+        """
+        for part, check in list(self._checks.items()):
+            if check.changed:
+                self._check_count(part)
+        return self._length()
+
+    def _length(self) -> int:
+        """The number of records, from the manifest's counts when there are (shards are not walked)."""
+        self._check_open()
+        if self._sequential is not None and self._starts is None:
+            raise self._sequential.unsupported("len()", length=True)
+        return self._part_starts()[-1]
+
+    def _check_random_access(self, what: str) -> None:
+        self._check_open()
+        if self._sequential is not None:
+            raise self._sequential.unsupported(what)
+
+    def _normalize(self, index: Any, total: int) -> int:
+        i = operator.index(index)
+        if i < 0:
+            i += total
+        if not 0 <= i < total:
+            raise IndexError(f"record index {index} out of range for {total} records")
+        return i
+
+    def _locate(self, i: int) -> tuple[FrameReader, int]:
+        if self._order is not None:
+            part, local = self._order.locate(i)
+            self._check_count(part)
+            return self._frames[part], local
+        if len(self._frames) == 1:
+            self._check_count(0)
+            return self._frames[0], i
+        starts = self._part_starts()
+        part = bisect.bisect_right(starts, i) - 1
+        self._check_count(part)
+        return self._frames[part], i - starts[part]
+
+    @overload
+    def __getitem__(self, key: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> list[bytes]: ...
+
+    def __getitem__(self, key: int | slice) -> bytes | list[bytes]:
+        """Return record ``key`` or, for a slice, a list of records."""
+        if isinstance(key, slice):
+            self._check_random_access("slicing (reader[a:b])")
+            return self.read(range(*key.indices(self._length())))
+        self._check_random_access("indexing (reader[i])")
+        frames, local = self._locate(self._normalize(key, self._length()))
+        if self._views is not None:
+            return self._views.add(frames.read_at(local))  # type: ignore[no-any-return]
+        return frames.read_at(local)
+
+    def read(self, indices: Iterable[int]) -> list[bytes]:
+        """Return the records at ``indices`` as a list, in the order asked.
+
+        Neighbouring records are read together, so sorted or adjacent indexes cost few I/O calls.
+        Negative indexes count from the end.
+        """
+        records = self._read(indices)
+        if self._views is not None:
+            self._views.add_all(records)
+        return records
+
+    def _read(self, indices: Iterable[int]) -> list[bytes]:
+        self._check_random_access("read(indices)")
+        total = self._length()
+        wanted = indices if type(indices) is list else list(indices)
+        if wanted and (min(wanted) < 0 or max(wanted) >= total or type(wanted[0]) is not int):
+            wanted = [self._normalize(i, total) for i in wanted]
+        if len(self._frames) == 1:
+            self._check_count(0)
+            return self._frames[0].read_many(wanted)
+        by_part: dict[int, tuple[list[int], list[int]]] = {}
+        if self._order is not None:
+            locate = self._order.locate
+            for i in wanted:
+                part, local = locate(i)
+                members, locals_ = by_part.setdefault(part, ([], []))
+                members.append(i)
+                locals_.append(local)
+        else:
+            starts = self._part_starts()
+            for i in wanted:
+                part = bisect.bisect_right(starts, i) - 1
+                members, locals_ = by_part.setdefault(part, ([], []))
+                members.append(i)
+                locals_.append(i - starts[part])
+        found: dict[int, bytes] = {}
+        for part, (members, locals_) in by_part.items():
+            self._check_count(part)
+            records = self._frames[part].read_many(locals_)
+            found.update(zip(members, records, strict=True))
+        return [found[i] for i in wanted]
+
+
+# -- open -------------------------------------------------------------------------------------------
+
+
+class _Reopen(NamedTuple):
+    """What a reader needs to open its files again in another process (see ``RecordReader.__reduce__``)."""
+
+    files: list[Any]
+    path: str | None
+    check_crc: bool
+    index: Any
+    lenient: bool
+    shards: Sequence[Shard] | None = None
+    zero_copy: bool = False
+    order: ReadOrder | None = None  # a TFDS split's interleaved order
+    listing: str | None = None  # "dataset_info.json" when a TFDS directory lists the shards
+
+
+def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -> RecordReader:
+    parts: list[tuple[FrameReader, Opened]] = []
+    formats: list[tuple[str, str]] = []
+    checks: dict[int, _ShardCheck] = {}
+    try:
+        for i, file in enumerate(spec.files):
+            options: dict[str, Any] = {
+                "format": format,
+                "compression": compression,
+                "check_crc": spec.check_crc,
+                "lenient": spec.lenient,
+                "zero_copy": spec.zero_copy,
+            }
+            if spec.shards is None:
+                frames, opened, fmt, comp = _open_part(file, index=spec.index, **options)
+            else:
+                shard = spec.shards[i]
+                index = _ShardIndex(file, shard) if spec.index in (None, True) else spec.index
+                frames, opened, fmt, comp = _open_shard(
+                    file, shard, i, index=index, listing=spec.listing, **options
+                )
+                if frames.random_access and not _unchanged(shard, opened):
+                    changed = shard.fingerprint is not None and opened.info is not None
+                    checks[i] = _ShardCheck(file, shard, i, spec.listing, changed)
+            parts.append((frames, opened))
+            formats.append((fmt.name, comp))
+        if len(set(formats)) > 1:
+            raise _mixed_formats(spec.path, formats)
+    except BaseException:
+        for _, opened in parts:
+            opened.close()
+        raise
+    if not formats:  # a dataset whose manifest lists no shards: an empty reader
+        assert format is not None  # the manifest's
+        formats.append((format, compression or ""))
+    name, comp = formats[0]
+    counts = None if spec.shards is None else [shard.records for shard in spec.shards]
+    return RecordReader(
+        parts,
+        path=spec.path,
+        format=name,
+        compression=comp,
+        reopen=spec,
+        counts=counts,
+        order=spec.order,
+        checks=checks,
+    )
+
+
+def _mixed_formats(path: str | None, formats: list[tuple[str, str]]) -> UnknownFormatError:
+    kinds = ", ".join(f"{name} {comp or 'uncompressed'}" for name, comp in sorted(set(formats)))
+    return UnknownFormatError(
+        f"{path + ': the' if path else 'The'} files mix formats or compressions ({kinds}); one reader reads "
+        "one kind: open them one by one, or pass format= to read a directory's files of one format"
+    )
+
+
+def _reopen_reader(spec: _Reopen, format: str, compression: str) -> RecordReader:
+    """Open a pickled reader's files again (the format and compression are the ones found the first time)."""
+    return _read_files(spec, format=format, compression=compression)

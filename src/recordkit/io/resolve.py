@@ -1,0 +1,428 @@
+"""The spine: what a user names (a path, a directory, a glob, a list, a URL, a dataset, a split) as shards.
+
+:func:`resolve_sources` is the one place where what is passed to a reading entry point becomes the list of
+files to read, with their format and compression and, for a dataset, the manifest entries they are checked
+against. :func:`recordkit.open`, :class:`recordkit.data.Dataset`,
+:class:`recordkit.integrations.torch.MapDataset`, the ffrecord and OneFlow compatibility readers, the
+command line, :mod:`recordkit.recover` and the Ray and Dask readers all call it, so a source names the
+same records whichever of them reads it. :meth:`ResolvedSources.open` opens what it found as one
+:class:`~recordkit.io.reader.RecordReader`.
+"""
+
+from __future__ import annotations
+
+import errno
+import glob
+import os
+import posixpath
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
+
+from recordkit.datasets.index import INDEX_SUFFIX
+from recordkit.datasets.manifest import (
+    MANIFEST_NAME,
+    TFDS_INFO,
+    Manifest,
+    load_manifest,
+    shard_listing,
+    shard_path,
+)
+from recordkit.errors import ManifestError, UnsupportedOperationError
+from recordkit.formats import format_for_path, get_format
+from recordkit.formats.base import RecordFormat, normalize_compression
+from recordkit.io.reader import RecordReader, _read_files, _Reopen, open_shard
+from recordkit.io.sources import dataset_files, is_url, natural_key, require_fsspec, source_exists
+
+if TYPE_CHECKING:
+    from recordkit.datasets.tfds import ReadOrder
+
+__all__ = [
+    "ResolvedSources",
+    "Sources",
+    "expand_sources",
+    "find_dataset",
+    "resolve_sources",
+]
+
+Sources = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
+"""What a reading entry point takes: a path, a directory, a glob pattern, an fsspec URL, or a list of them."""
+
+_GLOB_CHARS = frozenset("*?[")
+
+
+def _not_found(message: str, source: str) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, message, source)
+
+
+def _is_record_name(path: str) -> bool:
+    """Whether a listed or globbed file may hold records: sidecar indexes and manifests do not."""
+    return not path.endswith(INDEX_SUFFIX) and os.path.basename(path) != MANIFEST_NAME
+
+
+def _directory_files(directory: str, fmt: RecordFormat | None) -> list[str]:
+    """The record files of ``directory``, unsorted (see :func:`expand_sources`)."""
+    entries = [
+        path
+        for path in dataset_files(directory, "")
+        if _is_record_name(path) and os.path.isfile(path)
+    ]
+    named = [(path, format_for_path(path)) for path in entries]
+    chosen = [path for path, found in named if found and (fmt is None or found[0] is fmt)]
+    if not chosen:
+        # OneFlow's part-0, part-1, ...: no suffix, the format is given or told by the content. JSON
+        # files beside them are metadata (tensorflow-datasets' dataset_info.json, features.json).
+        chosen = [path for path, found in named if found is None and not path.endswith(".json")]
+    if not chosen:
+        kind = "record" if fmt is None else fmt.name
+        raise _not_found(f"no {kind} files in this directory", directory)
+    return chosen
+
+
+def _glob(pattern: str) -> list[str]:
+    if is_url(pattern):
+        fs, inner = require_fsspec().core.url_to_fs(pattern)
+        matches = [fs.unstrip_protocol(p) for p in fs.glob(inner)]
+    else:
+        matches = [p for p in glob.glob(pattern) if os.path.isfile(p)]
+    matches = [p for p in matches if _is_record_name(p)]
+    if not matches:
+        raise _not_found("no file matches this pattern", pattern)
+    return matches
+
+
+def _expand_one(
+    source: str, fmt: RecordFormat | None, key: Callable[[str], Any], check: bool
+) -> list[str]:
+    if not is_url(source) and os.path.isdir(source):
+        return sorted(_directory_files(source, fmt), key=key)
+    if _GLOB_CHARS.intersection(source) and not source_exists(source):
+        return sorted(_glob(source), key=key)
+    if check and not source_exists(source):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), source)
+    return [source]
+
+
+def expand_sources(
+    sources: Any,
+    *,
+    format: str | None = None,
+    natural: bool = True,
+    missing_ok: bool = False,
+) -> list[Any]:
+    """Return the files ``sources`` names, in order: what every reading entry point accepts.
+
+    :func:`open`, :class:`recordkit.data.Dataset`, :class:`recordkit.compat.ffrecord.FileReader` and the command
+    line all turn their sources into files with this function.
+
+    Parameters
+    ----------
+    sources
+        One source or a list (any iterable) of them, which keeps its order. A source is
+
+        * a file (a path, a :class:`pathlib.Path` or an fsspec URL), returned as it is;
+        * a local directory: its files whose suffix names a record format (with ``format``: that format),
+          or, when it has none, its files whose suffix names no format (OneFlow's ``part-0``, ``part-1``,
+          ...), JSON files left out. Hidden files, sidecar ``*.idx`` indexes, manifests and
+          subdirectories are left out, and a link to a file outside the directory is refused
+          (:func:`dataset_files`). (:func:`open` reads a directory with a manifest through the
+          manifest instead.)
+        * a glob pattern (``*``, ``?``, ``[...]``, also in fsspec URLs) that is not itself an existing
+          name: the files it matches (sidecar indexes left out);
+        * a binary file object, returned as it is.
+    format
+        Choose a directory's files by this format's suffixes.
+    natural
+        Sort a directory's files and a glob's matches in natural order (``part-2`` before ``part-10``,
+        :func:`natural_key`); ``False`` sorts by name, as ffrecord does.
+    missing_ok
+        Return a file that does not exist as it is (opening it reports the error) instead of raising.
+        Without it, a missing local file is reported here; a missing URL too (one request to the storage).
+
+    Returns
+    -------
+    list
+        The files, directories and globs replaced by what they hold.
+
+    Raises
+    ------
+    FileNotFoundError
+        A file does not exist, a glob matches nothing, or a directory holds no record file; ``filename``
+        is the source concerned.
+    ValueError
+        An empty list.
+    UnsafePathError
+        A directory entry links to a file outside the directory.
+    """
+    one = isinstance(sources, (str, os.PathLike)) or callable(getattr(sources, "read", None))
+    items = [sources] if one else list(sources)
+    if not items:
+        raise ValueError("no sources given: pass a file, a directory, a glob or a list of them")
+    fmt = get_format(format) if format is not None else None
+    key: Callable[[str], Any] = natural_key if natural else str
+    files: list[Any] = []
+    for item in items:
+        if isinstance(item, (str, os.PathLike)):
+            files.extend(_expand_one(os.fspath(item), fmt, key, check=not missing_ok))
+        else:
+            files.append(item)
+    return files
+
+
+def _display_path(src: Any) -> str | None:
+    """What :attr:`RecordReader.path` shows: the one path, directory or glob given, else ``None``."""
+    return os.fspath(src) if isinstance(src, (str, os.PathLike)) else None
+
+
+def find_dataset(
+    source: Any, *, split: str | None = None, all_splits: bool = False
+) -> tuple[str, Manifest] | None:
+    """Return ``(directory, manifest)`` when ``source`` names a dataset with a manifest, else ``None``.
+
+    A dataset is a local directory holding a ``_recordkit_manifest.json`` or, failing that, a
+    tensorflow-datasets ``dataset_info.json``; or the path or URL of a manifest file itself (any name ending
+    in ``.json``, e.g. one a :class:`~recordkit.ShardWriter` wrote with ``manifest="w3.json"``); or a URL
+    ending in ``/`` whose directory holds a manifest. Shard paths in the manifest are relative to
+    ``directory``.
+
+    Parameters
+    ----------
+    source
+        What the user passed to :func:`open` or :class:`recordkit.data.Dataset`.
+    split
+        Keep only this split's shards (:meth:`Manifest.select`).
+    all_splits
+        Return every shard, whatever its split (``split`` is then ignored).
+
+    Raises
+    ------
+    ManifestError
+        The manifest is malformed, or the split is missing or needed.
+    """
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    path = os.fspath(source)
+    found = _read_dataset(path, None if all_splits else split)
+    if found is None or all_splits:
+        return found
+    directory, manifest = found
+    try:
+        return directory, manifest.select(split)
+    except ManifestError as exc:
+        raise ManifestError(exc.reason, path=path) from None
+
+
+def _manifest_file(path: str) -> str | None:
+    """The manifest (or TFDS ``dataset_info.json``) that makes ``path`` a dataset, else ``None``.
+
+    The one test of what a dataset is (:func:`find_dataset`, :func:`resolve_sources`): a local directory
+    holding a manifest or a ``dataset_info.json``, a manifest file (any ``.json`` name), or a URL ending in
+    ``/`` whose directory holds a manifest.
+    """
+    if is_url(path):
+        if path.endswith(".json"):
+            return path
+        if path.endswith("/"):
+            candidate = path + MANIFEST_NAME
+            return candidate if source_exists(candidate) else None
+        return None
+    if os.path.isdir(path):
+        for name in (MANIFEST_NAME, TFDS_INFO):
+            candidate = os.path.join(path, name)
+            if os.path.isfile(candidate):
+                return candidate
+        return None
+    if path.endswith(".json") and os.path.isfile(path):
+        return path
+    return None
+
+
+def _read_dataset(path: str, split: str | None) -> tuple[str, Manifest] | None:
+    found = _manifest_file(path)
+    if found is None:
+        return None
+    if is_url(found):
+        return posixpath.dirname(found), load_manifest(found)
+    directory = os.path.dirname(found) or "."
+    if os.path.basename(found) == TFDS_INFO:
+        from recordkit.datasets.tfds import manifest_from_tfds
+
+        return directory, manifest_from_tfds(directory, split=split)
+    return directory, load_manifest(found)
+
+
+def _manifest_format(
+    manifest: Manifest, format: str | None, compression: str | None, path: str | None = None
+) -> tuple[str, str]:
+    if format is not None and get_format(format).name != manifest.format:
+        raise ManifestError(
+            f"format={format!r}, but the manifest says its shards are {manifest.format}", path=path
+        )
+    if compression is not None and normalize_compression(compression) != manifest.compression:
+        raise ManifestError(
+            f"compression={compression!r}, but the manifest says {manifest.compression or 'none'}",
+            path=path,
+        )
+    return manifest.format, manifest.compression
+
+
+# -- resolving sources: the one way every reading entry point turns what it is given into files ------
+
+
+class ResolvedSources(NamedTuple):
+    """What a reading entry point reads, as :func:`resolve_sources` found it.
+
+    Attributes
+    ----------
+    files
+        The files (paths, URLs or file objects), in reading order.
+    format, compression
+        A dataset's, from its manifest; otherwise as given (``None``: found per file).
+    source
+        The one path, directory or glob given, else ``None`` (what :attr:`RecordReader.path` shows).
+    directory
+        The dataset's directory, or ``None``.
+    manifest
+        The manifest (of the chosen split) whose shards are ``files``, one for one; ``None`` when the
+        sources are not a dataset.
+    """
+
+    files: list[Any]
+    format: str | None
+    compression: str | None
+    source: str | None = None
+    directory: str | None = None
+    manifest: Manifest | None = None
+
+    def open(
+        self,
+        *,
+        check_crc: bool = True,
+        index: Any = None,
+        lenient: bool = False,
+        zero_copy: bool = False,
+    ) -> RecordReader:
+        """Open every file as one reader: what :func:`open` returns (the options are its own).
+
+        A dataset's shards are checked against the manifest (presence, size, record count).
+        """
+        shards = None if self.manifest is None else self.manifest.shards
+        if shards is None and len(self.files) > 1 and index not in (None, False, True):
+            raise ValueError("index= takes a path only when reading a single file")
+        spec = _Reopen(
+            self.files,
+            self.source,
+            check_crc,
+            index,
+            lenient,
+            shards,
+            zero_copy,
+            self.order,
+            shard_listing(self.manifest),
+        )
+        return _read_files(spec, format=self.format, compression=self.compression)
+
+    @property
+    def order(self) -> ReadOrder | None:
+        """The order the records are read in when it is not file after file: a TFDS split's.
+
+        TFDS reads a split's shards side by side (:func:`recordkit.datasets.tfds.read_order`); ``None``
+        otherwise.
+        """
+        if self.manifest is None:
+            return None
+        from recordkit.datasets.tfds import read_order
+
+        return read_order(self.manifest)
+
+    def open_part(self, part: int, *, check_crc: bool = True) -> RecordReader:
+        """Open file number ``part`` alone; a dataset's shard with the checks :meth:`open` makes on it."""
+        if self.manifest is not None:
+            assert self.directory is not None
+            assert self.format is not None
+            return open_shard(
+                self.directory,
+                self.manifest.shards[part],
+                format=self.format,
+                compression=self.compression or "",
+                check_crc=check_crc,
+                listing=shard_listing(self.manifest),
+            )
+        file = self.files[part]
+        spec = _Reopen([file], _display_path(file), check_crc, None, False)
+        return _read_files(spec, format=self.format, compression=self.compression)
+
+
+def resolve_sources(
+    sources: Any,
+    *,
+    format: str | None = None,
+    compression: str | None = None,
+    split: str | None = None,
+    all_splits: bool = False,
+    natural: bool = True,
+    missing_ok: bool = False,
+) -> ResolvedSources:
+    """Return what ``sources`` names for reading: the resolution :func:`open` and every other reader uses.
+
+    :func:`open`, :class:`recordkit.data.Dataset`, :class:`recordkit.integrations.torch.MapDataset`,
+    :class:`recordkit.compat.ffrecord.FileReader`, the Ray and Dask readers and the command line all call it, so
+    a source names the same records whichever of them reads it.
+
+    * A dataset (:func:`find_dataset`: a directory with a ``_recordkit_manifest.json`` or a
+      tensorflow-datasets ``dataset_info.json``, a manifest file, or a URL ending in ``/`` whose directory
+      has a manifest) gives the shards its manifest lists for ``split``, in the manifest's order, with the
+      manifest's format and compression. Files beside them that it does not list (left over from an earlier
+      write) are not read.
+    * Anything else is expanded by :func:`expand_sources` (files, directories, globs, lists).
+
+    Parameters
+    ----------
+    sources
+        One source or a list of them (see :func:`expand_sources`). A dataset is read on its own: a list of
+        several sources that holds one raises :class:`~recordkit.errors.UnsupportedOperationError` (its
+        manifest, not the files present, says what it holds). A list of one source is that source.
+    format, compression
+        As given to :func:`open`. With a dataset they must agree with its manifest.
+    split
+        A dataset's split; required when it has several (unless ``all_splits``).
+    all_splits
+        Take every shard of a dataset, whatever its split.
+    natural, missing_ok
+        As for :func:`expand_sources`.
+
+    Raises
+    ------
+    ManifestError
+        The manifest is malformed, disagrees with ``format``/``compression``, or the split is missing or
+        needed.
+    ValueError
+        ``split`` was given for sources that are not a dataset, or no source was given.
+    UnsupportedOperationError
+        A list of several sources holds a dataset.
+    FileNotFoundError, UnsafePathError
+        As for :func:`expand_sources`.
+    """
+    one = isinstance(sources, (str, os.PathLike)) or callable(getattr(sources, "read", None))
+    items = [sources] if one else list(sources)
+    if len(items) == 1 and isinstance(items[0], (str, os.PathLike)):
+        dataset = find_dataset(items[0], split=split, all_splits=all_splits)
+        if dataset is not None:
+            directory, manifest = dataset
+            fmt, comp = _manifest_format(manifest, format, compression, directory)
+            files = [shard_path(directory, shard) for shard in manifest.shards]
+            return ResolvedSources(files, fmt, comp, _display_path(sources), directory, manifest)
+    else:
+        for item in items:
+            if isinstance(item, (str, os.PathLike)) and _manifest_file(os.fspath(item)):
+                raise UnsupportedOperationError(
+                    f"{os.fspath(item)} is a dataset (it has a manifest), and a dataset is read on its "
+                    "own: its manifest, not the files present, says which files it holds. Open it "
+                    "alone, or mix datasets with recordkit.data.mix"
+                )
+    if split is not None and not all_splits:
+        raise ValueError(
+            f"split={split!r} needs a dataset directory: one with a {MANIFEST_NAME} or a "
+            "tensorflow-datasets dataset_info.json"
+        )
+    files = expand_sources(items, format=format, natural=natural, missing_ok=missing_ok)
+    return ResolvedSources(files, format, compression, _display_path(sources))
