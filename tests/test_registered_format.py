@@ -1,0 +1,268 @@
+"""A format registered with register_format() works wherever a built-in one does.
+
+The format is defined here: each record is ``b"LR"``, a 4-byte little-endian length, the payload and the
+payload's CRC-32. It builds on the public frame-reader machinery, declares its capabilities and a resync
+hook, and nothing else in recordkit is told about it.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator
+from typing import IO, Any, ClassVar
+
+import pytest
+
+import recordkit as rk
+from recordkit import formats, recover
+from recordkit.data import Dataset
+from recordkit.errors import ChecksumError, CorruptRecordError, DataLossWarning
+from recordkit.formats.base import (
+    Capabilities,
+    FrameWriter,
+    Offsets,
+    RecordFormat,
+    Resync,
+    Source,
+)
+from recordkit.formats.sequential import SequentialFrameReader
+from recordkit.testing import FormatConformance
+
+MAGIC = b"LR"
+_HEADER = struct.Struct("<2sI")
+_CRC = struct.Struct("<I")
+
+
+def frame(payload: bytes) -> bytes:
+    """One framed record."""
+    return _HEADER.pack(MAGIC, len(payload)) + payload + _CRC.pack(zlib.crc32(payload))
+
+
+class LRecReader(SequentialFrameReader):
+    HEADER: ClassVar[int] = 6
+    TRAILER: ClassVar[int] = 4
+
+    def parse_header(self, header: bytes, index: int, offset: int) -> int:
+        magic, length = _HEADER.unpack(header)
+        if magic != MAGIC:
+            raise CorruptRecordError("no record magic", path=self.path, index=index, offset=offset)
+        return int(length)
+
+    def check_payload(self, data: bytes, trailer: bytes, index: int, offset: int) -> None:
+        stored, actual = _CRC.unpack(trailer)[0], zlib.crc32(data)
+        if stored != actual:
+            raise ChecksumError(
+                "payload checksum mismatch",
+                path=self.path,
+                index=index,
+                offset=offset,
+                expected=stored,
+                actual=actual,
+            )
+
+
+class LRecWriter(FrameWriter):
+    def write(self, data: bytes) -> None:
+        self.fileobj.write(frame(data))
+        self.count += 1
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class LRecResync(Resync):
+    def frame(self, pos: int) -> tuple[int, int, int] | None:
+        buffer, size = self.buffer, self.size
+        if size - pos < 10 or buffer[pos : pos + 2] != MAGIC:
+            return None
+        length = _HEADER.unpack_from(buffer, pos)[1]
+        end = pos + 10 + length
+        if end > size or _CRC.unpack_from(buffer, end - 4)[0] != zlib.crc32(
+            buffer[pos + 6 : end - 4]
+        ):
+            return None
+        return pos + 6, end - 4, end
+
+    def next_start(self, pos: int) -> int:
+        while True:
+            pos = self.buffer.find(MAGIC, pos)
+            if pos < 0:
+                return self.size
+            if self.frame(pos) is not None:
+                return pos
+            pos += 1
+
+
+class LRecFormat(RecordFormat):
+    name: ClassVar[str] = "lrec"
+    extensions: ClassVar[tuple[str, ...]] = (".lrec",)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        random_access=True, checksums=True, empty_records=True, sidecar_index=True
+    )
+    overhead: ClassVar[int] = 10
+
+    def sniff(self, head: bytes, size: int | None) -> bool | int:
+        if len(head) < 6 or head[:2] != MAGIC:
+            return False
+        return size is None or 10 + _HEADER.unpack_from(head)[1] <= size
+
+    def reader(
+        self,
+        source: Source,
+        *,
+        check_crc: bool = True,
+        lenient: bool = False,
+        compression: str = "",
+        offsets: Offsets | None = None,
+    ) -> LRecReader:
+        return LRecReader(source, check_crc=check_crc, lenient=lenient, offsets=offsets)
+
+    def writer(
+        self,
+        fileobj: IO[bytes],
+        *,
+        compression: str = "",
+        level: int | None = None,
+        n: int | None = None,
+    ) -> LRecWriter:
+        return LRecWriter(fileobj)
+
+    def resync(self, buffer: Any, size: int) -> Resync:
+        return LRecResync(buffer, size)
+
+
+@pytest.fixture(autouse=True)
+def lrec() -> Iterator[RecordFormat]:
+    """Register the format for one test and restore the registry afterwards."""
+    saved = dict(formats._REGISTRY)
+    formats.register_format(LRecFormat)
+    try:
+        yield formats.get_format("lrec")
+    finally:
+        formats._REGISTRY.clear()
+        formats._REGISTRY.update(saved)
+
+
+RECORDS = [rk.encode_example({"i": [i], "name": [f"r{i}".encode()]}) for i in range(10)]
+
+
+def _write(path: Any, records: list[bytes] = RECORDS, **options: Any) -> None:
+    with rk.open(path, "w", **options) as writer:
+        writer.write_many(records)
+
+
+def test_the_registry_is_restored():
+    assert "lrec" in formats.available_formats()
+    assert formats.format_for_path("x.lrec")[0].name == "lrec"
+
+
+def test_open_by_suffix_and_by_sniffing(tmp_path):
+    path = tmp_path / "data.lrec"
+    _write(path)
+    assert path.read_bytes() == b"".join(frame(r) for r in RECORDS)
+    with rk.open(path) as reader:
+        assert reader.format == "lrec"
+        assert list(reader) == RECORDS
+        assert len(reader) == len(RECORDS)
+        assert reader[7] == RECORDS[7]
+    unnamed = tmp_path / "data.bin"
+    unnamed.write_bytes(path.read_bytes())
+    assert formats.detect_format(unnamed.read_bytes()[:64], unnamed.stat().st_size) == "lrec"
+    with rk.open(unnamed) as reader:
+        assert reader.format == "lrec"
+        assert reader.read([9, 0]) == [RECORDS[9], RECORDS[0]]
+    _write(tmp_path / "other.bin", format="lrec")
+    assert (tmp_path / "other.bin").read_bytes() == path.read_bytes()
+
+
+def test_dataset_reads_it(tmp_path):
+    _write(tmp_path / "a.lrec", RECORDS[:4])
+    _write(tmp_path / "b.lrec", RECORDS[4:])
+    ds = Dataset(sorted(str(p) for p in tmp_path.glob("*.lrec")))
+    assert list(ds) == RECORDS
+    assert sorted(Dataset(str(tmp_path)).shuffle(8)) == sorted(RECORDS)
+
+
+def test_shard_writer_and_its_manifest(tmp_path):
+    out = tmp_path / "out"
+    with rk.ShardWriter(
+        out / "part-{shard:02d}.lrec", max_bytes=3 * (len(RECORDS[0]) + 10)
+    ) as writer:
+        writer.write_many(RECORDS)
+    manifest = writer.manifest
+    assert manifest is not None
+    assert manifest.format == "lrec"
+    # max_bytes counts the framing the format declares: three records of this size per shard.
+    assert [shard.records for shard in manifest.shards] == [3, 3, 3, 1]
+    # A format with a sidecar index gets one per shard, checked when read.
+    assert all(shard.index is not None for shard in manifest.shards)
+    with rk.open(out) as reader:
+        assert list(reader) == RECORDS
+        assert reader[5] == RECORDS[5]
+
+
+def test_cli_convert_to_and_from_it_then_verify_and_info(capsys, tmp_path):
+    from _cli import run_cli
+
+    source = tmp_path / "source.tfrecord"
+    _write(source)
+    assert run_cli(capsys, "convert", source, tmp_path / "copy.lrec").code == 0
+    with rk.open(tmp_path / "copy.lrec") as reader:
+        assert list(reader) == RECORDS
+    sharded = tmp_path / "sharded"
+    assert run_cli(capsys, "convert", source, sharded, "--to", "lrec", "--shards", "2").code == 0
+    names = sorted(p.name for p in sharded.iterdir() if p.suffix == ".lrec")
+    assert names == ["part-00000-of-00002.lrec", "part-00001-of-00002.lrec"]
+    with rk.open(sharded) as reader:
+        assert list(reader) == RECORDS
+    assert run_cli(capsys, "convert", tmp_path / "copy.lrec", tmp_path / "back.tfrecord").code == 0
+    with rk.open(tmp_path / "back.tfrecord") as reader:
+        assert list(reader) == RECORDS
+    result = run_cli(capsys, "verify", tmp_path / "copy.lrec")
+    assert result.code == 0, result.err
+    result = run_cli(capsys, "info", tmp_path / "copy.lrec")
+    assert result.code == 0, result.err
+    assert "lrec" in result.out
+    assert "10" in result.out
+    result = run_cli(capsys, "index", tmp_path / "copy.lrec")
+    assert result.code == 0, result.err
+    damaged = bytearray((tmp_path / "copy.lrec").read_bytes())
+    damaged[20] ^= 0xFF
+    (tmp_path / "damaged.lrec").write_bytes(bytes(damaged))
+    assert run_cli(capsys, "verify", tmp_path / "damaged.lrec").code != 0
+
+
+def test_salvage_of_a_damaged_file(tmp_path):
+    data = bytearray(b"".join(frame(r) for r in RECORDS))
+    second = len(frame(RECORDS[0]))
+    data[second + 8] ^= 0x01  # inside the payload of record 1
+    src = tmp_path / "damaged.lrec"
+    src.write_bytes(bytes(data))
+    with pytest.raises(ChecksumError):
+        list(rk.open(src))
+    with pytest.warns(DataLossWarning):
+        report = recover.salvage(src, tmp_path / "fixed.lrec")
+    assert report.format == "lrec"
+    assert report.records == len(RECORDS) - 1
+    (skipped,) = report.skipped
+    assert (skipped.start, skipped.end, skipped.index) == (second, 2 * second, 1)
+    with rk.open(tmp_path / "fixed.lrec") as reader:
+        assert list(reader) == RECORDS[:1] + RECORDS[2:]
+
+
+class TestConformance(FormatConformance):
+    format_name = "lrec"
+    suffix = ".lrec"
+
+    def damage_checksums(self, data: bytes, records: list[bytes]) -> bytes:
+        damaged = bytearray(data)
+        pos = 0
+        for record in records:
+            end = pos + 10 + len(record)
+            damaged[end - 4 : end] = bytes(b ^ 0xFF for b in damaged[end - 4 : end])
+            pos = end
+        return bytes(damaged)
