@@ -217,14 +217,7 @@ MALFORMED = {
     "tag varint over 10 bytes": b"\xff" * 11 + b"\x01",
     "length past the end": b"\x0a\x7f" + GOOD[2:],
     "inner length past its message": pw.example([b"\x0a\x05\x0a\x09i"]),
-    "example field 1 as varint": b"\x08\x01",
     "entry key as varint": pw.example([pw.delimited(1, b"\x08\x01")]),
-    "feature list as fixed32": pw.example([pw.entry("i", b"\x1d\x00\x00\x00\x00")]),
-    "bytes value as varint": pw.example([pw.entry("b", pw.delimited(pw.TF_BYTES, b"\x08\x01"))]),
-    "float value as varint": pw.example([pw.entry("f", pw.delimited(pw.TF_FLOAT, b"\x08\x01"))]),
-    "int value as fixed32": pw.example(
-        [pw.entry("i", pw.delimited(pw.TF_INT64, b"\x0d\x00\x00\x00\x00"))]
-    ),
     "packed floats not a multiple of 4": pw.example(
         [pw.entry("f", pw.delimited(pw.TF_FLOAT, b"\x0a\x03abc"))]
     ),
@@ -238,6 +231,40 @@ MALFORMED = {
     "mismatched end group": b"\x7b\x74",
     "fixed64 past the end": pw.example([]) + b"\x79\x00\x00",
 }
+
+
+# A known field of another wire type than its own: protobuf keeps it as an unknown field and reads on.
+VARINT_1, FIXED32_0 = b"\x08\x01", b"\x0d\x00\x00\x00\x00"
+MISFITS = {
+    "example field 1 as varint": VARINT_1 + GOOD,
+    "features field 1 as varint": pw.example(
+        [VARINT_1, pw.entry("i", pw.feature(pw.TF_INT64, [7]))]
+    ),
+    "feature list as fixed32": pw.example(
+        [pw.entry("i", b"\x1d\x00\x00\x00\x00" + pw.feature(pw.TF_INT64, [3]))]
+    ),
+    "bytes value as varint": pw.example(
+        [pw.entry("b", pw.delimited(pw.TF_BYTES, VARINT_1 + pw.delimited(1, b"x")))]
+    ),
+    "float value as varint": pw.example(
+        [pw.entry("f", pw.delimited(pw.TF_FLOAT, VARINT_1 + pw.delimited(1, struct.pack("<f", 2))))]
+    ),
+    "int value as fixed32": pw.example(
+        [pw.entry("i", pw.delimited(pw.TF_INT64, FIXED32_0 + pw.delimited(1, pw.varint(4))))]
+    ),
+}
+
+
+@pytest.mark.parametrize("payload", MISFITS.values(), ids=MISFITS.keys())
+def test_a_known_field_of_another_wire_type_is_skipped_as_protobuf_skips_it(payload):
+    names = {"b": bytes, "f": np.float32, "i": np.int64}
+    want = {name: oracle(payload, name)[1] for name in names}
+    assert any(want.values())
+    for batch in ([payload], [payload] * 9):  # the scanner, then the batch template
+        out = rk.parse_examples(batch, {name: rk.VarLen(dtype) for name, dtype in names.items()})
+        assert {name: out[name][0].tolist() for name in names} == want
+    decoded = rk.decode_example(payload)
+    assert {name: list(decoded.get(name, [])) for name in names} == want
 
 
 @pytest.mark.parametrize("payload", MALFORMED.values(), ids=MALFORMED.keys())
@@ -668,11 +695,11 @@ def test_equally_long_records_of_several_layouts_each_get_a_template(monkeypatch
             "id": rk.FixedLen((), np.int64),
         },
     )
-    # protobuf's own parser (behind decode_example) is the oracle
-    expected = [rk.decode_example(r) for r in records]
-    assert batch["name"].tolist() == [e["name"][0].decode() for e in expected]
-    assert batch["tokens"].to_list() == [e["tokens"].tolist() for e in expected]
-    assert batch["id"].tolist() == [int(e["id"][0]) for e in expected]
+    # protobuf's own parser is the oracle
+    expected = [example_pb2.Example.FromString(r).features.feature for r in records]
+    assert batch["name"].tolist() == [e["name"].bytes_list.value[0].decode() for e in expected]
+    assert batch["tokens"].to_list() == [list(e["tokens"].int64_list.value) for e in expected]
+    assert batch["id"].tolist() == [e["id"].int64_list.value[0] for e in expected]
     assert (
         len(scanned) <= 3 * 2
     )  # a template per layout (plus its first scan), no record-by-record reads
@@ -685,9 +712,9 @@ def test_equally_long_records_of_several_layouts_each_get_a_template(monkeypatch
 # Features, empty lists, packed and unpacked numeric lists (in several runs), oneof switches inside one
 # Feature, unknown fields of every wire type at every level, over-long tags and lengths, duplicated keys,
 # repeated Features messages. Some payloads carry a malformation protobuf refuses (inside a feature value,
-# a list, a map or the record), some are cut short, and some carry one of the encodings recordkit refuses on
-# purpose although protobuf reads them (docs/parsing.md, "Where recordkit differs from protobuf"): a known
-# field with the wrong wire type, an unknown field inside a map entry. Every name the generator writes is
+# a list, a map or the record), some are cut short, and some carry the encoding recordkit refuses on
+# purpose although protobuf reads it (docs/parsing.md, "Where recordkit differs from protobuf"): an unknown
+# field inside a map entry. Known fields with another wire type than their own are skipped, as protobuf does. Every name the generator writes is
 # asked for, so recordkit reads every feature value (it skips only the values of features not asked for).
 
 NAME_POOL = ["a", "b", "", "é"]
@@ -702,6 +729,7 @@ class Marks:
     """What the generator put in a payload besides the encodings protobuf and recordkit read alike."""
 
     deliberate: bool = False  # something recordkit refuses on purpose, though protobuf reads it
+    # (an unknown field inside a map entry)
     broken: bool = False  # a malformation (protobuf refuses it)
 
 
@@ -809,7 +837,6 @@ def list_message(draw, encoding: str, marks: Marks) -> bytes:
             wire_type = draw(st.sampled_from([0, 1, 5] if encoding == "bytes" else [1, 5]))
             if wire_type == {"f4": 5, "f8": 1}.get(encoding, 0):
                 continue
-            marks.deliberate = True
             parts.append(pw.tag(1, wire_type) + b"\x01" * {0: 1, 1: 8, 5: 4}[wire_type])
         elif encoding != "bytes" and draw(st.integers(0, 3)) == 0:
             marks.broken = True
@@ -831,8 +858,7 @@ def feature_message(draw, lists: dict[int, str], marks: Marks) -> bytes:
             parts.append(draw(length_field(kind, draw(list_message(lists[kind], marks)))))
         elif choice == "unknown":
             parts.append(draw(unknown_field(frozenset(lists))))
-        else:
-            marks.deliberate = True
+        else:  # a list field as a varint: skipped as an unknown field
             parts.append(pw.tag(draw(st.sampled_from(sorted(lists))), 0) + b"\x01")
     return _finish(draw, parts, marks)
 
@@ -868,8 +894,7 @@ def map_message(draw, lists: dict[int, str], marks: Marks, not_utf8: bool) -> by
             parts.append(b"\x0a\x00")
         elif choice == "unknown":
             parts.append(draw(unknown_field(frozenset({1}))))
-        else:
-            marks.deliberate = True
+        else:  # field 1 as a varint: skipped as an unknown field
             parts.append(pw.tag(1, 0) + b"\x01")
     return _finish(draw, parts, marks)
 
@@ -885,8 +910,7 @@ def structured_examples(draw) -> tuple[bytes, Marks]:
             parts.append(draw(length_field(1, draw(map_message(TF_LISTS, marks, True)))))
         elif choice == "unknown":
             parts.append(draw(unknown_field(frozenset({1}))))
-        else:
-            marks.deliberate = True
+        else:  # field 1 as a varint: skipped as an unknown field
             parts.append(pw.tag(1, 0) + b"\x01")
     return _maybe_cut(draw, _finish(draw, parts, marks), marks), marks
 
@@ -969,7 +993,10 @@ def check_against_protobuf(payload: bytes, marks: Marks, *, ofrecord: bool) -> N
                 kind, values = want.get(name, (0, []))
                 assert row[name][0] == kind, (payload.hex(), name)
                 assert same_values(row[name][1], values, lists.get(kind, "")), (payload.hex(), name)
+    decode = rk.decode_ofrecord if ofrecord else rk.decode_example
     if want is None or marks.deliberate:
+        with pytest.raises(DecodeError):
+            decode(payload)
         return
     # The public entry points, numpy and Arrow, with the dtypes of the kinds protobuf found.
     dtypes = (
@@ -987,9 +1014,14 @@ def check_against_protobuf(payload: bytes, marks: Marks, *, ofrecord: bool) -> N
         for out in outputs:
             rows = out[name].to_list() if isinstance(out, dict) else out.column(name).to_pylist()
             assert all(same_values(row, values, lists.get(kind, "")) for row in rows), name
-    if not ofrecord:
-        decoded = rk.decode_example(payload)
-        assert sorted(decoded) == sorted(want)
+    decoded = decode(payload)  # the single-record decoder reads what protobuf reads
+    assert sorted(decoded) == sorted(want)
+    for name, (kind, values) in want.items():
+        got = decoded[name]
+        assert (got if kind == 1 else got.tolist()) == values or same_values(
+            got.tolist(), values, lists[kind]
+        ), name
+        assert kind or (got.dtype == np.float32 and got.size == 0), name
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])

@@ -7,7 +7,7 @@ repeated value fields of one map entry, repeated keys, value-before-key entries,
 (or without either), unknown fields of every wire type (groups too) at every level, over-long varints, tags
 and lengths, negative integers, NaN/-0.0/infinite floats with any bit pattern, empty and non-UTF-8 bytes
 values, and repeated ``Features``/``FeatureLists`` messages. About half the batches hold a group of 8 or more
-records of one length and layout, so the batch template path of ``recordkit.decode._columns`` runs as well as
+records of one length and layout, so the batch template path of ``recordkit.decode.columns`` runs as well as
 the scanner.
 
 The oracle is protobuf's own parser. From the message it reads, the expected result of every spec is derived
@@ -15,8 +15,8 @@ The oracle is protobuf's own parser. From the message it reads, the expected res
 ``parse_example``, ``decode_example``, ``parse_sequence_examples``, ``decode_sequence_example``,
 ``parse_ofrecords``, ``decode_ofrecord`` and the OneFlow decoders return -- floats bit for bit. Where
 recordkit deliberately differs from protobuf the generator says so: it marks each payload with the places
-where recordkit must raise although protobuf reads it (a known field with the wrong wire type, an unknown
-field inside a map entry), and where protobuf refuses it (malformed bytes inside a feature value that
+where recordkit must raise although protobuf reads it (an unknown field, or a key or value of another wire
+type, inside a map entry), and where protobuf refuses it (malformed bytes inside a feature value that
 recordkit skips unread when the feature is not asked for). With TensorFlow installed, ``diff-example`` also
 runs ``tf.io.parse_example`` on some batches of payloads in the layout TensorFlow's parser reads.
 """
@@ -204,6 +204,12 @@ class Writer:
         inner = self.tag(5, 0) + self.value("varint") if self.chance(0.5) else b""
         return self.tag(number, 3) + inner + self.tag(number, 4)
 
+    def misfit(self, number: int, allowed: tuple[int, ...] = (2,)) -> bytes:
+        """Known field ``number`` with another wire type than its own: protobuf skips it as unknown."""
+        self.plain = False
+        wire_type = self.s.choice([t for t in (0, 1, 3, 5) if t not in allowed])
+        return self.field_of_type(number, wire_type)
+
     def poisoned(self, whole: bool, weight: float = 1.0) -> bool:
         """Whether to poison here: the ``whole`` record, or else the feature being written."""
         if self.dirty and self.s.random() < self.dirty * weight:
@@ -265,19 +271,15 @@ class Writer:
                 parts.append(self.unknown(depth))  # TensorFlow refuses it after unpacked values
         if packed > 1 or (packed and unpacked):
             self.plain = False  # TensorFlow reads the first packed run only
+        if self.weird(0.04):
+            parts.append(self.misfit(1, (2, UNPACKED_WIRE_TYPE[encoding])))
         if self.poisoned(False, 0.3):
             parts.append(self.bad_list_field(encoding, depth))
         return b"".join(parts)
 
     def bad_list_field(self, encoding: str, depth: int) -> bytes:
-        """Something refused inside a list: a value of the wrong wire type, a broken run, bad bytes."""
-        choice = self.s.randrange(3)
-        if choice == 0:
-            allowed = (2, UNPACKED_WIRE_TYPE[encoding])
-            return self.field_of_type(
-                1, self.s.choice([t for t in (0, 1, 3, 5) if t not in allowed])
-            )
-        if choice == 1 and encoding != "bytes":
+        """Something refused inside a list: a broken run, bad bytes."""
+        if encoding != "bytes" and self.chance(0.5):
             if encoding == "varint":
                 run = self.s.choice((b"\x80", b"\x01\xff", b"\xff" * 10 + b"\x01"))
             else:
@@ -311,12 +313,10 @@ class Writer:
         if self.weird(0.04):
             # TensorFlow takes the first field of a Feature for its list ("Unsupported datatype").
             fields.insert(self.s.randint(0, len(fields)), self.unknown(depth))
+        if self.weird(0.04):
+            fields.insert(self.s.randint(0, len(fields)), self.misfit(kind or self.s.choice(lists)))
         if self.poisoned(False, 0.3):
-            number = kind or self.s.choice(lists)
-            if self.chance(0.5):
-                fields.append(self.field_of_type(number, self.s.choice((0, 1, 3, 5))))
-            else:
-                fields.append(self.malformed(depth))
+            fields.append(self.malformed(depth))
         return fields
 
     # unknown and malformed fields ------------------------------------------------------------------
@@ -452,6 +452,10 @@ class Writer:
                 self.plain = False
                 data.append(b"\x0a\x00")
                 clean.append(b"\x0a\x00")
+            if self.weird(0.03):  # an entry of another wire type: protobuf skips it
+                extra = self.misfit(1)
+                data.append(extra)
+                clean.append(extra)
         if any(len(kinds) > 1 and not kinds[-1] for kinds in last_kind.values()):
             self.plain = False  # TensorFlow keeps an earlier entry over a last one with no list
         self.tail_poison(data, depth)
@@ -474,8 +478,8 @@ class Writer:
                 steps.append(self.delimited(1, b"".join(self.feature(step_kind, step_count, 4))))
                 if self.chance(0.03):
                     steps.append(self.unknown(3))
-            if self.poisoned(False, 0.2):
-                steps.append(self.field_of_type(1, self.s.choice((0, 1, 3, 5))))
+            if self.weird(0.05):
+                steps.append(self.misfit(1))
             self.add_entry(data, clean, "l", name, steps)
         self.tail_poison(data, 1)
         return data, clean
@@ -493,12 +497,9 @@ class Writer:
             clean.append(entry)
 
     def tail_poison(self, data: list[bytes], depth: int) -> None:
-        """Maybe end a map message with a misplaced or malformed field (recordkit refuses the record)."""
-        if self.poisoned(True, 0.1):
-            if self.chance(0.5):
-                data.append(self.field_of_type(1, self.s.choice((0, 1, 3, 5))))
-            else:
-                data.append(self.malformed(depth))
+        """Maybe end a map message with a malformed field (recordkit refuses the record)."""
+        if self.poisoned(True, 0.05):
+            data.append(self.malformed(depth))
 
     def message(
         self, fields: list[tuple[int, list[bytes], list[bytes]]], depth: int = 0
@@ -518,12 +519,10 @@ class Writer:
                 extra = self.unknown(depth, plain_ok=True)
                 data.append(extra)
                 clean.append(extra)
-        if self.poisoned(True, 0.1):
-            data.append(
-                self.field_of_type(
-                    self.s.choice([n for n, _, _ in fields]), self.s.choice((0, 1, 3, 5))
-                )
-            )
+        if self.weird(0.1):
+            extra = self.misfit(self.s.choice([n for n, _, _ in fields]))
+            data.append(extra)
+            clean.append(extra)
         return b"".join(data), b"".join(clean)
 
 
@@ -872,13 +871,16 @@ def check_decode(
     expect: Callable[[Any], Any],
     where: str,
 ) -> None:
-    """A single-record decoder agrees with protobuf on ``payload.data``, or both refuse it."""
+    """A single-record decoder agrees with protobuf on ``payload.data``, or both refuse it.
+
+    The decoders read every feature, so a poison anywhere makes them refuse the record.
+    """
     try:
         message = parse(cls, payload.data)
     except ProtobufDecodeError:
         want: Any = Refused("protobuf refuses")
     else:
-        want = oracle(lambda: expect(message))
+        want = Refused("poisoned") if payload.poison else oracle(lambda: expect(message))
     compare(outcome(lambda: decode(payload.data)), want, where)
 
 

@@ -14,19 +14,20 @@ Protobuf's merge rules are followed: map entries may come in any order and the l
 key wins; the occurrences of a sub-message are read as one message, as if their bytes were concatenated, so
 of the ``Feature`` oneof the last kind set wins (even when set in a later occurrence) and the values of
 repeated occurrences of the same kind are concatenated. Values a oneof switch or a repeated key discards are
-still checked, as protobuf checks them. Unknown fields are skipped by wire type, except inside a map entry
-(protobuf drops such an entry, TensorFlow rejects the record; recordkit raises). Features that are not
-wanted are skipped by their length without looking inside.
+still checked, as protobuf checks them. Unknown fields, and known ones of another wire type than their
+type's (which protobuf keeps as unknown fields), are skipped by wire type, except inside a map entry (upb
+drops such an entry of an Example and refuses an OFRecord, TensorFlow rejects the record; recordkit
+raises). Features that are not wanted are skipped by their length without looking inside.
 
 Anything malformed (a tag or length over 5 bytes or above 2**32 - 1, another varint over 10 bytes, a
-length past the end of its message, a known field with the wrong wire type, groups nested deeper than
-protobuf allows, a truncated message, a feature name that is not UTF-8 in an Example) raises
+length past the end of its message, a map entry's key or value of another wire type, groups nested
+deeper than protobuf allows, a truncated message, a feature name that is not UTF-8 in an Example) raises
 :class:`~recordkit.errors.DecodeError`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -49,8 +50,11 @@ __all__ = [
     "Chunk",
     "NotTemplatable",
     "Slot",
+    "FIXED_DTYPES",
     "as_buffer",
+    "decode_chunks",
     "decode_varints",
+    "narrow",
     "scan_example",
     "scan_features",
     "scan_sequence_example",
@@ -77,7 +81,10 @@ OFRECORD_KINDS: Final[dict[int, int]] = {
     5: VARINT,
 }
 
-_UNPACKED_WIRE_TYPE: Final = {VARINT: 0, VARINT32: 0, FIXED32: 5, FIXED64: 1}
+#: The dtype of the values of each fixed-width encoding, as stored on the wire.
+FIXED_DTYPES: Final[dict[int, np.dtype[Any]]] = {FIXED32: np.dtype("<f4"), FIXED64: np.dtype("<f8")}
+
+_UNPACKED_WIRE_TYPE: Final[dict[int, int]] = {VARINT: 0, VARINT32: 0, FIXED32: 5, FIXED64: 1}
 _WIDTH: Final = {FIXED32: 4, FIXED64: 8}
 #: How deeply protobuf lets messages and groups nest (upb's default limit).
 _MAX_DEPTH: Final = 100
@@ -187,10 +194,6 @@ def _skip_group(buf: bytes, pos: int, end: int, field: int, limit: int) -> int:
     return pos
 
 
-def _wrong_wire_type(what: str, tag: int) -> DecodeError:
-    return DecodeError(f"malformed protobuf: {what} has wire type {tag & 7}")
-
-
 def _scan_feature(
     buf: bytes,
     pos: int,
@@ -214,11 +217,9 @@ def _scan_feature(
             tag, pos = _varint_tail(buf, pos, tag)
         field = tag >> 3
         encoding = kinds.get(field)
-        if encoding is None:
+        if encoding is None or tag & 7 != 2:  # unknown, or known with another wire type: skipped
             pos = _skip(buf, pos, end, tag, depth)
             continue
-        if tag & 7 != 2:
-            raise _wrong_wire_type("a Feature list", tag)
         n = buf[pos]
         pos += 1
         if n >= 0x80:
@@ -254,8 +255,8 @@ def _scan_feature(
                     raise DecodeError("malformed protobuf: packed varints end inside a varint")
                 chunks.append((pos, value_stop) if positions else buf[pos:value_stop])
                 pos = value_stop
-            elif tag >> 3 == 1:
-                pos = _unpacked_value(buf, pos, stop, tag, encoding, chunks, positions)
+            elif tag >> 3 == 1 and tag & 7 == _UNPACKED_WIRE_TYPE.get(encoding):
+                pos = _unpacked_value(buf, pos, stop, encoding, chunks, positions)
             else:
                 pos = _skip(buf, pos, stop, tag, depth + 1)
         pos = stop
@@ -263,11 +264,9 @@ def _scan_feature(
 
 
 def _unpacked_value(
-    buf: bytes, pos: int, end: int, tag: int, encoding: int, chunks: list[Chunk], positions: bool
+    buf: bytes, pos: int, end: int, encoding: int, chunks: list[Chunk], positions: bool
 ) -> int:
     """Append one value written unpacked (its own tag) to ``chunks``; return the position after it."""
-    if encoding == BYTES or tag & 7 != _UNPACKED_WIRE_TYPE[encoding]:
-        raise _wrong_wire_type("a list value", tag)
     if positions:
         raise NotTemplatable
     start = pos
@@ -350,7 +349,7 @@ def _map_entry(
             stop, pos = _length(buf, pos, end)
             values.append((pos, stop))
         elif tag >> 3 in (1, 2):
-            raise _wrong_wire_type("a map entry field", tag)
+            raise DecodeError(f"malformed protobuf: a map entry field has wire type {tag & 7}")
         else:
             # protobuf's runtime drops such an entry and TensorFlow rejects the record: neither reading
             # is safe to guess, so it is an error.
@@ -400,8 +399,6 @@ def scan_features(
         if tag >= 0x80:
             tag, pos = _varint_tail(buf, pos, tag)
         if tag != 0x0A:
-            if tag >> 3 == 1:
-                raise _wrong_wire_type("a feature map entry", tag)
             pos = _skip(buf, pos, end, tag, depth)
             continue
         n = buf[pos]
@@ -467,8 +464,6 @@ def scan_example(
             stop, pos = _length(buf, pos, end)
             scan_features(buf, pos, stop, wanted, kinds, out, dont_care, depth=1)
             pos = stop
-        elif tag >> 3 == 1:
-            raise _wrong_wire_type("Example.features", tag)
         else:
             pos = _skip(buf, pos, end, tag)
     return out
@@ -489,8 +484,6 @@ def _scan_feature_list(buf: bytes, regions: list[tuple[int, int]], steps: list[S
                 stop, pos = _length(buf, pos, end)
                 steps.append(_scan_feature(buf, pos, stop, TF_KINDS, False, 4))
                 pos = stop
-            elif tag >> 3 == 1:
-                raise _wrong_wire_type("a FeatureList feature", tag)
             else:
                 pos = _skip(buf, pos, end, tag, 3)
 
@@ -526,8 +519,6 @@ def scan_sequence_example(
                 if entry_tag >= 0x80:
                     entry_tag, pos = _varint_tail(buf, pos, entry_tag)
                 if entry_tag != 0x0A:
-                    if entry_tag >> 3 == 1:
-                        raise _wrong_wire_type("a feature list map entry", entry_tag)
                     pos = _skip(buf, pos, stop, entry_tag, 1)
                     continue
                 entry_stop, pos = _length(buf, pos, stop)
@@ -540,8 +531,6 @@ def scan_sequence_example(
                             _drop(buf, TF_KINDS[old[0]], old[1])
                     lists[key] = steps
                 pos = entry_stop
-        elif tag >> 3 in (1, 2):
-            raise _wrong_wire_type("a SequenceExample field", tag)
         else:
             stop = _skip(buf, pos, end, tag)
         pos = stop
@@ -622,3 +611,24 @@ def decode_varints(
     ends_before = np.concatenate(([0], np.cumsum(is_last, dtype=np.int64)))
     counts = ends_before[bounds[1:]] - ends_before[bounds[:-1]]
     return values, counts
+
+
+def narrow(values: npt.NDArray[np.int64], encoding: int) -> npt.NDArray[Any]:
+    """The varints of an ``int32`` field cut to their low 32 bits, as protobuf reads them."""
+    return values.astype(np.int32) if encoding == VARINT32 else values
+
+
+def decode_chunks(chunks: list[bytes], encoding: int) -> list[bytes] | npt.NDArray[Any]:
+    """The values of one feature of one record, from the chunks the scanner found for it.
+
+    Returns the ``bytes`` values themselves, or a fresh, writable 1-D array in native byte order: int64,
+    int32 (``VARINT32``), float32 or float64, every float bit pattern kept.
+    """
+    if encoding == BYTES:
+        return chunks
+    data = b"".join(chunks)
+    if encoding >= FIXED32:
+        dtype = FIXED_DTYPES[encoding]
+        return np.frombuffer(data, dtype).astype(dtype.newbyteorder("="))
+    bounds = np.array([0, len(data)], np.int64)
+    return narrow(decode_varints(np.frombuffer(data, np.uint8), bounds)[0], encoding)

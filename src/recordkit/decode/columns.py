@@ -46,10 +46,6 @@ _MIN_TEMPLATE_GROUP: Final = 8
 _TEMPLATE_ROUNDS: Final = 16
 #: Misfits of a round are given another template only if this many remain (else scanning them is cheaper).
 _MIN_RETEMPLATE_GROUP: Final = 64
-_FIXED_DTYPE: Final[dict[int, np.dtype[Any]]] = {
-    _wire.FIXED32: np.dtype("<f4"),
-    _wire.FIXED64: np.dtype("<f8"),
-}
 
 Int64Array = np.ndarray[Any, np.dtype[np.int64]]
 # rows (sorted record numbers), values per row, values (flat, or 2-D for rows of equal length)
@@ -168,14 +164,9 @@ def _decode_chunks(rows: Int64Array, chunk_lists: list[list[Any]], encoding: int
             values, counts = _wire.decode_varints(np.frombuffer(data, np.uint8), bounds)
         except DecodeError as exc:
             raise _record_error(exc, int(rows[exc.index or 0])) from None
-        return rows, counts, _narrow(values, encoding)
-    dtype = _FIXED_DTYPE[encoding]
+        return rows, counts, _wire.narrow(values, encoding)
+    dtype = _wire.FIXED_DTYPES[encoding]
     return rows, sizes // dtype.itemsize, np.frombuffer(data, dtype)
-
-
-def _narrow(values: Int64Array, encoding: int) -> np.ndarray[Any, Any]:
-    """The varints of an ``int32`` field cut to their low 32 bits, as protobuf reads them."""
-    return values.astype(np.int32) if encoding == _wire.VARINT32 else values
 
 
 def merge_pieces(pieces: list[Piece]) -> Piece:
@@ -279,9 +270,9 @@ def _template_pieces(
                 ints, counts = _wire.decode_varints(np.ascontiguousarray(data).reshape(-1), bounds)
             except DecodeError:
                 return None
-            out[name] = (kind, (good_rows, counts, _narrow(ints, encoding)))
+            out[name] = (kind, (good_rows, counts, _wire.narrow(ints, encoding)))
         else:
-            dtype = _FIXED_DTYPE[encoding]
+            dtype = _wire.FIXED_DTYPES[encoding]
             width = data.shape[1] // dtype.itemsize
             out[name] = (kind, (good_rows, np.full(m, width, np.int64), data.view(dtype)))
     return misfits, out

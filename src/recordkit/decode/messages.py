@@ -29,16 +29,14 @@ import mmap
 import struct
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, NamedTuple, TypeVar
+from typing import Any, Final, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from google.protobuf.message import DecodeError as _ProtobufDecodeError
 from google.protobuf.message import Message
 
-from recordkit._proto.oneflow import record_pb2
-from recordkit._proto.tensorflow import example_pb2, feature_pb2
-from recordkit.decode._wire import as_buffer
+from recordkit._proto.tensorflow import feature_pb2
+from recordkit.decode import _wire
 from recordkit.errors import DecodeError
 
 __all__ = [
@@ -69,7 +67,6 @@ DecodedValue = npt.NDArray[Any] | list[bytes]
 EMPTY_FEATURE_DTYPE: Final = np.dtype(np.float32)
 """The dtype of the empty array a ``Feature`` with no list set decodes to (TensorFlow's default dtype)."""
 
-_MessageT = TypeVar("_MessageT", bound=Message)
 # What the decoders accept: any object exporting a 1-D C-contiguous buffer of bytes.
 _Buffer = bytes | bytearray | memoryview | mmap.mmap | npt.NDArray[np.uint8]
 
@@ -89,8 +86,6 @@ _WIRE_DTYPES: Final[dict[str, np.dtype[Any]]] = {
     "double_list": np.dtype("<f8"),
 }
 _BYTES_LIKE: Final = (bytes, bytearray, memoryview)
-# Up to this many integers, np.fromiter beats np.array on a protobuf repeated field.
-_SMALL: Final = 32
 _UINT64_MASK: Final = 2**64 - 1
 
 
@@ -695,8 +690,8 @@ def decode_example(data: _Buffer) -> dict[str, DecodedValue]:
     >>> decode_example(encode_example({"x": [1.5, 2.0], "y": b"ab"}))
     {'x': array([1.5, 2. ], dtype=float32), 'y': [b'ab']}
     """
-    message = _parse(example_pb2.Example, data, "tf.train.Example")
-    return _decode_features(message.features.feature)
+    context, _ = _scan(data, "tf.train.Example", _scan_example)
+    return _decode_features(context, _wire.TF_KINDS)
 
 
 def decode_sequence_example(data: _Buffer) -> DecodedSequenceExample:
@@ -720,12 +715,12 @@ def decode_sequence_example(data: _Buffer) -> DecodedSequenceExample:
     TypeError
         ``data`` is not bytes-like (see the ``data`` parameter).
     """
-    message = _parse(example_pb2.SequenceExample, data, "tf.train.SequenceExample")
-    lists = {
-        name: [_decode_feature(step, name) for step in steps.feature]
-        for name, steps in _sorted_items(message.feature_lists.feature_list)
+    context, lists = _scan(data, "tf.train.SequenceExample", _scan_sequence_example)
+    feature_lists = {
+        name: [_decode_feature(step, _wire.TF_KINDS) for step in lists[key]]
+        for name, key in _sorted_names(lists)
     }
-    return DecodedSequenceExample(_decode_features(message.context.feature), lists)
+    return DecodedSequenceExample(_decode_features(context, _wire.TF_KINDS), feature_lists)
 
 
 def decode_ofrecord(data: _Buffer) -> dict[str, DecodedValue]:
@@ -749,66 +744,64 @@ def decode_ofrecord(data: _Buffer) -> dict[str, DecodedValue]:
     TypeError
         ``data`` is not bytes-like (see the ``data`` parameter).
     """
-    return _decode_features(_parse(record_pb2.OFRecord, data, "OFRecord").feature)
+    context, _ = _scan(data, "OFRecord", _scan_ofrecord)
+    return _decode_features(context, _wire.OFRECORD_KINDS)
 
 
-def _parse(cls: type[_MessageT], data: _Buffer, what: str) -> _MessageT:
-    data = as_buffer(data, f"a serialized {what}")
+class _EveryName:
+    """Holds every feature name: the scanner then reads every feature."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+_EVERY_NAME: Final = _EveryName()
+_Scanned = tuple[dict[bytes, _wire.Slot], dict[bytes, list[_wire.Slot]]]
+
+
+def _scan_example(buf: bytes) -> _Scanned:
+    return _wire.scan_example(buf, _EVERY_NAME, _wire.TF_KINDS), {}
+
+
+def _scan_sequence_example(buf: bytes) -> _Scanned:
+    return _wire.scan_sequence_example(buf, _EVERY_NAME, _EVERY_NAME)
+
+
+def _scan_ofrecord(buf: bytes) -> _Scanned:
+    out: dict[bytes, _wire.Slot] = {}
+    _wire.scan_features(buf, 0, len(buf), _EVERY_NAME, _wire.OFRECORD_KINDS, out, depth=0)
+    return out, {}
+
+
+def _scan(data: _Buffer, what: str, scan: Callable[[bytes], _Scanned]) -> _Scanned:
+    """Read every feature of one message with the wire scanner (what the batch parsers use too)."""
+    buf = _wire.as_buffer(data, f"a serialized {what}")
     try:
-        message: _MessageT = cls.FromString(data)
-    except _ProtobufDecodeError as exc:
-        raise DecodeError(f"malformed {what} ({len(data)} bytes): {exc}") from exc
-    return message
+        return scan(buf)
+    except (DecodeError, IndexError) as exc:
+        reason = (
+            str(exc) if isinstance(exc, DecodeError) else "malformed protobuf: message truncated"
+        )
+        raise DecodeError(f"malformed {what} ({len(buf)} bytes): {reason}") from None
 
 
-def _sorted_items(entries: Mapping[Any, _MessageT]) -> list[tuple[str, _MessageT]]:
-    names = list(entries)
-    for name in names:
-        # proto2 (OFRecord) map keys that are not UTF-8 come back as bytes
-        if not isinstance(name, str):
-            raise DecodeError(f"feature name {name!r} is not valid UTF-8", feature=repr(name))
-    names.sort()
-    return [(name, entries[name]) for name in names]
+def _sorted_names(keys: Iterable[bytes]) -> list[tuple[str, bytes]]:
+    """The feature names as ``str`` in sorted order, with their keys; a name must be UTF-8."""
+    try:
+        return sorted([(key.decode("utf-8"), key) for key in keys])
+    except UnicodeDecodeError as exc:
+        key = bytes(exc.object)
+        raise DecodeError(f"feature name {key!r} is not valid UTF-8", feature=repr(key)) from None
 
 
-def _decode_features(entries: Mapping[Any, Any]) -> dict[str, DecodedValue]:
-    return {name: _decode_feature(feature, name) for name, feature in _sorted_items(entries)}
+def _decode_features(
+    slots: dict[bytes, _wire.Slot], kinds: dict[int, int]
+) -> dict[str, DecodedValue]:
+    return {name: _decode_feature(slots[key], kinds) for name, key in _sorted_names(slots)}
 
 
-def _decode_feature(feature: Any, name: str) -> DecodedValue:
-    kind = feature.WhichOneof("kind")
-    if kind is None:
+def _decode_feature(slot: _wire.Slot, kinds: dict[int, int]) -> DecodedValue:
+    kind, chunks = slot
+    if not kind:
         return np.empty(0, EMPTY_FEATURE_DTYPE)
-    typed_list = getattr(feature, kind)
-    values = typed_list.value
-    if kind == "bytes_list":
-        return list(values)
-    dtype = _NUMERIC_DTYPES[kind]
-    wire_dtype = _WIRE_DTYPES.get(kind)
-    if wire_dtype is not None:
-        return _fixed_width(typed_list, len(values), wire_dtype, dtype)
-    if len(values) <= _SMALL:
-        return np.fromiter(values, dtype, len(values))
-    return np.array(values, dtype)
-
-
-def _fixed_width(
-    typed_list: Any, count: int, wire_dtype: np.dtype[Any], dtype: np.dtype[Any]
-) -> npt.NDArray[Any]:
-    """Copy a float/double list out of its canonical packed serialization, keeping every bit pattern.
-
-    Going through Python floats would be slower and would turn signaling NaNs into quiet ones.
-    """
-    if count == 0:
-        return np.empty(0, dtype)
-    packed = typed_list.SerializeToString()
-    size = count * wire_dtype.itemsize
-    header = 1 + len(_varint(size))
-    if len(packed) != header + size or packed[0] != 0x0A:
-        # Unknown fields beside the values (serialized before or after them, by protobuf version): a
-        # copy without them serializes to the values alone.
-        clean = type(typed_list)()
-        clean.CopyFrom(typed_list)
-        clean.DiscardUnknownFields()
-        packed = clean.SerializeToString()
-    return np.frombuffer(packed, wire_dtype, count, header).astype(dtype)
+    return _wire.decode_chunks(chunks, kinds[kind])  # type: ignore[arg-type]

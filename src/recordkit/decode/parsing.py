@@ -59,11 +59,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
-    "FixedLen",
-    "FixedLenSequence",
-    "Image",
-    "Ragged",
-    "VarLen",
     "parse_example",
     "parse_examples",
     "parse_ofrecords",
