@@ -258,28 +258,14 @@ LAYERS: list[tuple[str, ...]] = [
 # ATTRIBUTES), ("cycle", first module, the others), ("size", module, "").
 ATTRIBUTES = "private attributes of other packages' objects"
 KNOWN: set[tuple[str, str, str]] = {
-    (
-        "private",
-        "recordkit.compat._oneflow_reader",
-        "recordkit.data",
-    ),  # data._dataset, _files, _readers, ...
-    (
-        "private",
-        "recordkit.compat._oneflow_reader",
-        ATTRIBUTES,
-    ),  # Dataset._from_source, dataset._with
-    ("private", "recordkit.data._readers", ATTRIBUTES),  # RecordReader._records_from
-    (
-        "private",
-        "recordkit.integrations.torch",
-        "recordkit.data",
-    ),  # data._dataset, _loader, _runs, ...
-    (
-        "private",
-        "recordkit.integrations.torch",
-        ATTRIBUTES,
-    ),  # dataset._rank, _world_size, _with, ...
-    ("private", "recordkit.recover", "recordkit.formats"),  # formats._compression
+    # RecordReader._records_from
+    ("private", "recordkit.data._readers", ATTRIBUTES),
+    # data._dataset, data._loader, data._runs, data._state, ...
+    ("private", "recordkit.integrations.torch", "recordkit.data"),
+    # dataset._rank, dataset._world_size, dataset._with, ...
+    ("private", "recordkit.integrations.torch", ATTRIBUTES),
+    # formats._compression
+    ("private", "recordkit.recover", "recordkit.formats"),
     ("size", "recordkit.decode.messages", ""),
     ("size", "recordkit.formats.base", ""),
     ("size", "recordkit.integrations.torch", ""),
