@@ -47,16 +47,13 @@ if TYPE_CHECKING:
         encode_sequence_example,
     )
     from recordkit.decode.parsing import (
-        FixedLen,
-        FixedLenSequence,
-        Ragged,
-        VarLen,
         parse_example,
         parse_examples,
         parse_ofrecords,
         parse_sequence_example,
         parse_sequence_examples,
     )
+    from recordkit.decode.specs import FixedLen, FixedLenSequence, Ragged, VarLen
     from recordkit.decode.tables import encode_examples, encode_ofrecords, to_arrow
     from recordkit.formats import available_formats, detect_format, get_format, register_format
     from recordkit.io import RecordReader, RecordWriter, open
@@ -79,11 +76,8 @@ _HOMES = {
         "parse_sequence_example",
         "parse_sequence_examples",
         "parse_ofrecords",
-        "FixedLen",
-        "FixedLenSequence",
-        "VarLen",
-        "Ragged",
     ),
+    "recordkit.decode.specs": ("FixedLen", "FixedLenSequence", "VarLen", "Ragged"),
     "recordkit.decode.images": ("Image",),
     "recordkit.decode.tables": ("to_arrow", "encode_examples", "encode_ofrecords"),
     "recordkit.formats": ("register_format", "get_format", "available_formats", "detect_format"),

@@ -43,12 +43,10 @@ from recordkit.decode.specs import ColumnReader, as_shape, as_value_type, pad_ro
 from recordkit.errors import DecodeError
 
 __all__ = [
-    "CropWindow",
     "OFRecordReader",
     "bytes_decoder",
     "ofrecord_image_decoder",
     "ofrecord_image_decoder_random_crop",
-    "random_crop_window",
     "raw_decoder",
 ]
 
@@ -204,7 +202,7 @@ def ofrecord_image_decoder_random_crop(
     """Decode a random crop of every record's image, as ``OFRecordImageDecoderRandomCrop``.
 
     The crop window follows OneFlow's Inception-style rule (see
-    :func:`~recordkit.compat.oneflow.random_crop_window`): a random area fraction in ``random_area`` and
+    :func:`~recordkit.decode.images.random_crop_window`): a random area fraction in ``random_area`` and
     aspect ratio (width / height) in ``random_aspect_ratio``, at most ``num_attempts`` tries, then a
     fallback window. The crop is not resized.
 

@@ -28,15 +28,6 @@ from recordkit.io.reader import open_shard
 from recordkit.io.resolve import expand_sources, find_dataset
 from recordkit.io.writer import scan_offsets, write_index
 
-__all__ = [
-    "ShardCheck",
-    "ShardRepair",
-    "build_manifest",
-    "load_dataset",
-    "repair_dataset",
-    "verify_dataset",
-]
-
 # tensorflow-datasets names shards "<name>-<split>.<format>-<i>-of-<n>"; the split is read from the name.
 _TFDS_NAME = re.compile(r".+-(?P<split>[A-Za-z0-9_]+)\.[a-z_]+-[0-9]{5}-of-[0-9]{5}")
 

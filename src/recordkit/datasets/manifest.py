@@ -24,17 +24,10 @@ from recordkit.io.atomic import write_atomically
 from recordkit.io.sources import is_url, require_fsspec
 
 __all__ = [
-    "MANIFEST_NAME",
     "MANIFEST_VERSION",
-    "Fingerprint",
-    "IndexFile",
-    "Manifest",
-    "Shard",
     "TFDS_INFO",
     "changed_shard",
-    "load_manifest",
     "manifest_path",
-    "merge_manifests",
     "sha256_of",
     "shard_count_error",
     "shard_listing",

@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_RANGE_RECORDS",
-    "ReadRange",
     "absolute_path",
     "EqualShards",
     "IndexUnit",
@@ -56,10 +55,8 @@ __all__ = [
     "plan_global",
     "plan_length",
     "plan_pieces",
-    "plan_reads",
     "plan_sequence",
     "positions_in_files",
-    "read_range",
     "resolve_rank",
     "shard_of",
     "whole_files",

@@ -32,7 +32,6 @@ from recordkit.io.sources import is_url, require_fsspec
 from recordkit.io.writer import open_writer, scan_offsets
 
 __all__ = [
-    "OpenShard",
     "begin_replacing",
     "commit_manifest_file",
     "describe_shard",
@@ -40,7 +39,6 @@ __all__ = [
     "parent_directory",
     "relative_path",
     "save_manifest",
-    "write_shard",
 ]
 
 

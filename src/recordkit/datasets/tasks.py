@@ -25,12 +25,6 @@ from recordkit.formats import get_format
 from recordkit.io import is_url
 from recordkit.io.atomic import remove_leftovers
 
-__all__ = [
-    "commit_manifest",
-    "prepare_output",
-    "task_shard_path",
-]
-
 
 def task_shard_path(
     directory: str | os.PathLike[str],

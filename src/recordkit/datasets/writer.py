@@ -28,8 +28,6 @@ from recordkit.formats.base import as_bytes
 from recordkit.io.sources import is_url, require_fsspec, resolve_format
 from recordkit.support.closing import Closing
 
-__all__ = ["ShardWriter"]
-
 _PENDING = ".rk-pending-"
 
 

@@ -68,7 +68,6 @@ __all__ = [
     "FrameReader",
     "FrameWriter",
     "IndexedFrameReader",
-    "RecordFormat",
     "Resync",
     "Source",
     "SupportsRead",

@@ -46,7 +46,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without Ray
 if TYPE_CHECKING:
     import ray.data
 
-    from recordkit.decode.parsing import Spec
+    from recordkit.decode.specs import Spec
 
 __all__ = ["RecordDatasink", "RecordDatasource", "read_records", "recordkit_error", "write_records"]
 
@@ -217,7 +217,8 @@ def _raw_table(records: Sequence[bytes], column: str) -> pa.Table:
 
 
 def _check_spec(spec: Mapping[str, Spec]) -> None:
-    from recordkit.decode.parsing import FixedLen, FixedLenSequence, Image, VarLen
+    from recordkit.decode.images import Image
+    from recordkit.decode.specs import FixedLen, FixedLenSequence, VarLen
 
     for name, feature in spec.items():
         if isinstance(feature, FixedLenSequence):
@@ -259,7 +260,7 @@ def _arrow_column(value: Any) -> pa.Array:
     column of variable shape, even where a block's images happen to share one shape, so that every block
     has the same column type.
     """
-    from recordkit.decode.parsing import Ragged
+    from recordkit.decode.specs import Ragged
 
     if isinstance(value, list):
         from ray.data.extensions import ArrowVariableShapedTensorArray

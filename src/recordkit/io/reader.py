@@ -45,8 +45,6 @@ from recordkit.support.closing import Closing
 if TYPE_CHECKING:
     from recordkit.datasets.tfds import ReadOrder
 
-__all__ = ["RecordReader", "open_shard"]
-
 
 def _index_loader(index: Any, opened: Opened) -> Callable[[], array[int]] | None:
     source = opened.source

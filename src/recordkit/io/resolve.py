@@ -36,14 +36,6 @@ from recordkit.io.sources import dataset_files, is_url, natural_key, require_fss
 if TYPE_CHECKING:
     from recordkit.datasets.tfds import ReadOrder
 
-__all__ = [
-    "ResolvedSources",
-    "Sources",
-    "expand_sources",
-    "find_dataset",
-    "resolve_sources",
-]
-
 Sources = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
 """What a reading entry point takes: a path, a directory, a glob pattern, an fsspec URL, or a list of them."""
 

@@ -32,14 +32,8 @@ __all__ = [
     "Opened",
     "check_compression",
     "close_all",
-    "dataset_files",
-    "is_url",
-    "natural_key",
     "open_source",
-    "reading_format",
-    "require_fsspec",
     "resolve_format",
-    "source_exists",
 ]
 
 SNIFF_SIZE = 1 << 16

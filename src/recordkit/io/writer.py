@@ -20,8 +20,6 @@ from recordkit.io.reader import _RecordFile
 from recordkit.io.resolve import resolve_sources
 from recordkit.io.sources import check_compression, is_url, require_fsspec, resolve_format
 
-__all__ = ["RecordWriter", "index_problem", "open_writer", "scan_offsets", "write_index"]
-
 PathLike = str | os.PathLike[str]
 
 
