@@ -56,7 +56,7 @@ from recordkit.cli.payload import (
 )
 from recordkit.io import find_index, index_problem, shard_count_error, shard_listing, write_index
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser"]
 
 _PROG = "recordkit"
 EXIT_INTERRUPTED = 130
