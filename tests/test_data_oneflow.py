@@ -12,8 +12,7 @@ import pytest
 from _data_files import write
 
 import recordkit as rk
-from recordkit.compat.oneflow import OFRecordReader, raw_decoder
-from recordkit.data import part_files
+from recordkit.compat.oneflow import OFRecordReader, part_files, raw_decoder
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,8 @@ import uuid
 import pytest
 
 import recordkit as rk
-from recordkit.data import Dataset, part_files
+from recordkit.compat.oneflow import part_files
+from recordkit.data import Dataset
 
 fsspec = pytest.importorskip("fsspec")
 from fsspec.implementations.memory import MemoryFileSystem

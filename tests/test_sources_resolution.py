@@ -19,10 +19,10 @@ from _data_files import write_tfds_directory
 import recordkit as rk
 from recordkit.compat.ffrecord import FileReader
 from recordkit.data import Dataset
-from recordkit.data import expand_sources as data_expand_sources
 from recordkit.datasets.manifest import MANIFEST_NAME
 from recordkit.datasets.plan import plan_reads, read_range
 from recordkit.errors import UnsupportedOperationError
+from recordkit.io import resolve_sources
 
 
 def _map_dataset(*args: Any, **kwargs: Any) -> Any:
@@ -90,8 +90,8 @@ def _via_map_dataset(source: Any) -> list[bytes]:
     return [bytes(r) for r in dataset[list(range(len(dataset)))]]
 
 
-def _via_data_expand_sources(source: Any) -> list[bytes]:
-    return [record for path in data_expand_sources(source) for record in rk.open(path)]
+def _via_resolved_files(source: Any) -> list[bytes]:
+    return [record for path in resolve_sources(source).files for record in rk.open(path)]
 
 
 def _via_plan_reads(source: Any) -> list[bytes]:
@@ -104,7 +104,7 @@ ENTRY_POINTS: dict[str, Callable[[Any], list[bytes]]] = {
     "ffrecord.FileReader": _via_file_reader,
     "pickled FileReader": _via_pickled_file_reader,
     "MapDataset": _via_map_dataset,
-    "data.expand_sources": _via_data_expand_sources,
+    "resolve_sources().files": _via_resolved_files,
     "ray/dask plan_reads": _via_plan_reads,
 }
 
@@ -125,7 +125,7 @@ def test_a_directory_without_manifest_still_reads_every_file(tmp_path, read):
     assert read([directory / "part-01.ffr", directory / "part-00.ffr"]) == [OLD[1], OLD[0]]
 
 
-READERS = {name: read for name, read in ENTRY_POINTS.items() if name != "data.expand_sources"}
+READERS = {name: read for name, read in ENTRY_POINTS.items() if name != "resolve_sources().files"}
 
 
 @pytest.mark.parametrize("read", READERS.values(), ids=READERS.keys())
@@ -166,8 +166,8 @@ TFDS_ENTRY_POINTS: dict[str, Callable[[Any, str | None], list[bytes]]] = {
     "open": lambda d, split: list(rk.open(d, split=split)),
     "Dataset": lambda d, split: [bytes(r) for r in Dataset(d, split=split)],
     "MapDataset": lambda d, split: _via_map_dataset_split(d, split),
-    "data.expand_sources": lambda d, split: [
-        r for path in data_expand_sources(d, split=split) for r in rk.open(path, format="tfrecord")
+    "resolve_sources().files": lambda d, split: [
+        r for path in resolve_sources(d, split=split).files for r in rk.open(path, format="tfrecord")
     ],
 }
 

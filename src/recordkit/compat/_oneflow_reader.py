@@ -2,53 +2,72 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import secrets
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from recordkit.data._dataset import Dataset
-from recordkit.data._files import FileSource
-from recordkit.data._readers import Catalog
-from recordkit.data._sources import part_files
-from recordkit.errors import ManifestError
+from recordkit.data import Dataset
+from recordkit.io import find_dataset, resolve_sources, source_exists
 
-__all__ = ["OFRecordReader"]
+__all__ = ["OFRecordReader", "part_files"]
 
 
-def _listed_parts(data_dir: str | os.PathLike[str], files: list[str]) -> Catalog | None:
-    """The parts as the manifest of ``data_dir`` lists them, or ``None`` when it has no manifest.
+def part_files(
+    data_dir: str | os.PathLike[str],
+    data_part_num: int,
+    part_name_prefix: str = "part-",
+    part_name_suffix_length: int = -1,
+) -> list[str]:
+    """Return OneFlow's part file names: ``data_dir/prefix + str(i).zfill(suffix_length)``.
 
-    A dataset directory is read as its manifest describes it (:func:`recordkit.io.find_dataset`, as
-    :func:`recordkit.open` reads it): every part named must be one of its shards, and is checked against
-    its entry when it is opened.
+    Parameters
+    ----------
+    data_dir
+        The folder holding the parts (a local path or an fsspec URL).
+    data_part_num
+        How many parts there are; parts ``0 .. data_part_num - 1`` are returned in order.
+    part_name_prefix
+        What each name starts with (OneFlow's default is ``"part-"``).
+    part_name_suffix_length
+        The width the part number is zero-padded to; ``-1`` (the default) means no padding, as in OneFlow.
+
+    Returns
+    -------
+    list of str
+        The paths of the parts.
+
+    Raises
+    ------
+    FileNotFoundError
+        A part is missing; the message names it.
+    ValueError
+        ``data_part_num`` is below 1 or ``part_name_suffix_length`` below -1.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = tempfile.mkdtemp()
+    >>> for name in ("part-00000", "part-00001"):
+    ...     _ = (pathlib.Path(d) / name).write_bytes(b"")
+    >>> [os.path.basename(p) for p in part_files(d, 2, part_name_suffix_length=5)]
+    ['part-00000', 'part-00001']
     """
-    from recordkit.io import find_dataset
-
-    dataset = find_dataset(data_dir, all_splits=True)
-    if dataset is None:
-        return None
-    directory, manifest = dataset
-    if manifest.format != "ofrecord":
-        raise ManifestError(
-            f"the manifest says its shards are {manifest.format}; OFRecordReader reads OFRecord parts",
-            path=directory,
+    if data_part_num < 1:
+        raise ValueError(f"data_part_num must be at least 1, not {data_part_num}")
+    if part_name_suffix_length < -1:
+        raise ValueError(
+            f"part_name_suffix_length must be -1 or more, not {part_name_suffix_length}"
         )
     folder = os.fspath(data_dir).rstrip("/")
-    shards = {shard.path: shard for shard in manifest.shards}
-    chosen = []
-    for path in files:
-        shard = shards.get(path[len(folder) + 1 :])
-        if shard is None:
-            raise ManifestError(
-                f"the part is not one of the {len(shards)} shards the manifest of {directory} lists: "
-                "a file left over from an earlier write? (recordkit manifest build describes the "
-                "directory again)",
-                path=path,
-            )
-        chosen.append(shard)
-    return Catalog.of_dataset(directory, dataclasses.replace(manifest, shards=tuple(chosen)))
+    paths = []
+    for i in range(data_part_num):
+        number = str(i) if part_name_suffix_length == -1 else str(i).zfill(part_name_suffix_length)
+        path = f"{folder}/{part_name_prefix}{number}"
+        if not source_exists(path):
+            raise FileNotFoundError(f"OFRecord part {i} is missing: {path}")
+        paths.append(path)
+    return paths
 
 
 class OFRecordReader:
@@ -125,14 +144,22 @@ class OFRecordReader:
         self._random_seed = seed == -1
         self.seed = secrets.randbits(63) if self._random_seed else int(seed)
         files = part_files(data_dir, data_part_num, part_name_prefix, part_name_suffix_length)
-        ds = Dataset(files, format="ofrecord", seed=self.seed, rank=rank, world_size=world_size)
-        listed = _listed_parts(data_dir, files)
-        if listed is not None:
-            ds = Dataset._from_source(FileSource(listed, self.seed, None), rank, world_size)
-        if random_shuffle or shuffle_after_epoch:
-            ds = ds.shuffle(shuffle_buffer_size if random_shuffle else 0, files=shuffle_after_epoch)
-        ds = ds.batch(batch_size, drop_last=drop_last)
-        self._dataset = ds.repeat(None) if cycle else ds
+        parts = resolve_sources(files, format="ofrecord")
+        if find_dataset(data_dir, all_splits=True) is not None:
+            # Read as the manifest describes the directory: every part named must be one of its shards,
+            # checked against its entry as recordkit.open checks it.
+            parts = resolve_sources(data_dir, format="ofrecord", all_splits=True).only(files)
+
+        def pipeline(seed: int) -> Dataset:
+            ds = Dataset(parts, seed=seed, rank=rank, world_size=world_size)
+            if random_shuffle or shuffle_after_epoch:
+                buffer = shuffle_buffer_size if random_shuffle else 0
+                ds = ds.shuffle(buffer, files=shuffle_after_epoch)
+            ds = ds.batch(batch_size, drop_last=drop_last)
+            return ds.repeat(None) if cycle else ds
+
+        self._pipeline = pipeline
+        self._dataset = pipeline(self.seed)
         self.batch_size = batch_size
 
     @property
@@ -163,5 +190,5 @@ class OFRecordReader:
         """
         if self._random_seed and isinstance(state.get("seed"), int):
             self.seed = state["seed"]
-            self._dataset = self._dataset._with(_seed=self.seed)
+            self._dataset = self._pipeline(self.seed)
         self._dataset.load_state_dict(state)

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from recordkit.compat._oneflow_reader import OFRecordReader
+from recordkit.compat._oneflow_reader import OFRecordReader, part_files
 from recordkit.decode import columns
 from recordkit.decode.images import (
     CropWindow,
@@ -47,6 +47,7 @@ __all__ = [
     "bytes_decoder",
     "ofrecord_image_decoder",
     "ofrecord_image_decoder_random_crop",
+    "part_files",
     "raw_decoder",
 ]
 

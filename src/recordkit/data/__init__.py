@@ -24,13 +24,10 @@ from __future__ import annotations
 from recordkit.data._dataset import Dataset
 from recordkit.data._loader import Loader, loader
 from recordkit.data._mix import mix
-from recordkit.data._sources import expand_sources, part_files
 
 __all__ = [
     "Dataset",
     "Loader",
-    "expand_sources",
     "loader",
     "mix",
-    "part_files",
 ]

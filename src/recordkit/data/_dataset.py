@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import closing
 from typing import Any
@@ -10,7 +11,6 @@ from typing import Any
 from recordkit.data._files import EVERYTHING, FileSource, Shuffle, catalog_of, narrow
 from recordkit.data._prefetch import prefetch
 from recordkit.data._readers import Catalog
-from recordkit.data._sources import Sources
 from recordkit.data._stages import (
     Batch,
     Filter,
@@ -26,6 +26,7 @@ from recordkit.data._stages import (
 )
 from recordkit.data._state import STATE_VERSION, check_state
 from recordkit.datasets.plan import EqualShards, resolve_rank, shard_of, worker_info
+from recordkit.io.resolve import Sources
 
 __all__ = ["EPOCH_END", "Dataset"]
 
@@ -101,6 +102,10 @@ class Dataset:
         steps on every rank. Both count the records of sequential (compressed) files first.
     split
         A dataset directory's split (``"train"``); required when it has several.
+    check_crc, index, lenient
+        As for :func:`recordkit.open`: verify checksums; the sidecar index to use (a path, for a single
+        file), ``False`` to use none, ``None`` for the file's own; let a file that ends inside a record
+        header end cleanly, as TensorFlow does.
 
     Examples
     --------
@@ -119,12 +124,17 @@ class Dataset:
         world_size: int | None = None,
         equal_shards: EqualShards = None,
         split: str | None = None,
+        check_crc: bool = True,
+        index: str | os.PathLike[str] | bool | None = None,
+        lenient: bool = False,
     ) -> None:
         if equal_shards not in (None, "pad", "drop"):
             raise ValueError(f"equal_shards must be None, 'pad' or 'drop', not {equal_shards!r}")
         if rank is not None or world_size is not None:
             resolve_rank(rank, world_size)  # validate now
-        catalog = catalog_of(sources, format, split)
+        catalog = catalog_of(
+            sources, format, split, check_crc=check_crc, index=index, lenient=lenient
+        )
         self._setup(FileSource(catalog, int(seed), equal_shards), rank, world_size)
 
     def _setup(self, source: Any, rank: int | None, world_size: int | None) -> None:

@@ -17,7 +17,6 @@ import numpy as np
 from recordkit.data._interleave import InterleavedStream
 from recordkit.data._readers import CHUNK, Catalog, ReaderPool, ShardStream
 from recordkit.data._shuffle import BufferShuffler
-from recordkit.data._sources import Sources
 from recordkit.datasets.plan import (
     EqualShards,
     RangeUnit,
@@ -36,6 +35,7 @@ from recordkit.datasets.plan import (
     whole_files,
 )
 from recordkit.errors import UnsupportedOperationError
+from recordkit.io.resolve import Sources
 
 __all__ = ["EVERYTHING", "FileSource", "Shuffle", "catalog_of", "narrow"]
 
@@ -65,18 +65,15 @@ class Shuffle:
         return self.buffer_size is None
 
 
-def catalog_of(sources: Sources, format: str | None, split: str | None) -> Catalog:
+def catalog_of(sources: Sources, format: str | None, split: str | None, **options: Any) -> Catalog:
     """The files named by ``sources``, or the shards a dataset directory's manifest lists.
 
-    ``sources`` are resolved as :func:`recordkit.open` resolves them (:func:`recordkit.io.resolve_sources`).
+    ``sources`` are resolved as :func:`recordkit.open` resolves them (:func:`recordkit.io.resolve_sources`);
+    ``options`` (``check_crc``, ``index``, ``lenient``) are :func:`recordkit.open`'s, for every reader.
     """
-    from recordkit.io import resolve_sources
+    from recordkit.io.resolve import resolve_sources
 
-    resolved = resolve_sources(sources, format=format, split=split)
-    if resolved.manifest is not None:
-        assert resolved.directory is not None
-        return Catalog.of_dataset(resolved.directory, resolved.manifest)
-    return Catalog(resolved.files, format)
+    return Catalog(resolve_sources(sources, format=format, split=split), **options)
 
 
 def _buffer_shuffled(

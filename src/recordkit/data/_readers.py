@@ -11,14 +11,13 @@ import itertools
 import os
 from collections import OrderedDict
 from collections.abc import Generator, Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from recordkit.datasets.plan import IndexUnit, RangeUnit, Unit, plan_length
 
 if TYPE_CHECKING:
-    from recordkit.datasets.manifest import Manifest
     from recordkit.datasets.tfds import ReadOrder
     from recordkit.io import RecordReader, ResolvedSources
 
@@ -57,58 +56,52 @@ def chunked(records: Iterator[bytes], n: int | None) -> Iterator[list[bytes]]:
         yield chunk
 
 
-def _open(path: str, fmt: str | None) -> RecordReader:
-    from recordkit.io import open as open_records
-
-    return open_records(path, format=fmt)
-
-
 class Catalog:
     """The files of a dataset with what has been learnt about them (record counts, random access).
 
     Parameters
     ----------
     files
-        The file names (local paths or fsspec URLs).
+        The file names (local paths or fsspec URLs), or what :func:`recordkit.io.resolve_sources` found.
     format
         The format of every file, or ``None`` to let :func:`recordkit.open` decide per file.
+    options
+        The options every reader is opened with (``check_crc``, ``index``, ``lenient``: those of
+        :func:`recordkit.open`).
     """
 
-    def __init__(self, files: Sequence[str], format: str | None = None) -> None:
-        self.files = list(files)
-        self.format = format
+    def __init__(
+        self, files: Sequence[str] | ResolvedSources, format: str | None = None, **options: Any
+    ) -> None:
+        from recordkit.io import ResolvedSources
+
+        if not isinstance(files, ResolvedSources):
+            files = ResolvedSources(list(files), format, None)
+        resolved = files
+        self.files = list(resolved.files)
+        self.format = resolved.format
+        self.options = options
         self.counts: list[int | None] = [None] * len(self.files)
         self.random_access: list[bool | None] = [None] * len(self.files)
         # The records' order when it is not file after file: a TFDS split's (formats.tfds.read_order).
         self.order: ReadOrder | None = None
-        # A dataset's shards open as recordkit.open opens them (ResolvedSources.open_part): checked
-        # against their entries, with the errors and remedies of whatever lists them.
-        self._dataset: ResolvedSources | None = None
+        # Every file opens as recordkit.open opens it (ResolvedSources.open_part): a dataset's shards are
+        # checked against their entries, with the errors and remedies of whatever lists them.
+        self._resolved = resolved
+        manifest = resolved.manifest
+        if manifest is not None:
+            from recordkit.datasets.tfds import read_order
 
-    @classmethod
-    def of_dataset(cls, directory: str, manifest: Manifest) -> Catalog:
-        """The shards a manifest lists, with its counts: nothing needs to be opened to plan an epoch."""
-        from recordkit.datasets.manifest import shard_path
-        from recordkit.datasets.tfds import read_order
-        from recordkit.io import ResolvedSources
-
-        catalog = cls([shard_path(directory, shard) for shard in manifest.shards], manifest.format)
-        catalog.counts = [shard.records for shard in manifest.shards]
-        catalog.random_access = [not manifest.compression] * len(manifest.shards)
-        catalog.order = read_order(manifest)
-        catalog._dataset = ResolvedSources(
-            catalog.files, manifest.format, manifest.compression, directory, directory, manifest
-        )
-        return catalog
+            self.counts = [shard.records for shard in manifest.shards]
+            self.random_access = [not manifest.compression] * len(manifest.shards)
+            self.order = read_order(manifest)
 
     def __len__(self) -> int:
         return len(self.files)
 
     def open(self, i: int) -> RecordReader:
         """Open a new reader on file ``i`` (a manifest's shard is checked against its entry)."""
-        if self._dataset is None:
-            return _open(self.files[i], self.format)
-        return self._dataset.open_part(i)
+        return self._resolved.open_part(i, **self.options)
 
     def describe(self, pool: ReaderPool | None = None, *, count: bool = True) -> None:
         """Learn, for every file not yet described, whether it is random-access and its record count.

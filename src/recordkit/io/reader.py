@@ -232,6 +232,8 @@ def open_shard(
     format: str,
     compression: str,
     check_crc: bool = True,
+    index: Any = None,
+    lenient: bool = False,
     listing: str | None = None,
 ) -> RecordReader:
     """Open one shard of a manifest for reading, with the checks :func:`open` makes on a dataset.
@@ -244,8 +246,8 @@ def open_shard(
         The manifest's entry for the shard.
     format, compression
         The manifest's.
-    check_crc
-        Verify checksums.
+    check_crc, index, lenient
+        As for :func:`recordkit.open`.
     listing
         ``"dataset_info.json"`` when the manifest was made from a tensorflow-datasets directory
         (:func:`shard_listing`): the errors then name it, and its remedy.
@@ -256,7 +258,7 @@ def open_shard(
         The shard is missing, or its size differs from the manifest's.
     """
     path = shard_path(directory, shard)
-    spec = _Reopen([path], path, check_crc, None, False, (shard,), listing=listing)
+    spec = _Reopen([path], path, check_crc, index, lenient, (shard,), listing=listing)
     return _read_files(spec, format=format, compression=compression)
 
 

@@ -11,6 +11,7 @@ same records whichever of them reads it. :meth:`ResolvedSources.open` opens what
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import glob
 import os
@@ -36,8 +37,11 @@ from recordkit.io.sources import dataset_files, is_url, natural_key, require_fss
 if TYPE_CHECKING:
     from recordkit.datasets.tfds import ReadOrder
 
-Sources = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
-"""What a reading entry point takes: a path, a directory, a glob pattern, an fsspec URL, or a list of them."""
+Sources = Union[
+    str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]], "ResolvedSources"
+]
+"""What a reading entry point takes: a path, a directory, a glob pattern, an fsspec URL, a list of them, or
+what :func:`resolve_sources` returned."""
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -297,9 +301,8 @@ class ResolvedSources(NamedTuple):
 
         A dataset's shards are checked against the manifest (presence, size, record count).
         """
+        _check_index(index, self.files, self.manifest)
         shards = None if self.manifest is None else self.manifest.shards
-        if shards is None and len(self.files) > 1 and index not in (None, False, True):
-            raise ValueError("index= takes a path only when reading a single file")
         spec = _Reopen(
             self.files,
             self.source,
@@ -326,8 +329,47 @@ class ResolvedSources(NamedTuple):
 
         return read_order(self.manifest)
 
-    def open_part(self, part: int, *, check_crc: bool = True) -> RecordReader:
-        """Open file number ``part`` alone; a dataset's shard with the checks :meth:`open` makes on it."""
+    def only(self, files: Iterable[str]) -> ResolvedSources:
+        """The same resolution narrowed to ``files`` (each one of :attr:`files`), in the order given.
+
+        A dataset keeps the manifest entries of the shards chosen, which they are checked against.
+
+        Raises
+        ------
+        ManifestError
+            A file of a dataset is not one of the shards its manifest lists (left over from an earlier
+            write?).
+        ValueError
+            A file is not one of :attr:`files` (sources that are not a dataset).
+        """
+        where = {os.fspath(file): i for i, file in enumerate(self.files)}
+        chosen = []
+        for file in files:
+            i = where.get(os.fspath(file))
+            if i is None and self.manifest is not None:
+                raise ManifestError(
+                    f"the file is not one of the {len(self.files)} shards the manifest of "
+                    f"{self.directory} lists: a file left over from an earlier write? (recordkit "
+                    "manifest build describes the directory again)",
+                    path=os.fspath(file),
+                )
+            if i is None:
+                raise ValueError(f"{os.fspath(file)} is not one of the files resolved")
+            chosen.append(i)
+        manifest = self.manifest
+        if manifest is not None:
+            shards = tuple(manifest.shards[i] for i in chosen)
+            manifest = dataclasses.replace(manifest, shards=shards)
+        return self._replace(files=[self.files[i] for i in chosen], manifest=manifest)
+
+    def open_part(
+        self, part: int, *, check_crc: bool = True, index: Any = None, lenient: bool = False
+    ) -> RecordReader:
+        """Open file number ``part`` alone; a dataset's shard with the checks :meth:`open` makes on it.
+
+        The options are :func:`recordkit.open`'s; ``index`` takes a path only when there is one file.
+        """
+        _check_index(index, self.files, self.manifest)
         if self.manifest is not None:
             assert self.directory is not None
             assert self.format is not None
@@ -337,11 +379,18 @@ class ResolvedSources(NamedTuple):
                 format=self.format,
                 compression=self.compression or "",
                 check_crc=check_crc,
+                index=index,
+                lenient=lenient,
                 listing=shard_listing(self.manifest),
             )
         file = self.files[part]
-        spec = _Reopen([file], _display_path(file), check_crc, None, False)
+        spec = _Reopen([file], _display_path(file), check_crc, index, lenient)
         return _read_files(spec, format=self.format, compression=self.compression)
+
+
+def _check_index(index: Any, files: list[Any], manifest: Manifest | None) -> None:
+    if manifest is None and len(files) > 1 and index not in (None, False, True):
+        raise ValueError("index= takes a path only when reading a single file")
 
 
 def resolve_sources(
@@ -370,9 +419,11 @@ def resolve_sources(
     Parameters
     ----------
     sources
-        One source or a list of them (see :func:`expand_sources`). A dataset is read on its own: a list of
-        several sources that holds one raises :class:`~recordkit.errors.UnsupportedOperationError` (its
-        manifest, not the files present, says what it holds). A list of one source is that source.
+        One source or a list of them (see :func:`expand_sources`), or a :class:`ResolvedSources`, returned
+        as it is (so every entry point also takes what this function returned). A dataset is read on its
+        own: a list of several sources that holds one raises
+        :class:`~recordkit.errors.UnsupportedOperationError` (its manifest, not the files present, says
+        what it holds). A list of one source is that source.
     format, compression
         As given to :func:`open`. With a dataset they must agree with its manifest.
     split
@@ -394,6 +445,12 @@ def resolve_sources(
     FileNotFoundError, UnsafePathError
         As for :func:`expand_sources`.
     """
+    if isinstance(sources, ResolvedSources):
+        if (format, compression, split) != (None, None, None):
+            raise ValueError(
+                "format=, compression= and split= were chosen when these sources were resolved"
+            )
+        return sources
     one = isinstance(sources, (str, os.PathLike)) or callable(getattr(sources, "read", None))
     items = [sources] if one else list(sources)
     if len(items) == 1 and isinstance(items[0], (str, os.PathLike)):
