@@ -100,10 +100,10 @@ def test_sharding_default_names_and_order(
     records = [record for name in names for record in _read(out / name, format=fmt)]
     assert _sha256(records) == tfrecord_manifest["files"]["examples.tfrecord"]["sha256"]
     # The manifest lists the shards in order, and the directory reads as the input did.
-    manifest = rk.shards.load_manifest(out)
+    manifest = rk.datasets.load_manifest(out)
     assert [shard.path for shard in manifest.shards] == names
     assert _sha256(list(rk.open(out))) == _sha256(records)
-    assert all(check.ok for check in rk.shards.verify_dataset(out))
+    assert all(check.ok for check in rk.datasets.verify_dataset(out))
 
 
 def test_shards_of_a_directory_are_read_in_natural_order(capsys, tmp_path):
@@ -135,7 +135,7 @@ def test_custom_pattern_and_gzip_suffix(capsys, tmp_path, golden_dir):
     assert result.code == 0, result.err
     names = sorted(p.name for p in gz.iterdir() if p.name != "_recordkit_manifest.json")
     assert names == ["part-00000-of-00002.tfrecord.gz", "part-00001-of-00002.tfrecord.gz"]
-    assert rk.shards.load_manifest(gz).compression == "gzip"
+    assert rk.datasets.load_manifest(gz).compression == "gzip"
     assert _read(gz / names[0]) + _read(gz / names[1]) == _read(src)
 
 

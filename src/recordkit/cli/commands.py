@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
+import functools
 import itertools
 import json
 import os
@@ -30,13 +32,16 @@ from recordkit.cli.common import (
     EXIT_CORRUPT,
     EXIT_ERROR,
     EXIT_OK,
+    PROG,
     CliError,
     InputPath,
     damage_line,
     describe_error,
+    error,
     expand_inputs,
-    open_reader,
     progress,
+    reader_len,
+    report_each,
     resolve_input,
 )
 from recordkit.cli.convert import run_convert
@@ -54,15 +59,29 @@ from recordkit.cli.payload import (
     record_json,
     record_text,
 )
-from recordkit.io import find_index, index_problem, shard_count_error, shard_listing, write_index
+from recordkit.datasets.index import find_index
+from recordkit.datasets.manifest import shard_count_error, shard_listing
+from recordkit.io import index_problem, write_index
 
 __all__ = ["build_parser"]
 
-_PROG = "recordkit"
 EXIT_INTERRUPTED = 130
 """Interrupted by Ctrl-C (SIGINT): 128 + the signal number, as shells report it."""
 EXIT_BROKEN_PIPE = 141
 """The reader of the output went away (SIGPIPE): 128 + the signal number, like ``cat``."""
+
+
+def _payload_kind(
+    args: argparse.Namespace, reader: rk.RecordReader, sample: list[bytes]
+) -> str | None:
+    """``--payload``, or the kind detected in ``sample``, the format's own payload kind tried first."""
+    if args.payload != "auto":
+        return str(args.payload)
+    return detect_payload(sample, prefer=rk.get_format(reader.format).payload)
+
+
+def _records_text(n: int) -> str:
+    return f"{n} record" if n == 1 else f"{n} records"
 
 
 # -- info ------------------------------------------------------------------------------------------
@@ -71,30 +90,20 @@ EXIT_BROKEN_PIPE = 141
 def _index_note(reader: rk.RecordReader, path: str) -> tuple[str | None, str | None]:
     """Where the file's record offsets come from (``None`` when it has no index), and why a sidecar index
     is ignored (``None`` when it describes the file): what the reader found when it checked it."""
-    if reader.format == "ffrecord":
+    if rk.get_format(reader.format).capabilities.self_indexed:
         return "header", None
-    if reader.compression:
-        return None, None
-    found = find_index(path)
+    found = None if reader.compression else find_index(path)
     if found is None:
         return None, None
     problem = index_problem(path, found, format=reader.format)
     return found, None if problem is None else problem.reason
 
 
-def _payload_kind(
-    args: argparse.Namespace, reader: rk.RecordReader, sample: list[bytes]
-) -> str | None:
-    if args.payload != "auto":
-        return str(args.payload)
-    return detect_payload(sample, prefer=reader.format)
-
-
-def _file_info(args: argparse.Namespace, path: str) -> dict[str, Any]:
-    with open_reader(path, format=args.format) as reader:
-        total = reader_len(reader)
+def _file_info(args: argparse.Namespace, path: InputPath) -> dict[str, Any]:
+    with path.open() as reader:
         sizes: list[int] = []
         sample: list[bytes] = []
+        total = reader_len(reader)
         for record in progress(reader, total=total, desc=path, enabled=not args.quiet):
             sizes.append(len(record))
             if len(sample) < args.sample:
@@ -111,34 +120,24 @@ def _file_info(args: argparse.Namespace, path: str) -> dict[str, Any]:
             "max_size": max(sizes, default=0),
         }
         info["index"], info["index_stale"] = _index_note(reader, path)
-        kind = _payload_kind(args, reader, sample)
-    info["payload"] = kind
+        kind = info["payload"] = _payload_kind(args, reader, sample)
     info["sampled"] = len(sample)
     if kind is not None and kind != "raw":
         schema = Schema.of(kind, sample)
         info["undecodable"] = schema.undecodable
-        info["features"] = [stats.as_dict() for stats in schema.features.values()]
-        if kind == "sequence_example":
-            info["feature_lists"] = [stats.as_dict() for stats in schema.feature_lists.values()]
+        info.update(schema.as_dict(lists=kind == "sequence_example"))
     return info
-
-
-def reader_len(reader: rk.RecordReader) -> int | None:
-    """Return the number of records when it is cheap to know (random access), else ``None``."""
-    return len(reader) if reader.supports_random_access else None
 
 
 def _feature_table(rows: list[dict[str, Any]], length: str) -> list[str]:
     header = ("name", "kind", "present", f"min {length}", f"max {length}")
-    cells = [
-        (row["name"], row["kind"], str(row["present"]), str(row["min_len"]), str(row["max_len"]))
-        for row in rows
-    ]
-    widths = [max(len(line[i]) for line in [header, *cells]) for i in range(len(header))]
+    keys = ("name", "kind", "present", "min_len", "max_len")
+    lines = [header, *([str(row[key]) for key in keys] for row in rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return [
         "  "
         + "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-        for line in [header, *cells]
+        for line in lines
     ]
 
 
@@ -146,10 +145,7 @@ def _index_text(info: dict[str, Any]) -> str:
     if info["index"] == "header":
         return "in the file header"
     if info["index_stale"] is not None:
-        return (
-            f"stale sidecar {info['index']}, ignored ({info['index_stale']}); offsets from a header "
-            "scan"
-        )
+        return f"stale sidecar {info['index']}, ignored ({info['index_stale']}); offsets from a header scan"
     if info["index"] is not None:
         return f"sidecar {info['index']}"
     if info["compression"] != "none":
@@ -157,7 +153,7 @@ def _index_text(info: dict[str, Any]) -> str:
     return "none (offsets found by a header scan when needed; `recordkit index` writes one)"
 
 
-def _info_text(info: dict[str, Any]) -> list[str]:
+def _info_text(path: str, info: dict[str, Any]) -> str:
     lines = [
         info["path"],
         f"  format       {info['format']}",
@@ -172,8 +168,7 @@ def _info_text(info: dict[str, Any]) -> list[str]:
     ]
     kind = info["payload"]
     if kind is None:
-        lines.append("  payload      - (no records)")
-        return lines
+        return "\n".join([*lines, "  payload      - (no records)"])
     failed = info.get("undecodable")
     note = f"; {failed} of them did not decode" if failed else ""
     lines.append(f"  payload      {kind} (from the first {info['sampled']} records{note})")
@@ -183,34 +178,7 @@ def _info_text(info: dict[str, Any]) -> list[str]:
     if "feature_lists" in info:
         lines.append("  feature lists:")
         lines.extend(_feature_table(info["feature_lists"], "steps"))
-    return lines
-
-
-def _damage_json(path: str, exc: rk.CorruptRecordError) -> dict[str, Any]:
-    return {
-        "path": path,
-        "error": type(exc).__name__,
-        "index": exc.index,
-        "offset": exc.offset,
-        "reason": exc.reason,
-    }
-
-
-def _info_and_report(args: argparse.Namespace, path: str) -> int:
-    """Describe one file, or say what is wrong with it; return its exit status."""
-    try:
-        info = _file_info(args, path)
-    except rk.CorruptRecordError as exc:
-        if args.json:
-            print(json.dumps(_damage_json(path, exc)))
-        else:
-            print(damage_line(path, exc))
-        return EXIT_CORRUPT
-    except (rk.RecordKitError, OSError, ValueError) as exc:
-        _error(describe_error(exc))
-        return EXIT_ERROR
-    print(json.dumps(info) if args.json else "\n".join(_info_text(info)))
-    return EXIT_OK
+    return "\n".join(lines)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -219,55 +187,53 @@ def cmd_info(args: argparse.Namespace) -> int:
     A damaged file is reported in its place (the error, the record index, the byte offset) and the
     others are still described; the status is then 1.
     """
+
+    def show(path: str, info: dict[str, Any]) -> str:
+        return json.dumps(info) if args.json else _info_text(path, info)
+
+    def damaged(path: str, exc: rk.CorruptRecordError) -> None:
+        if not args.json:
+            print(damage_line(path, exc))
+            return
+        fields = {"error": type(exc).__name__, "index": exc.index, "offset": exc.offset}
+        print(json.dumps({"path": path, **fields, "reason": exc.reason}))
+
     paths = expand_inputs(args.files, format=args.format, split=args.split)
-    return max(_info_and_report(args, path) for path in paths)
+    results = report_each(paths, functools.partial(_file_info, args), show, damaged)
+    return max(status for status, _ in results)
 
 
 # -- count -----------------------------------------------------------------------------------------
 
 
-def _counted(args: argparse.Namespace, reader: rk.RecordReader, path: str) -> int:
-    """The records of a lone file: from the record headers (FFRecord: its header), else read through."""
-    n = reader_len(reader)
-    if n is None:
-        n = sum(1 for _ in progress(reader, total=None, desc=path, enabled=not args.quiet))
-    return n
+def _count_file(args: argparse.Namespace, path: InputPath) -> int:
+    """Count one file's records from its record headers (an FFRecord file's: its header).
 
-
-def _count_file(args: argparse.Namespace, path: str) -> int:
-    """Count one file's records; a dataset's shard is counted too, never taken from its manifest.
-
-    The shard is opened with the checks :func:`recordkit.open` makes (present, its size), then counted as
-    a lone file from its own headers, and a count that differs from its entry (or from
-    ``dataset_info.json``) raises the ManifestError every reader raises for it.
+    A dataset's shard is opened with the checks :func:`recordkit.open` makes (present, its size), then
+    counted as a lone file from its own headers, never taken from its manifest: a count that differs from
+    its entry (or from ``dataset_info.json``) raises the ManifestError every reader raises for it.
     """
-    with open_reader(path, format=args.format) as reader:
-        fmt, compression = reader.format, reader.compression
-        manifest = path.resolved.manifest if isinstance(path, InputPath) else None
+
+    def counted(reader: rk.RecordReader) -> int:
+        n = reader_len(reader)
+        return (
+            sum(1 for _ in progress(reader, total=None, desc=path, enabled=not args.quiet))
+            if n is None
+            else n
+        )
+
+    with path.open() as reader:
+        fmt, compression = reader.format, reader.compression or "none"
+        manifest = path.resolved.manifest
         if manifest is None:
-            return _counted(args, reader, path)
-    assert isinstance(path, InputPath)
+            return counted(reader)
     assert path.part is not None
-    with rk.open(path, format=fmt, compression=compression or "none", index=False) as reader:
-        n = _counted(args, reader, path)
+    with rk.open(path, format=fmt, compression=compression, index=False) as reader:
+        n = counted(reader)
     expected = manifest.shards[path.part].records
     if n != expected:
         raise shard_count_error(path, path.part, n, expected, shard_listing(manifest))
     return n
-
-
-def _count_and_report(args: argparse.Namespace, path: str) -> tuple[int, int]:
-    """Count one file and print the line; return its exit status and count."""
-    try:
-        n = _count_file(args, path)
-    except (rk.CorruptRecordError, rk.DecodeError) as exc:
-        _error(describe_error(exc))
-        return EXIT_CORRUPT, 0
-    except (rk.RecordKitError, OSError, ValueError) as exc:
-        _error(describe_error(exc))
-        return EXIT_ERROR, 0
-    print(f"{n:>12}  {path}")
-    return EXIT_OK, n
 
 
 def cmd_count(args: argparse.Namespace) -> int:
@@ -279,18 +245,23 @@ def cmd_count(args: argparse.Namespace) -> int:
     manifest: a shard whose count differs from its entry is reported (ManifestError, status 1).
     """
     paths = expand_inputs(args.files, format=args.format, split=args.split)
-    results = [_count_and_report(args, path) for path in paths]
+    results = report_each(
+        paths,
+        functools.partial(_count_file, args),
+        lambda path, n: f"{n:>12}  {path}",
+        lambda path, exc: error(describe_error(exc)),
+    )
     if len(paths) > 1:
-        print(f"{sum(n for _, n in results):>12}  total")
+        print(f"{sum(n or 0 for _, n in results):>12}  total")
     return max(status for status, _ in results)
 
 
 # -- verify ----------------------------------------------------------------------------------------
 
 
-def _verify_file(args: argparse.Namespace, path: str) -> int:
-    """Check one file; print its verdict; return how many records it holds."""
-    with open_reader(path, format=args.format) as reader:
+def _verify_file(args: argparse.Namespace, path: InputPath) -> int:
+    """Check one file; return how many records it holds."""
+    with path.open() as reader:
         records = progress(reader, total=reader_len(reader), desc=path, enabled=not args.quiet)
         if not args.decode:
             return sum(1 for _ in records)
@@ -306,35 +277,33 @@ def _verify_file(args: argparse.Namespace, path: str) -> int:
         return count
 
 
-def _records_text(n: int) -> str:
-    return f"{n} record" if n == 1 else f"{n} records"
-
-
-def _verify_and_report(args: argparse.Namespace, path: str) -> int:
-    """Verify one file and print its verdict; return its exit status."""
-    try:
-        count = _verify_file(args, path)
-    except (rk.CorruptRecordError, rk.DecodeError) as exc:
-        print(damage_line(path, exc))
-        return EXIT_CORRUPT
-    except (rk.RecordKitError, OSError, ValueError) as exc:
-        _error(describe_error(exc))
-        return EXIT_ERROR
-    print(f"{path}: OK ({_records_text(count)})")
-    return EXIT_OK
-
-
 _IN_PLACE = True
 """``args.salvage`` when ``--salvage`` is given without OUT: repair a dataset directory in place."""
 
 
-def _salvage(args: argparse.Namespace, path: str) -> None:
-    from recordkit.recover import salvage
-
-    if os.path.exists(args.salvage) and not args.force:
-        raise CliError(f"{args.salvage} exists; pass --force to overwrite")
-    report = salvage(path, args.salvage, format=args.format, warn=False)
-    print(f"  salvaged into {args.salvage}: {report.summary()}")
+def _verify_datasets(args: argparse.Namespace) -> int:
+    """``verify`` of dataset directories: each shard against the manifest, or ``--salvage`` in place."""
+    if not all(map(is_dataset_directory, args.files)) or args.decode:
+        raise CliError(
+            "a dataset directory (with a manifest or a dataset_info.json) is verified on its own, "
+            "without --decode"
+        )
+    if args.salvage is None:
+        for path in args.files:
+            if args.split is not None:
+                # An unknown split is refused as every reading command refuses it (status 2).
+                resolve_input(path, format=args.format, split=args.split)
+        return max(verify_directory(path, split=args.split) for path in args.files)
+    if args.split is not None:
+        raise CliError(
+            "--salvage repairs a whole dataset directory in place: run it without --split"
+        )
+    if args.salvage is not _IN_PLACE:
+        raise CliError(
+            "a dataset directory is repaired in place: pass --salvage without OUT (each damaged "
+            "shard is salvaged under its own name, the original kept aside)"
+        )
+    return max(repair_directory(path) for path in args.files)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -345,29 +314,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     of its ``dataset_info.json``. Every split is checked, or only ``--split``'s shards. ``--salvage``
     (without OUT) then repairs a manifest dataset in place.
     """
-    datasets = [path for path in args.files if is_dataset_directory(path)]
-    if datasets:
-        if len(datasets) != len(args.files) or args.decode:
-            raise CliError(
-                "a dataset directory (with a manifest or a dataset_info.json) is verified on its own, "
-                "without --decode"
-            )
-        if args.salvage is None:
-            for path in datasets:
-                if args.split is not None:
-                    # An unknown split is refused as every reading command refuses it (status 2).
-                    resolve_input(path, format=args.format, split=args.split)
-            return max(verify_directory(path, split=args.split) for path in datasets)
-        if args.split is not None:
-            raise CliError(
-                "--salvage repairs a whole dataset directory in place: run it without --split"
-            )
-        if args.salvage is not _IN_PLACE:
-            raise CliError(
-                "a dataset directory is repaired in place: pass --salvage without OUT (each damaged "
-                "shard is salvaged under its own name, the original kept aside)"
-            )
-        return max(repair_directory(path) for path in datasets)
+    if any(is_dataset_directory(path) for path in args.files):
+        return _verify_datasets(args)
     if args.salvage is _IN_PLACE:
         raise CliError(
             "--salvage without OUT repairs a dataset directory (one with a manifest) in place; for a "
@@ -378,9 +326,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
     )
     if args.salvage is not None and len(paths) != 1:
         raise CliError("--salvage applies to a single file")
-    statuses = [_verify_and_report(args, path) for path in paths]
+    statuses = [
+        status
+        for status, _ in report_each(
+            paths,
+            functools.partial(_verify_file, args),
+            lambda path, count: f"{path}: OK ({_records_text(count)})",
+            lambda path, exc: print(damage_line(path, exc)),
+        )
+    ]
     if args.salvage is not None and statuses[0] == EXIT_CORRUPT:
-        _salvage(args, paths[0])
+        from recordkit.recover import salvage
+
+        if os.path.exists(args.salvage) and not args.force:
+            raise CliError(f"{args.salvage} exists; pass --force to overwrite")
+        summary = salvage(paths[0], args.salvage, format=args.format, warn=False).summary()
+        print(f"  salvaged into {args.salvage}: {summary}")
     if len(paths) > 1:
         bad = sum(status != EXIT_OK for status in statuses)
         print(f"{len(paths)} files: {len(paths) - bad} OK, {bad} bad")
@@ -402,7 +363,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
     if args.offset < 0 or (args.limit is not None and args.limit < 0):
         raise CliError("--offset and --limit must be >= 0")
     ensure_ascii = "utf" not in (sys.stdout.encoding or "").lower()
-    with open_reader(args.file, format=args.format, split=args.split) as reader:
+    with resolve_input(args.file, format=args.format, split=args.split).open() as reader:
         stop = None if args.limit is None else args.offset + args.limit
         records: Iterator[bytes] = itertools.islice(reader, args.offset, stop)
         kind = "raw"
@@ -433,24 +394,24 @@ def cmd_cat(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    """Write the sidecar offset index of each TFRecord or OFRecord file."""
+    """Write the sidecar offset index of each file whose format uses one (TFRecord, OFRecord)."""
     paths = expand_inputs(args.files, format=args.format, split=args.split)
     if args.output is not None and len(paths) != 1:
         raise CliError("--output applies to a single file")
     for path in paths:
-        with open_reader(path, format=args.format) as reader:
-            fmt = reader.format
-            if fmt == "ffrecord":
-                print(f"{path}: FFRecord files carry their index in the header; nothing to write")
+        with path.open() as reader:
+            fmt, compression = reader.format, reader.compression
+            if not rk.get_format(fmt).capabilities.sidecar_index:
+                print(f"{path}: {fmt} files carry their index in the header; nothing to write")
                 continue
-            if reader.compression:
+            if compression:
                 raise CliError(
-                    f"{path}: a {reader.compression}-compressed file has no random access, so no "
+                    f"{path}: a {compression}-compressed file has no random access, so no "
                     "index; decompress it first (recordkit convert --compression none)"
                 )
         written = write_index(path, args.output, format=fmt, hidden=args.hidden or None)
         if not args.quiet:
-            with rk.open(path, format=fmt, index=written) as reader:
+            with path.open() as reader:
                 print(f"{path}: wrote {written} ({_records_text(len(reader))})")
     return EXIT_OK
 
@@ -459,42 +420,12 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _common_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--format",
-        type=str.lower,
-        metavar="FORMAT",
-        help="input format: tfrecord, ofrecord or ffrecord (default: from the suffix, else the content)",
+    help = (
+        "input format: tfrecord, ofrecord or ffrecord (default: from the suffix, else the content)"
     )
-    parser.add_argument(
-        "-q",
-        "--quiet",
-        action="store_true",
-        help="no progress bar (nor summary from convert, index)",
-    )
-
-
-def _payload_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--payload",
-        choices=("auto", *PAYLOAD_KINDS),
-        default="auto",
-        help="how to decode the records (default: detected from the first records)",
-    )
-    parser.add_argument(
-        "--sample",
-        type=_positive,
-        default=100,
-        metavar="N",
-        help="records used to detect the payload kind and schema (default: 100)",
-    )
-
-
-def _split_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--split",
-        metavar="SPLIT",
-        help="the split of a dataset directory to read (required when it has several)",
-    )
+    parser.add_argument("--format", type=str.lower, metavar="FORMAT", help=help)
+    help = "no progress bar (nor summary from convert, index)"
+    parser.add_argument("-q", "--quiet", action="store_true", help=help)
 
 
 def _positive(text: str) -> int:
@@ -504,68 +435,67 @@ def _positive(text: str) -> int:
     return value
 
 
-def _files_command(
-    commands: Any, name: str, help: str, func: Any, *, payload: bool = False
+def _command(
+    commands: Any,
+    name: str,
+    help: str,
+    func: Any,
+    *,
+    payload: bool = False,
+    split: str = "the split of a dataset directory to read (required when it has several)",
+    file: str | None = None,
 ) -> argparse.ArgumentParser:
-    """Add a command that takes record files (or directories of them)."""
+    """Add a command that takes record files (or directories of them; with ``file``, one input, which it
+    describes), ``--split``, ``--format`` and ``--quiet``, and with ``payload`` ``--payload`` and
+    ``--sample``."""
     p: argparse.ArgumentParser = commands.add_parser(name, help=help)
-    p.add_argument(
-        "files", nargs="+", metavar="FILE", help="record files, directories or quoted glob patterns"
-    )
+    if file is None:
+        help = "record files, directories or quoted glob patterns"
+        p.add_argument("files", nargs="+", metavar="FILE", help=help)
+    else:
+        p.add_argument("file", metavar="FILE", help=file)
     if payload:
-        _payload_option(p)
+        help = "how to decode the records (default: detected from the first records)"
+        p.add_argument("--payload", choices=("auto", *PAYLOAD_KINDS), default="auto", help=help)
+        help = "records used to detect the payload kind and schema (default: 100)"
+        p.add_argument("--sample", type=_positive, default=100, metavar="N", help=help)
+    p.add_argument("--split", metavar="SPLIT", help=split)
     _common_options(p)
     p.set_defaults(func=func)
     return p
 
 
-def _add_info(commands: Any) -> None:
+def _add_commands(commands: Any) -> None:
     help = "describe files: format, sizes, index, payload schema"
-    p = _files_command(commands, "info", help, cmd_info, payload=True)
-    _split_option(p)
-    p.add_argument("--json", action="store_true", help="one JSON object per file")
-
-
-def _add_count(commands: Any) -> None:
-    p = _files_command(commands, "count", "count records (header scan only)", cmd_count)
-    _split_option(p)
-
-
-def _add_verify(commands: Any) -> None:
+    info = _command(commands, "info", help, cmd_info, payload=True)
+    info.add_argument("--json", action="store_true", help="one JSON object per file")
+    _command(commands, "count", "count records (header scan only)", cmd_count)
     help = "check every checksum; exit 1 on corrupt data"
-    p = _files_command(commands, "verify", help, cmd_verify, payload=True)
-    p.add_argument("--decode", action="store_true", help="also decode every payload")
-    p.add_argument(
-        "--salvage",
-        nargs="?",
-        const=_IN_PLACE,
-        metavar="OUT",
-        help="if the file is damaged, copy its intact records to OUT (one FILE only); for a dataset "
-        "directory, no OUT: repair its damaged shards and its manifest in place",
+    split = "check only this split of a dataset directory (default: every split)"
+    verify = _command(commands, "verify", help, cmd_verify, payload=True, split=split)
+    verify.add_argument("--decode", action="store_true", help="also decode every payload")
+    help = (
+        "if the file is damaged, copy its intact records to OUT (one FILE only); for a dataset "
+        "directory, no OUT: repair its damaged shards and its manifest in place"
     )
-    p.add_argument("-f", "--force", action="store_true", help="overwrite OUT if it exists")
-    p.add_argument(
-        "--split",
-        metavar="SPLIT",
-        help="check only this split of a dataset directory (default: every split)",
-    )
-
-
-def _add_cat(commands: Any) -> None:
-    p = commands.add_parser("cat", help="print records (decoded, JSON lines, base64 or hex)")
-    p.add_argument(
-        "file", metavar="FILE", help="a record file, a directory or a quoted glob (one sequence)"
-    )
-    p.add_argument("--offset", type=int, default=0, metavar="K", help="skip the first K records")
-    p.add_argument("--limit", type=int, metavar="N", help="print at most N records")
-    mode = p.add_mutually_exclusive_group()
+    verify.add_argument("--salvage", nargs="?", const=_IN_PLACE, metavar="OUT", help=help)
+    verify.add_argument("-f", "--force", action="store_true", help="overwrite OUT if it exists")
+    help = "print records (decoded, JSON lines, base64 or hex)"
+    file = "a record file, a directory or a quoted glob (one sequence)"
+    cat = _command(commands, "cat", help, cmd_cat, payload=True, file=file)
+    cat.add_argument("--offset", type=int, default=0, metavar="K", help="skip the first K records")
+    cat.add_argument("--limit", type=int, metavar="N", help="print at most N records")
+    mode = cat.add_mutually_exclusive_group()
     mode.add_argument("--json", action="store_true", help="one JSON object per record")
     mode.add_argument("--raw", action="store_true", help="one base64 line per record, undecoded")
     mode.add_argument("--hex", action="store_true", help="a hexdump of each record, undecoded")
-    _payload_option(p)
-    _split_option(p)
-    _common_options(p)
-    p.set_defaults(func=cmd_cat)
+    _add_convert(commands)
+    help = "write sidecar offset indexes (TFRecord, OFRecord)"
+    index = _command(commands, "index", help, cmd_index)
+    help = "index path (default: FILE.idx beside FILE, .FILE.idx in a dataset directory; one FILE only)"
+    index.add_argument("-o", "--output", help=help)
+    help = "write .FILE.idx, a name that tools reading every file of the directory pass by"
+    index.add_argument("--hidden", action="store_true", help=help)
 
 
 def _add_convert(commands: Any) -> None:
@@ -581,124 +511,70 @@ def _add_convert(commands: Any) -> None:
     p.add_argument("src", nargs="+", metavar="SRC", help="input files or directories")
     p.add_argument("dst", metavar="DST", help="output file or directory")
     p.add_argument("--to", type=str.lower, metavar="FORMAT", help="output format")
-    p.add_argument(
-        "--compression",
-        choices=("none", "gzip", "zlib"),
-        help="output compression (TFRecord only)",
-    )
+    help = "output compression (TFRecord only)"
+    p.add_argument("--compression", choices=("none", "gzip", "zlib"), help=help)
     p.add_argument("--shards", type=_positive, default=1, metavar="N", help="write N files")
-    p.add_argument(
-        "--pattern",
-        help="shard file name, with {index} and {count}, e.g. part-{index:05d} "
-        "(default: per format, see the docs)",
-    )
+    help = "shard file name, with {index} and {count}, e.g. part-{index:05d} (default: per format, see the docs)"
+    p.add_argument("--pattern", help=help)
     payload = p.add_mutually_exclusive_group()
-    payload.add_argument(
-        "--payload",
-        choices=("example", "ofrecord"),
-        help="convert the payloads to this message kind (Example <-> OFRecord); default: the "
-        "output format's own (OFRecord for ofrecord, Example for tfrecord, none for ffrecord)",
+    help = (
+        "convert the payloads to this message kind (Example <-> OFRecord); default: the output "
+        "format's own (OFRecord for ofrecord, Example for tfrecord, none for ffrecord)"
     )
-    payload.add_argument(
-        "--keep-payload",
-        action="store_true",
-        help="copy every record byte for byte, with no payload conversion",
-    )
-    p.add_argument(
-        "--lossy", action="store_true", help="allow rounding double_list values to float32"
-    )
+    payload.add_argument("--payload", choices=("example", "ofrecord"), help=help)
+    help = "copy every record byte for byte, with no payload conversion"
+    payload.add_argument("--keep-payload", action="store_true", help=help)
+    help = "allow rounding double_list values to float32"
+    p.add_argument("--lossy", action="store_true", help=help)
     p.add_argument("-f", "--force", action="store_true", help="overwrite existing outputs")
-    _split_option(p)
+    help = "the split of a dataset directory to read (required when it has several)"
+    p.add_argument("--split", metavar="SPLIT", help=help)
     _common_options(p)
     p.set_defaults(func=run_convert)
-
-
-def _add_index(commands: Any) -> None:
-    help = "write sidecar offset indexes (TFRecord, OFRecord)"
-    p = _files_command(commands, "index", help, cmd_index)
-    _split_option(p)
-    p.add_argument(
-        "-o",
-        "--output",
-        help="index path (default: FILE.idx beside FILE, .FILE.idx in a dataset directory; one FILE only)",
-    )
-    p.add_argument(
-        "--hidden",
-        action="store_true",
-        help="write .FILE.idx, a name that tools reading every file of the directory pass by",
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``recordkit`` command."""
     parser = argparse.ArgumentParser(
-        prog=_PROG,
+        prog=PROG,
         description="Inspect, check, convert and index TFRecord, OFRecord and FFRecord files.",
         epilog="Exit status: 0 ok, 1 corrupt data found, 2 usage error or other failure, "
         "130 interrupted, 141 output pipe closed.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {rk.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add in (_add_info, _add_count, _add_verify, _add_cat, _add_convert, _add_index):
-        add(commands)
+    _add_commands(commands)
     add_manifest_command(commands, _common_options)
     return parser
 
 
-def _error(message: str) -> None:
-    print(f"{_PROG}: error: {message}", file=sys.stderr)
+def _show_warning(message: Warning | str, *args: Any, **kwargs: Any) -> None:
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
 
 
-def _show_warning(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: Any = None,
-    line: str | None = None,
-) -> None:
-    print(f"{_PROG}: warning: {message}", file=sys.stderr)
-
-
-def _run(args: argparse.Namespace) -> int:
+def _run(argv: Sequence[str] | None) -> int:
     try:
-        code: int = args.func(args)
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    try:
+        with warnings.catch_warnings():
+            # Each of recordkit's warnings is news about the data; others keep Python's filters.
+            warnings.simplefilter("always", rk.RecordKitWarning)
+            warnings.showwarning = _show_warning
+            code: int = args.func(args)
     except CliError as exc:
-        _error(str(exc))
+        error(str(exc))
         return exc.code
     except (rk.CorruptRecordError, rk.DecodeError) as exc:
-        _error(describe_error(exc))
+        error(describe_error(exc))
         return EXIT_CORRUPT
     except BrokenPipeError:
         raise  # main's to handle: not an error of the input
     except (rk.RecordKitError, OSError, ValueError, ImportError) as exc:
-        _error(describe_error(exc))
+        error(describe_error(exc))
         return EXIT_ERROR
     return code
-
-
-def _parse_and_run(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
-    with warnings.catch_warnings():
-        # Each of recordkit's warnings is news about the data; others keep Python's filters.
-        warnings.simplefilter("always", rk.RecordKitWarning)
-        warnings.showwarning = _show_warning
-        return _run(args)
-
-
-def _discard_stdout() -> None:
-    """Point stdout at the null device, so that the interpreter's last flush cannot fail again."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, ValueError, OSError):
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -716,13 +592,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         130 when interrupted (Ctrl-C), 141 when the reader of the output went away (``| head``).
     """
     try:
-        code = _parse_and_run(argv)
+        code = _run(argv)
         sys.stdout.flush()  # a closed pipe shows here, not as a message at interpreter exit
     except KeyboardInterrupt:
-        print(f"{_PROG}: interrupted", file=sys.stderr)
+        print(f"{PROG}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # ``recordkit cat ... | head``: stop quietly, with the status `cat` has when SIGPIPE stops it.
-        _discard_stdout()
+        # stdout goes to the null device, so that the interpreter's last flush cannot fail again.
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            fd = sys.stdout.fileno()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
         return EXIT_BROKEN_PIPE
     return code

@@ -1,42 +1,27 @@
-"""Shared helpers of the ``recordkit`` command line: input expansion, readers, progress bars, errors.
+"""Shared helpers of the ``recordkit`` command line: inputs, progress bars, errors and per-file reports.
 
-Like the rest of the command-line layer, this module uses only recordkit's public names.
+Every command turns its arguments into record files with :func:`expand_inputs` (or :func:`resolve_input`),
+which ask :func:`recordkit.io.resolve_sources`, the resolution every reader uses; nothing here lists files,
+detects formats or opens a dataset's shards on its own. Like the rest of the command-line layer, this
+module uses only public names.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import recordkit as rk
-from recordkit.io import ResolvedSources, find_dataset, natural_key, resolve_sources
+from recordkit.io import ResolvedSources, find_dataset, resolve_sources
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = [
-    "EXIT_CORRUPT",
-    "EXIT_ERROR",
-    "EXIT_OK",
-    "CliError",
-    "InputPath",
-    "damage_line",
-    "describe_error",
-    "expand_inputs",
-    "natural_key",
-    "open_reader",
-    "progress",
-    "resolve_input",
-]
-
-EXIT_OK = 0
-"""Everything went well."""
-EXIT_CORRUPT = 1
-"""Corrupt data was found: a damaged file or a payload that does not decode."""
-EXIT_ERROR = 2
-"""A usage error or any other failure: bad arguments, a missing file, an unknown format."""
+PROG = "recordkit"
+EXIT_OK, EXIT_CORRUPT, EXIT_ERROR = 0, 1, 2
+"""The exit statuses: all went well; corrupt data was found (a damaged file, a payload that does not
+decode); a usage error or any other failure (bad arguments, a missing file, an unknown format)."""
 
 _T = TypeVar("_T")
 
@@ -81,8 +66,7 @@ class InputPath(str):
     def __new__(cls, path: str, resolved: ResolvedSources, part: int | None) -> Self:
         """Make the path ``path`` that opens as ``resolved``'s file ``part`` (all of them for ``None``)."""
         self = super().__new__(cls, path)
-        self.resolved = resolved
-        self.part = part
+        self.resolved, self.part = resolved, part
         return self
 
     def open(self) -> rk.RecordReader:
@@ -93,18 +77,15 @@ class InputPath(str):
 
 
 def resolve_input(
-    path: str | list[str],
-    *,
-    format: str | None,
-    split: str | None = None,
-    all_splits: bool = False,
+    path: str, *, format: str | None, split: str | None = None, all_splits: bool = False
 ) -> ResolvedSources:
     """Resolve one command-line argument as :func:`recordkit.open` resolves its sources.
 
     Raises
     ------
     CliError
-        A dataset has several splits and ``--split`` names none of them (or none was given).
+        A dataset has several splits and ``--split`` names none of them (or none was given), or
+        ``--split`` was given for an argument that is not a dataset.
     ManifestError
         A dataset's manifest is malformed or disagrees with ``--format``.
     """
@@ -113,9 +94,8 @@ def resolve_input(
             path, format=format, split=split, all_splits=all_splits, missing_ok=True
         )
     except rk.ManifestError as exc:
-        whole = find_dataset(path, all_splits=True) if isinstance(path, str) else None
-        splits = whole[1].splits if whole is not None else []
-        if len(splits) > 1 and split not in splits:
+        whole = find_dataset(path, all_splits=True)
+        if whole is not None and len(whole[1].splits) > 1 and split not in whole[1].splits:
             # Choosing a split is the user's part, not damage in the data.
             raise CliError(describe_error(exc)) from exc
         raise
@@ -128,7 +108,7 @@ def expand_inputs(
     split: str | None = None,
     all_splits: bool = False,
     whole_datasets: bool = False,
-) -> list[str]:
+) -> list[InputPath]:
     """Replace each argument by the record files it names (as :class:`InputPath`), as :func:`recordkit.open`
     resolves it.
 
@@ -152,7 +132,7 @@ def expand_inputs(
     ManifestError
         A dataset's manifest is malformed or disagrees with ``--format``.
     """
-    inputs: list[str] = []
+    inputs: list[InputPath] = []
     for path in paths:
         try:
             resolved = resolve_input(path, format=format, split=split, all_splits=all_splits)
@@ -162,25 +142,11 @@ def expand_inputs(
             raise CliError(f"{path}: {describe_error(exc)}") from exc
         if resolved.manifest is not None and whole_datasets:
             inputs.append(InputPath(path, resolved, None))
-            continue
-        inputs.extend(
-            InputPath(os.fspath(file), resolved, i) for i, file in enumerate(resolved.files)
-        )
+        else:
+            inputs.extend(
+                InputPath(str(file), resolved, i) for i, file in enumerate(resolved.files)
+            )
     return inputs
-
-
-def open_reader(
-    path: str | list[str], *, format: str | None, split: str | None = None
-) -> rk.RecordReader:
-    """Open record files for reading, checksums checked, as :func:`recordkit.open` opens them.
-
-    ``path`` is an :class:`InputPath` from :func:`expand_inputs` (opened as it says), or one file,
-    directory or glob, or a list of files, read as one sequence with the format from ``--format`` or
-    detected, and ``--split`` for a dataset.
-    """
-    if isinstance(path, InputPath):
-        return path.open()
-    return resolve_input(path, format=format, split=split).open()
 
 
 def progress(
@@ -196,17 +162,48 @@ def progress(
         except ImportError:
             pass
         else:
-            yield from tqdm(
-                items,
-                total=total,
-                desc=desc,
-                unit=unit,
-                unit_scale=True,
-                leave=False,
-                file=sys.stderr,
-            )
+            bar = tqdm(items, total=total, desc=desc, unit=unit, unit_scale=True, leave=False)
+            yield from bar
             return
     yield from items
+
+
+def reader_len(reader: rk.RecordReader) -> int | None:
+    """Return the number of records when it is cheap to know (random access), else ``None``."""
+    return len(reader) if reader.supports_random_access else None
+
+
+def error(message: str) -> None:
+    """Print ``recordkit: error: MESSAGE`` on stderr."""
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+
+
+def report_each(
+    paths: Iterable[str],
+    work: Callable[[str], _T],
+    show: Callable[[str, _T], str],
+    damaged: Callable[[str, Any], object],
+) -> list[tuple[int, _T | None]]:
+    """Run ``work(path)`` for each file of a command and print ``show(path, result)``; return each file's
+    exit status and result (``None`` when it failed).
+
+    Corrupt data (a damaged file, a payload that does not decode) goes to ``damaged(path, exc)``; any
+    other failure is printed as an error line. Either way the command goes on with the other files.
+    """
+    results: list[tuple[int, _T | None]] = []
+    for path in paths:
+        try:
+            result = work(path)
+        except (rk.CorruptRecordError, rk.DecodeError) as exc:  # noqa: PERF203 - one file each
+            damaged(path, exc)
+            results.append((EXIT_CORRUPT, None))
+        except (rk.RecordKitError, OSError, ValueError) as exc:
+            error(describe_error(exc))
+            results.append((EXIT_ERROR, None))
+        else:
+            print(show(path, result))
+            results.append((EXIT_OK, result))
+    return results
 
 
 def damage_line(path: str, exc: rk.CorruptRecordError | rk.DecodeError) -> str:
@@ -215,12 +212,10 @@ def damage_line(path: str, exc: rk.CorruptRecordError | rk.DecodeError) -> str:
     ``PATH: CORRUPT: record I at byte O: REASON [ErrorClass]``, leaving out the record or the byte when
     unknown; for a payload that does not decode (``verify --decode``), the record is ``exc.index``.
     """
-    offset = None
-    reason = str(exc)
-    index = exc.index
-    if isinstance(exc, rk.CorruptRecordError):
-        offset, reason = exc.offset, exc.reason
-    where = [] if index is None else [f"record {index}"]
+    offset, reason = (
+        (exc.offset, exc.reason) if isinstance(exc, rk.CorruptRecordError) else (None, exc)
+    )
+    where = [] if exc.index is None else [f"record {exc.index}"]
     if offset is not None:
         where.append(f"at byte {offset}" if where else f"byte {offset}")
     location = " ".join(where) + ": " if where else ""

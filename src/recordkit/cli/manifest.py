@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import os
 from typing import Any
@@ -10,90 +11,71 @@ from typing import Any
 import recordkit as rk
 from recordkit.cli.common import EXIT_CORRUPT, EXIT_OK, damage_line
 from recordkit.cli.payload import Schema, detect_payload
-from recordkit.datasets.build import (
+from recordkit.datasets import (
+    MANIFEST_NAME,
+    Manifest,
     ShardCheck,
     build_manifest,
     load_dataset,
+    merge_manifests,
     repair_dataset,
     verify_dataset,
 )
-from recordkit.datasets.manifest import MANIFEST_NAME, Manifest, merge_manifests
-from recordkit.io import shard_listing
-
-__all__ = ["add_manifest_command", "is_dataset_directory", "repair_directory", "verify_directory"]
-
-_TFDS_INFO = "dataset_info.json"
+from recordkit.datasets.manifest import shard_listing
+from recordkit.io import find_dataset, open_shard
 
 _SCHEMA_SAMPLE = 1000
 
 
 def is_dataset_directory(path: str) -> bool:
-    """Whether ``path`` is a dataset: a directory holding a recordkit manifest or a tensorflow-datasets
-    ``dataset_info.json``, or a manifest file (``.json``)."""
-    return any(
-        os.path.isfile(os.path.join(path, name)) for name in (MANIFEST_NAME, _TFDS_INFO)
-    ) or (path.endswith(".json") and os.path.isfile(path))
+    """Whether ``path`` is a dataset (:func:`recordkit.io.find_dataset`): a directory holding a recordkit
+    manifest or a tensorflow-datasets ``dataset_info.json``, or a manifest file (``.json``)."""
+    return find_dataset(path, all_splits=True) is not None
 
 
 def _summary(manifest: Manifest) -> str:
-    splits = manifest.splits
-    split_text = f", splits {', '.join(splits)}" if splits else ""
+    splits = f", splits {', '.join(manifest.splits)}" if manifest.splits else ""
     return (
         f"{len(manifest.shards)} shards, {manifest.records} records, {manifest.format} "
-        f"({manifest.compression or 'uncompressed'}){split_text}"
+        f"({manifest.compression or 'uncompressed'}){splits}"
     )
 
 
 def _inferred_schema(directory: str, manifest: Manifest) -> dict[str, Any] | None:
-    """The feature schema of the first records, as ``recordkit info`` infers it."""
+    """The feature schema of the first shard's first records, as ``recordkit info`` infers it."""
     if not manifest.shards:
         return None
-    reader = rk.open(os.path.join(directory, manifest.shards[0].path), format=manifest.format)
-    with reader:
+    fmt, compression = manifest.format, manifest.compression
+    with open_shard(directory, manifest.shards[0], format=fmt, compression=compression) as reader:
         sample = list(itertools.islice(reader, _SCHEMA_SAMPLE))
-    kind = detect_payload(sample)
+    kind = detect_payload(sample, prefer=rk.get_format(fmt).payload)
     if kind in (None, "raw"):
         return None
     schema = Schema.of(kind, sample)
-    found: dict[str, Any] = {
-        "payload": kind,
-        "features": [stats.as_dict() for stats in schema.features.values()],
-    }
-    if schema.feature_lists:
-        found["feature_lists"] = [stats.as_dict() for stats in schema.feature_lists.values()]
-    return found
+    return {"payload": kind, **schema.as_dict(lists=bool(schema.feature_lists))}
 
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Describe the record files of a directory in a new manifest (every record is read and checked)."""
+    checksum = not args.no_checksum
     manifest = build_manifest(
-        args.directory,
-        format=args.format,
-        split=args.split,
-        checksum=not args.no_checksum,
-        save=False,
+        args.directory, format=args.format, split=args.split, checksum=checksum, save=False
     )
     if args.schema:
         schema = _inferred_schema(args.directory, manifest)
-        manifest = Manifest(
-            format=manifest.format,
-            compression=manifest.compression,
-            shards=manifest.shards,
-            schema=schema,
-            metadata=manifest.metadata,
-        )
-    target = manifest.save(os.path.join(args.directory, MANIFEST_NAME))
-    if not args.quiet:
-        print(f"{target}: {_summary(manifest)}")
-    return EXIT_OK
+        manifest = dataclasses.replace(manifest, schema=schema)
+    return _saved(args, manifest, os.path.join(args.directory, MANIFEST_NAME))
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
     """Merge the manifests of several writers into one, for the directory that holds all their shards."""
-    merged = merge_manifests(args.manifests, args.output)
-    target = merged.save(args.output)
+    return _saved(args, merge_manifests(args.manifests, args.output), args.output)
+
+
+def _saved(args: argparse.Namespace, manifest: Manifest, path: str) -> int:
+    target = manifest.save(path)
     if not args.quiet:
-        print(f"{target}: {_summary(merged)}")
+        print(f"{target}: {_summary(manifest)}")
     return EXIT_OK
 
 
@@ -107,11 +89,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         print(manifest.to_json(), end="")
         return EXIT_OK
-    tfds = manifest.metadata.get("tfds") if shard_listing(manifest) else None
+    listing = shard_listing(manifest)
+    tfds = manifest.metadata.get("tfds") if listing else None
     if isinstance(tfds, dict):
         print(
             f"{args.directory}: tensorflow-datasets {tfds.get('name')} {tfds.get('version')} "
-            f"({_TFDS_INFO}): {_summary(manifest)}"
+            f"({listing}): {_summary(manifest)}"
         )
     else:
         print(f"{args.directory}: {_summary(manifest)}")
@@ -126,25 +109,25 @@ def _print_checks(directory: str, checks: list[ShardCheck]) -> int:
     for check in checks:
         if check.ok:
             print(f"{check.path}: OK ({check.shard.records} records)")
-        elif isinstance(check.error, rk.CorruptRecordError):
-            bad += 1
+            continue
+        bad += 1
+        if isinstance(check.error, rk.CorruptRecordError):
             print(damage_line(check.path, check.error))
         else:
-            bad += 1
             print(f"{check.path}: CORRUPT: {check.problem}")
     print(f"{directory}: {len(checks)} shards: {len(checks) - bad} OK, {bad} bad")
     return EXIT_CORRUPT if bad else EXIT_OK
 
 
-def verify_directory(directory: str, *, checksum: bool = True, split: str | None = None) -> int:
+def verify_directory(directory: str, *, split: str | None = None) -> int:
     """Check every shard of a dataset directory (or of its split ``split``) against its manifest (or a
     tensorflow-datasets ``dataset_info.json``); print a line per shard."""
-    return _print_checks(directory, verify_dataset(directory, checksum=checksum, split=split))
+    return _print_checks(directory, verify_dataset(directory, split=split))
 
 
-def repair_directory(directory: str, *, checksum: bool = True) -> int:
+def repair_directory(directory: str) -> int:
     """Verify a dataset directory, then repair its bad shards in place (``verify DIR --salvage``)."""
-    checks, repairs = repair_dataset(directory, checksum=checksum)
+    checks, repairs = repair_dataset(directory)
     status = _print_checks(directory, checks)
     for repair in repairs:
         where = repair.check.path
@@ -166,31 +149,22 @@ def add_manifest_command(commands: Any, common_options: Any) -> None:
         "manifest", help="build, merge or show a dataset manifest (_recordkit_manifest.json)"
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    build = actions.add_parser(
-        "build",
-        help="describe the shards of a directory (written by anything) in a manifest",
-    )
+    help = "describe the shards of a directory (written by anything) in a manifest"
+    build = actions.add_parser("build", help=help)
     build.add_argument("directory", metavar="DIR")
     build.add_argument("--split", help="the split of every shard (default: from TFDS names)")
-    build.add_argument(
-        "--schema", action="store_true", help="also record the feature schema of the first records"
-    )
-    build.add_argument(
-        "--no-checksum", action="store_true", help="do not record SHA-256 checksums (one read less)"
-    )
-    common_options(build)
-    build.set_defaults(func=cmd_build)
-    merge = actions.add_parser(
-        "merge", help="merge manifests into one (their shards must lie below OUT)"
-    )
+    help = "also record the feature schema of the first records"
+    build.add_argument("--schema", action="store_true", help=help)
+    help = "do not record SHA-256 checksums (one read less)"
+    build.add_argument("--no-checksum", action="store_true", help=help)
+    help = "merge manifests into one (their shards must lie below OUT)"
+    merge = actions.add_parser("merge", help=help)
     merge.add_argument("output", metavar="OUT", help="the merged manifest: a directory or a file")
-    merge.add_argument(
-        "manifests", nargs="+", metavar="MANIFEST", help="manifests or their directories"
-    )
-    common_options(merge)
-    merge.set_defaults(func=cmd_merge)
+    help = "manifests or their directories"
+    merge.add_argument("manifests", nargs="+", metavar="MANIFEST", help=help)
     show = actions.add_parser("show", help="print a dataset's shards")
     show.add_argument("directory", metavar="DIR", help="a dataset directory or a manifest file")
     show.add_argument("--json", action="store_true", help="print the manifest's JSON")
-    common_options(show)
-    show.set_defaults(func=cmd_show)
+    for action, func in ((build, cmd_build), (merge, cmd_merge), (show, cmd_show)):
+        common_options(action)
+        action.set_defaults(func=func)

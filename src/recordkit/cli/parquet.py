@@ -12,17 +12,15 @@ Needs pyarrow (``pip install "recordkit[arrow]"``), imported on first use.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 import numpy as np
 
 from recordkit.cli.common import CliError
-from recordkit.cli.payload import Schema, detect_payload, feature_specs
+from recordkit.cli.payload import Schema, detect_payload
 from recordkit.decode import tables
 from recordkit.io.atomic import AtomicFile
-
-__all__ = ["is_parquet", "parquet_records", "parquet_rows", "write_parquet"]
 
 _BATCH_ROWS: Final = 8192
 _SAMPLE: Final = 100
@@ -35,22 +33,27 @@ def is_parquet(path: str) -> bool:
     return path.lower().endswith(".parquet")
 
 
-def _parquet() -> Any:
-    tables._pyarrow()
-    import pyarrow.parquet
+def _pyarrow() -> tuple[Any, Any]:
+    """pyarrow and pyarrow.parquet, or an error that says how to install them."""
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError as exc:
+        raise ImportError(
+            'recordkit\'s Parquet conversion needs pyarrow: pip install "recordkit[arrow]"'
+        ) from exc
+    return pyarrow, pyarrow.parquet
 
-    return pyarrow.parquet
 
-
-def parquet_rows(paths: list[str]) -> int:
+def parquet_rows(paths: Sequence[str]) -> int:
     """The number of rows of the Parquet files, from their footers."""
-    pq = _parquet()
+    pq = _pyarrow()[1]
     return sum(int(pq.ParquetFile(path).metadata.num_rows) for path in paths)
 
 
 def _check_floats(path: str, batch: Any, first_row: int) -> None:
     """Refuse float64 values that a float32 ``float_list`` would round (``--lossy`` allows them)."""
-    pa = tables._pyarrow()
+    pa = _pyarrow()[0]
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
         values = column
         while (
@@ -71,9 +74,9 @@ def _check_floats(path: str, batch: Any, first_row: int) -> None:
             )
 
 
-def parquet_records(paths: list[str], *, ofrecord: bool, lossy: bool) -> Iterator[bytes]:
+def parquet_records(paths: Sequence[str], *, ofrecord: bool, lossy: bool) -> Iterator[bytes]:
     """The rows of the Parquet files as serialized Examples (OFRecords with ``ofrecord``), in order."""
-    pq = _parquet()
+    pq = _pyarrow()[1]
     encode = tables.encode_ofrecords if ofrecord else tables.encode_examples
     for path in paths:
         first_row = 0
@@ -100,14 +103,13 @@ def write_parquet(
 
     The payload kind is ``payload``, or detected from the first records. Returns the number of rows.
     """
-    pq = _parquet()
-    pa = tables._pyarrow()
+    pa, pq = _pyarrow()
     kind = payload or detect_payload(list(itertools.islice(records(), _SAMPLE)), prefer=prefer)
     if kind in ("example", "ofrecord"):
         schema = Schema.of(kind, records())
         if schema.undecodable:
             raise CliError(f"{schema.undecodable} records do not decode as {kind} payloads")
-        specs = feature_specs(schema)
+        specs = schema.specs()
 
         def table(batch: list[bytes]) -> Any:
             return tables.parse_arrow(batch, specs, ofrecord=kind == "ofrecord", null_missing=True)

@@ -310,8 +310,8 @@ class Schema:
                 schema.undecodable += 1
                 continue
             for name, value in (decoded.context if sequence else decoded).items():
-                kinds = [kind_of(value)] if len(value) else []
-                schema.features.setdefault(name, FeatureStats(name)).add(kinds, len(value))
+                seen = [kind_of(value)] if len(value) else []
+                schema.features.setdefault(name, FeatureStats(name)).add(seen, len(value))
             for name, steps in decoded.feature_lists.items() if sequence else ():
                 kinds = {kind_of(step) for step in steps if len(step)}
                 schema.feature_lists.setdefault(name, FeatureStats(name)).add(kinds, len(steps))
