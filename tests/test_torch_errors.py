@@ -14,7 +14,7 @@ from recordkit.errors import (
     DecodeError,
     ManifestError,
     UnknownFormatError,
-    _attach_attributes,
+    attach_attributes,
 )
 
 torch = pytest.importorskip("torch")
@@ -133,8 +133,8 @@ def test_the_main_process_needs_no_transport(damaged, expected):
 )
 def test_attributes_survive_a_rebuild_from_text(err):
     before = dict(vars(err))
-    _attach_attributes(err)
-    _attach_attributes(err)  # once only
+    attach_attributes(err)
+    attach_attributes(err)  # once only
     assert str(err).count("recordkit error attributes") == 1
     text = (
         f"Caught {type(err).__name__} in DataLoader worker process 0.\nOriginal Traceback:\n{err}\n"
@@ -156,7 +156,7 @@ def test_pickling_still_keeps_attributes(tmp_path: Path):
     import pickle
 
     err = ChecksumError("m", path="a", index=1, offset=2, expected=3, actual=4)
-    _attach_attributes(err)
+    attach_attributes(err)
     clone = pickle.loads(pickle.dumps(err))
     assert (clone.path, clone.index, clone.offset, clone.expected, clone.actual) == (
         "a",

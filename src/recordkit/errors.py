@@ -45,6 +45,7 @@ __all__ = [
     "UnknownFormatError",
     "UnsafePathError",
     "UnsupportedOperationError",
+    "attach_attributes",
 ]
 
 
@@ -59,13 +60,15 @@ class RecordKitError(Exception):
 
 # PyTorch re-raises an exception from a DataLoader worker as ``type(exc)(text)``, where the text is the
 # worker's formatted traceback: only the message crosses, not the attributes. In a worker, recordkit appends
-# the attributes to the message as one JSON line (``_attach_attributes``), and an error built from such a text
+# the attributes to the message as one JSON line (:func:`attach_attributes`), and an error built from such a text
 # takes them back (``_restore_attributes``).
 _ATTRIBUTES = "recordkit error attributes: "
 
 
-def _attach_attributes(err: RecordKitError) -> None:
+def attach_attributes(err: RecordKitError) -> None:
     """Append ``err``'s attributes (path, index, offset...) to its message as a JSON line, once.
+
+    For code that hands errors across a boundary that keeps only the text (PyTorch's DataLoader workers).
 
     An error of the same class built from a text holding that line (such as a traceback that includes it)
     gets the attributes back.

@@ -40,7 +40,6 @@ from recordkit.data._files import catalog_of
 from recordkit.data._loader import Loader, Passes
 from recordkit.data._readers import ReaderPool
 from recordkit.data._runs import Resume, Run, plan_runs, run_items
-from recordkit.data._sources import Sources
 from recordkit.data._state import STATE_VERSION, check_state
 from recordkit.datasets.plan import (
     EqualShards,
@@ -49,7 +48,8 @@ from recordkit.datasets.plan import (
     resolve_rank,
     worker_info,
 )
-from recordkit.errors import RecordKitError, UnsupportedOperationError, _attach_attributes
+from recordkit.errors import RecordKitError, UnsupportedOperationError, attach_attributes
+from recordkit.io.resolve import Sources
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -171,7 +171,7 @@ def _check_workers(state: Mapping[str, Any]) -> tuple[int, int]:
 def _mark_in_worker(err: RecordKitError) -> None:
     """In a DataLoader worker, make ``err`` carry its attributes to the main process (see errors.py)."""
     if torch_data.get_worker_info() is not None:
-        _attach_attributes(err)
+        attach_attributes(err)
 
 
 class RecordIterable(torch_data.IterableDataset[Any]):
