@@ -14,7 +14,7 @@ import recordkit as rk
 from recordkit.data import Dataset
 from recordkit.data._shuffle import BufferShuffler
 from recordkit.errors import ChecksumError
-from recordkit.formats._sequential import SequentialFrameReader
+from recordkit.formats.sequential import SequentialFrameReader
 
 
 @pytest.fixture

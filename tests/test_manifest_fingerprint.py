@@ -22,7 +22,7 @@ from recordkit import datasets as shards
 from recordkit.compat import ffrecord
 from recordkit.data import Dataset
 from recordkit.datasets.manifest import MANIFEST_NAME, Manifest
-from recordkit.formats._sequential import SequentialFrameReader
+from recordkit.formats.sequential import SequentialFrameReader
 from tests._cli import run_cli
 
 PATTERN = "train-{shard:05d}-of-{num_shards:05d}"

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import IO, Any, ClassVar
 
 import pytest
+from _cli import run_cli
 
 import recordkit as rk
 from recordkit import formats, recover
@@ -206,8 +207,6 @@ def test_shard_writer_and_its_manifest(tmp_path):
 
 
 def test_cli_convert_to_and_from_it_then_verify_and_info(capsys, tmp_path):
-    from _cli import run_cli
-
     source = tmp_path / "source.tfrecord"
     _write(source)
     assert run_cli(capsys, "convert", source, tmp_path / "copy.lrec").code == 0

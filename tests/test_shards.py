@@ -25,7 +25,7 @@ from recordkit import datasets as shards
 from recordkit.data import Dataset
 from recordkit.datasets.manifest import MANIFEST_NAME, Manifest
 from recordkit.errors import StaleIndexWarning
-from recordkit.formats._sequential import SequentialFrameReader
+from recordkit.formats.sequential import SequentialFrameReader
 from tests._cli import run_cli
 
 FORMATS = ["tfrecord", "ofrecord", "ffrecord"]

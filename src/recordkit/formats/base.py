@@ -410,9 +410,7 @@ class Source:
 
     def stream(self) -> SupportsRead:
         """Return a stream positioned at the first byte of the records (of a buffer: a fresh one)."""
-        if self.buffer is not None:
-            return _BufferStream(self.buffer)
-        if self.seekable:
+        if self.seekable:  # a buffer too: its reads are slices
             return _PositionedStream(self)
         return self.fileobj  # type: ignore[return-value]
 
@@ -429,21 +427,6 @@ class _PositionedStream:
             n = max((self._source.size or 0) - self._pos, 0)
         data = self._source.pread(self._pos, n)
         self._pos += len(data)
-        return data
-
-
-class _BufferStream:
-    """A ``read(n)`` stream over a buffer."""
-
-    def __init__(self, buffer: Any) -> None:
-        self._buffer = buffer
-        self._pos = 0
-
-    def read(self, n: int = -1, /) -> bytes:
-        start = self._pos
-        stop = len(self._buffer) if n < 0 else start + n
-        self._pos = min(stop, len(self._buffer))
-        data: bytes = self._buffer[start:stop]
         return data
 
 

@@ -27,7 +27,6 @@ from collections.abc import Generator
 from typing import IO, Any, ClassVar
 
 from recordkit.errors import CorruptRecordError
-from recordkit.formats.sequential import SequentialFrameReader
 from recordkit.formats.base import (
     Capabilities,
     Offsets,
@@ -36,6 +35,7 @@ from recordkit.formats.base import (
     Source,
     _BufferedFrameWriter,
 )
+from recordkit.formats.sequential import SequentialFrameReader
 
 __all__ = ["OFRecordFormat", "OFRecordFrameReader", "OFRecordFrameWriter"]
 

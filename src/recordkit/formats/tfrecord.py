@@ -39,7 +39,6 @@ from recordkit.formats._compression import (
     decompressor,
 )
 from recordkit.formats._compression import magic as _compression_magic
-from recordkit.formats.sequential import SequentialFrameReader
 from recordkit.formats.base import (
     READ_CHUNK,
     Capabilities,
@@ -50,6 +49,7 @@ from recordkit.formats.base import (
     SupportsRead,
     _BufferedFrameWriter,
 )
+from recordkit.formats.sequential import SequentialFrameReader
 
 __all__ = ["TFRecordFormat", "TFRecordFrameReader", "TFRecordFrameWriter", "frame"]
 
