@@ -12,7 +12,7 @@ Needs pyarrow (``pip install "recordkit[arrow]"``), imported on first use.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -90,48 +90,35 @@ def parquet_records(paths: Sequence[str], *, ofrecord: bool, lossy: bool) -> Ite
             first_row += batch.num_rows
 
 
-def _batches(records: Iterable[bytes]) -> Iterator[list[bytes]]:
-    iterator = iter(records)
-    while batch := list(itertools.islice(iterator, _BATCH_ROWS)):
-        yield batch
-
-
-def write_parquet(
-    path: str, records: Any, *, prefer: str | None, payload: str | None = None
-) -> int:
+def write_parquet(path: str, records: Any, *, prefer: str | None) -> int:
     """Write the records that ``records()`` yields (called twice) to the Parquet file ``path``.
 
-    The payload kind is ``payload``, or detected from the first records. Returns the number of rows.
+    The payload kind is detected from the first records (``prefer``, the input format's payload kind, is
+    tried first). Returns the number of rows.
     """
     pa, pq = _pyarrow()
-    kind = payload or detect_payload(list(itertools.islice(records(), _SAMPLE)), prefer=prefer)
+    kind = detect_payload(list(itertools.islice(records(), _SAMPLE)), prefer=prefer)
+    specs = None
     if kind in ("example", "ofrecord"):
         schema = Schema.of(kind, records())
         if schema.undecodable:
             raise CliError(f"{schema.undecodable} records do not decode as {kind} payloads")
         specs = schema.specs()
 
-        def table(batch: list[bytes]) -> Any:
-            return tables.parse_arrow(batch, specs, ofrecord=kind == "ofrecord", null_missing=True)
-    else:
-
-        def table(batch: list[bytes]) -> Any:
+    def table(batch: list[bytes]) -> Any:
+        if specs is None:
             return pa.table({RAW_COLUMN: pa.array(batch, pa.binary())})
+        return tables.parse_arrow(batch, specs, ofrecord=kind == "ofrecord", null_missing=True)
 
     output = AtomicFile(path)
     rows = 0
     try:
-        writer = None
-        for batch in _batches(records()):
-            part = table(batch)
-            if writer is None:
-                writer = pq.ParquetWriter(output.file, part.schema)
-            writer.write_table(part)
-            rows += len(batch)
-        if writer is None:  # no records: an empty table, with the schema when there is one
-            empty = table([])
-            writer = pq.ParquetWriter(output.file, empty.schema)
-        writer.close()
+        # The schema of an empty table: an input with no records gives an empty table with it.
+        with pq.ParquetWriter(output.file, table([]).schema) as writer:
+            iterator = iter(records())
+            while batch := list(itertools.islice(iterator, _BATCH_ROWS)):
+                writer.write_table(table(batch))
+                rows += len(batch)
         output.commit()
     except BaseException:
         output.discard()

@@ -239,63 +239,23 @@ def record_text(kind: str, index: int, record: bytes) -> str:
 
 
 @dataclass
-class FeatureStats:
-    """What the sampled records hold under one feature name.
-
-    Attributes
-    ----------
-    name
-        The feature name.
-    kinds
-        The list types seen (an empty feature has no list type of its own and adds none).
-    present
-        In how many sampled records the feature appears.
-    min_len, max_len
-        The fewest and most values (for a feature list: time steps) in one record.
-    """
-
-    name: str
-    kinds: set[str] = field(default_factory=set)
-    present: int = 0
-    min_len: int = 0
-    max_len: int = 0
-
-    def add(self, kinds: Iterable[str], length: int) -> None:
-        """Count one occurrence with ``length`` values of the list types ``kinds``."""
-        self.kinds.update(kinds)
-        self.min_len = length if self.present == 0 else min(self.min_len, length)
-        self.max_len = max(self.max_len, length)
-        self.present += 1
-
-    def as_dict(self) -> dict[str, Any]:
-        """Return the statistics as a JSON-ready dict; the kind is ``a|b`` when records disagree,
-        ``float_list`` when every value was empty."""
-        kind = "|".join(sorted(self.kinds)) or "float_list"
-        return {
-            "name": self.name,
-            "kind": kind,
-            "present": self.present,
-            "min_len": self.min_len,
-            "max_len": self.max_len,
-        }
-
-
-@dataclass
 class Schema:
     """The feature schema seen in a sample of records: plain features (or context) and feature lists.
 
     Attributes
     ----------
     features
-        Name to statistics of the plain features (the context of a SequenceExample).
+        Name to the statistics of a plain feature (the context of a SequenceExample): its ``name``, the
+        list types seen as ``kind`` (an empty feature adds none), in how many records it is ``present``,
+        and the fewest and most values in one record (``min_len``, ``max_len``).
     feature_lists
-        Name to statistics of the feature lists of a SequenceExample (lengths count time steps).
+        The same for the feature lists of a SequenceExample (lengths count time steps).
     undecodable
         How many records did not decode (they are left out of the statistics).
     """
 
-    features: dict[str, FeatureStats] = field(default_factory=dict)
-    feature_lists: dict[str, FeatureStats] = field(default_factory=dict)
+    features: dict[str, dict[str, Any]] = field(default_factory=dict)
+    feature_lists: dict[str, dict[str, Any]] = field(default_factory=dict)
     undecodable: int = 0
 
     @classmethod
@@ -310,18 +270,18 @@ class Schema:
                 schema.undecodable += 1
                 continue
             for name, value in (decoded.context if sequence else decoded).items():
-                seen = [kind_of(value)] if len(value) else []
-                schema.features.setdefault(name, FeatureStats(name)).add(seen, len(value))
+                _count(schema.features, name, [kind_of(value)] if len(value) else [], len(value))
             for name, steps in decoded.feature_lists.items() if sequence else ():
                 kinds = {kind_of(step) for step in steps if len(step)}
-                schema.feature_lists.setdefault(name, FeatureStats(name)).add(kinds, len(steps))
+                _count(schema.feature_lists, name, kinds, len(steps))
         return schema
 
     def as_dict(self, lists: bool) -> dict[str, Any]:
-        """The features' statistics, and the feature lists' when ``lists``, as JSON-ready lists."""
-        found = {"features": [stats.as_dict() for stats in self.features.values()]}
+        """The features' statistics, and the feature lists' when ``lists``, as JSON-ready lists; a kind
+        is ``a|b`` when records disagree, ``float_list`` when every value was empty."""
+        found = {"features": _rows(self.features)}
         if lists:
-            found["feature_lists"] = [stats.as_dict() for stats in self.feature_lists.values()]
+            found["feature_lists"] = _rows(self.feature_lists)
         return found
 
     def specs(self) -> dict[str, rk.FixedLen | rk.VarLen]:
@@ -337,15 +297,33 @@ class Schema:
         """
         specs: dict[str, rk.FixedLen | rk.VarLen] = {}
         for name, stats in self.features.items():
-            if len(stats.kinds) > 1:
+            if len(stats["kind"]) > 1:
                 raise CliError(
-                    f"feature {name!r} holds {' and '.join(sorted(stats.kinds))} values in different "
+                    f"feature {name!r} holds {' and '.join(sorted(stats['kind']))} values in different "
                     "records: one column cannot hold both"
                 )
-            dtype = _SPEC_DTYPES[stats.as_dict()["kind"]]
-            scalar = stats.min_len == stats.max_len == 1
+            dtype = _SPEC_DTYPES[next(iter(stats["kind"]), "float_list")]
+            scalar = stats["min_len"] == stats["max_len"] == 1
             specs[name] = rk.FixedLen((), dtype) if scalar else rk.VarLen(dtype)
         return specs
+
+
+def _count(stats: dict[str, dict[str, Any]], name: str, kinds: Iterable[str], length: int) -> None:
+    new = {"name": name, "kind": set(), "present": 0, "min_len": length, "max_len": length}
+    entry = stats.setdefault(name, new)
+    entry["kind"].update(kinds)
+    entry["present"] += 1
+    entry["min_len"], entry["max_len"] = (
+        min(entry["min_len"], length),
+        max(entry["max_len"], length),
+    )
+
+
+def _rows(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {**entry, "kind": "|".join(sorted(entry["kind"])) or "float_list"}
+        for entry in stats.values()
+    ]
 
 
 # -- conversion ------------------------------------------------------------------------------------
