@@ -35,6 +35,7 @@ from recordkit.cli.common import (
     PROG,
     CliError,
     InputPath,
+    count_records,
     damage_line,
     describe_error,
     error,
@@ -214,22 +215,14 @@ def _count_file(args: argparse.Namespace, path: InputPath) -> int:
     its entry (or from ``dataset_info.json``) raises the ManifestError every reader raises for it.
     """
 
-    def counted(reader: rk.RecordReader) -> int:
-        n = reader_len(reader)
-        return (
-            sum(1 for _ in progress(reader, total=None, desc=path, enabled=not args.quiet))
-            if n is None
-            else n
-        )
-
     with path.open() as reader:
         fmt, compression = reader.format, reader.compression or "none"
         manifest = path.resolved.manifest
         if manifest is None:
-            return counted(reader)
+            return count_records(reader, desc=path, enabled=not args.quiet)
     assert path.part is not None
     with rk.open(path, format=fmt, compression=compression, index=False) as reader:
-        n = counted(reader)
+        n = count_records(reader, desc=path, enabled=not args.quiet)
     expected = manifest.shards[path.part].records
     if n != expected:
         raise shard_count_error(path, path.part, n, expected, shard_listing(manifest))
@@ -326,15 +319,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     )
     if args.salvage is not None and len(paths) != 1:
         raise CliError("--salvage applies to a single file")
-    statuses = [
-        status
-        for status, _ in report_each(
-            paths,
-            functools.partial(_verify_file, args),
-            lambda path, count: f"{path}: OK ({_records_text(count)})",
-            lambda path, exc: print(damage_line(path, exc)),
-        )
-    ]
+    results = report_each(
+        paths,
+        functools.partial(_verify_file, args),
+        lambda path, count: f"{path}: OK ({_records_text(count)})",
+        lambda path, exc: print(damage_line(path, exc)),
+    )
+    statuses = [status for status, _ in results]
     if args.salvage is not None and statuses[0] == EXIT_CORRUPT:
         from recordkit.recover import salvage
 

@@ -173,6 +173,15 @@ def reader_len(reader: rk.RecordReader) -> int | None:
     return len(reader) if reader.supports_random_access else None
 
 
+def count_records(reader: rk.RecordReader, *, desc: str = "", enabled: bool = False) -> int:
+    """Return the number of records: ``len(reader)`` with random access, else read through (with a
+    progress bar ``desc`` when ``enabled``)."""
+    n = reader_len(reader)
+    return (
+        sum(1 for _ in progress(reader, total=None, desc=desc, enabled=enabled)) if n is None else n
+    )
+
+
 def error(message: str) -> None:
     """Print ``recordkit: error: MESSAGE`` on stderr."""
     print(f"{PROG}: error: {message}", file=sys.stderr)

@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 
 import recordkit as rk
-from recordkit.cli.common import CliError, InputPath, expand_inputs, progress, reader_len
+from recordkit.cli.common import CliError, InputPath, count_records, expand_inputs, progress
 from recordkit.cli.parquet import is_parquet, parquet_records, parquet_rows, write_parquet
 from recordkit.cli.payload import convert_payload, detect_payload
 from recordkit.datasets import MANIFEST_NAME, OpenShard, Shard, commit_manifest, prepare_output
@@ -210,8 +210,7 @@ def run_convert(args: argparse.Namespace) -> int:
         total = 0
         for path in sources:
             with path.open() as reader:
-                n = reader_len(reader)
-                total += sum(1 for _ in reader) if n is None else n
+                total += count_records(reader)
         records = _records(sources)
         if kinds is not None:
             records = (
