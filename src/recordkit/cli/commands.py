@@ -49,8 +49,8 @@ from recordkit.cli.convert import run_convert
 from recordkit.cli.manifest import (
     add_manifest_command,
     is_dataset_directory,
+    print_checks,
     repair_directory,
-    verify_directory,
 )
 from recordkit.cli.payload import (
     PAYLOAD_KINDS,
@@ -60,6 +60,7 @@ from recordkit.cli.payload import (
     record_json,
     record_text,
 )
+from recordkit.datasets import verify_dataset
 from recordkit.datasets.index import find_index
 from recordkit.datasets.manifest import shard_count_error, shard_listing
 from recordkit.io import index_problem, write_index
@@ -286,7 +287,9 @@ def _verify_datasets(args: argparse.Namespace) -> int:
             if args.split is not None:
                 # An unknown split is refused as every reading command refuses it (status 2).
                 resolve_input(path, format=args.format, split=args.split)
-        return max(verify_directory(path, split=args.split) for path in args.files)
+        return max(
+            print_checks(path, verify_dataset(path, split=args.split)) for path in args.files
+        )
     if args.split is not None:
         raise CliError(
             "--salvage repairs a whole dataset directory in place: run it without --split"

@@ -72,7 +72,7 @@ def _outputs(args: argparse.Namespace, source_format: str) -> tuple[str, list[st
         found = format_for_path(args.dst)
         if found is None:
             raise CliError(f"cannot tell the output format from {args.dst!r}: pass --to FORMAT")
-        return found[0].name, [args.dst]
+        fmt = found[0]
     if not directory:
         return fmt.name, [args.dst]
     pattern = args.pattern or fmt.shard_pattern + _COMPRESSION_SUFFIX.get(

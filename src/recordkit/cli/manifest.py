@@ -19,7 +19,6 @@ from recordkit.datasets import (
     load_dataset,
     merge_manifests,
     repair_dataset,
-    verify_dataset,
 )
 from recordkit.datasets.manifest import shard_listing
 from recordkit.io import find_dataset, open_shard
@@ -104,7 +103,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_checks(directory: str, checks: list[ShardCheck]) -> int:
+def print_checks(directory: str, checks: list[ShardCheck]) -> int:
+    """Print a line per checked shard of a dataset directory and a summary; return the exit status."""
     bad = 0
     for check in checks:
         if check.ok:
@@ -119,16 +119,10 @@ def _print_checks(directory: str, checks: list[ShardCheck]) -> int:
     return EXIT_CORRUPT if bad else EXIT_OK
 
 
-def verify_directory(directory: str, *, split: str | None = None) -> int:
-    """Check every shard of a dataset directory (or of its split ``split``) against its manifest (or a
-    tensorflow-datasets ``dataset_info.json``); print a line per shard."""
-    return _print_checks(directory, verify_dataset(directory, split=split))
-
-
 def repair_directory(directory: str) -> int:
     """Verify a dataset directory, then repair its bad shards in place (``verify DIR --salvage``)."""
     checks, repairs = repair_dataset(directory)
-    status = _print_checks(directory, checks)
+    status = print_checks(directory, checks)
     for repair in repairs:
         where = repair.check.path
         if repair.action == "missing":
