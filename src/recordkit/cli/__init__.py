@@ -1,8 +1,9 @@
 """The ``recordkit`` command line.
 
 :func:`main` runs it in-process and returns the exit status. Modules: ``commands`` (the parser and the
-inspection commands), ``common`` (input expansion, progress, exit codes), ``payload`` (payload detection and
-rendering), ``convert`` and ``manifest``.
+inspection commands), ``common`` (inputs resolved by :func:`recordkit.io.resolve_sources`, progress, per-file reports,
+exit codes), ``payload`` (payload detection, rendering, schema and conversion), ``convert``, ``parquet``
+and ``manifest``.
 """
 
 from recordkit.cli.commands import main

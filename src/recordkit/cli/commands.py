@@ -155,7 +155,7 @@ def _index_text(info: dict[str, Any]) -> str:
     return "none (offsets found by a header scan when needed; `recordkit index` writes one)"
 
 
-def _info_text(path: str, info: dict[str, Any]) -> str:
+def _info_text(info: dict[str, Any]) -> str:
     lines = [
         info["path"],
         f"  format       {info['format']}",
@@ -191,7 +191,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     """
 
     def show(path: str, info: dict[str, Any]) -> str:
-        return json.dumps(info) if args.json else _info_text(path, info)
+        return json.dumps(info) if args.json else _info_text(info)
 
     def damaged(path: str, exc: rk.CorruptRecordError) -> None:
         if not args.json:
