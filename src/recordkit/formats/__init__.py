@@ -136,6 +136,9 @@ def format_for_path(path: str) -> tuple[RecordFormat, str | None] | None:
 def detect_format(head: bytes, size: int | None = None) -> str | None:
     """Return the name of the format whose sniffer recognises ``head``, or ``None``.
 
+    Sniffers are tried by :attr:`~recordkit.formats.base.RecordFormat.sniff_priority`, highest first
+    (formats of equal priority in the order they were registered).
+
     Parameters
     ----------
     head
@@ -143,9 +146,6 @@ def detect_format(head: bytes, size: int | None = None) -> str | None:
         whole header to be recognised).
     size
         The file size, when known; sniffers use it to reject lengths that do not fit.
-
-    Sniffers are tried by :attr:`~recordkit.formats.base.RecordFormat.sniff_priority`, highest first
-    (formats of equal priority in the order they were registered).
     """
     for name, fmt in sorted(_REGISTRY.items(), key=lambda item: -item[1].sniff_priority):
         if fmt.sniff(head, size) is True:
