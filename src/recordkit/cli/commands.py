@@ -74,12 +74,15 @@ EXIT_BROKEN_PIPE = 141
 
 
 def _payload_kind(
-    args: argparse.Namespace, reader: rk.RecordReader, sample: list[bytes]
-) -> str | None:
-    """``--payload``, or the kind detected in ``sample``, the format's own payload kind tried first."""
+    args: argparse.Namespace, reader: rk.RecordReader, records: Iterator[bytes]
+) -> tuple[str | None, Iterator[bytes]]:
+    """``--payload``, or the kind detected in the first ``--sample`` records (the format's own payload
+    kind tried first); and ``records`` again, from the first."""
+    head = list(itertools.islice(records, args.sample))
     if args.payload != "auto":
-        return str(args.payload)
-    return detect_payload(sample, prefer=rk.get_format(reader.format).payload)
+        return str(args.payload), itertools.chain(head, records)
+    kind = detect_payload(head, prefer=rk.get_format(reader.format).payload)
+    return kind, itertools.chain(head, records)
 
 
 def _records_text(n: int) -> str:
@@ -122,7 +125,7 @@ def _file_info(args: argparse.Namespace, path: InputPath) -> dict[str, Any]:
             "max_size": max(sizes, default=0),
         }
         info["index"], info["index_stale"] = _index_note(reader, path)
-        kind = info["payload"] = _payload_kind(args, reader, sample)
+        kind = info["payload"] = _payload_kind(args, reader, iter(sample))[0]
     info["sampled"] = len(sample)
     if kind is not None and kind != "raw":
         schema = Schema.of(kind, sample)
@@ -259,10 +262,9 @@ def _verify_file(args: argparse.Namespace, path: InputPath) -> int:
         records = progress(reader, total=reader_len(reader), desc=path, enabled=not args.quiet)
         if not args.decode:
             return sum(1 for _ in records)
-        head = list(itertools.islice(records, args.sample))
-        kind = _payload_kind(args, reader, head)
+        kind, records = _payload_kind(args, reader, records)
         count = 0
-        for count, record in enumerate(itertools.chain(head, records), 1):
+        for count, record in enumerate(records, 1):
             if kind not in (None, "raw"):
                 try:
                     decode_payload(kind, record)
@@ -360,11 +362,9 @@ def cmd_cat(args: argparse.Namespace) -> int:
     with resolve_input(args.file, format=args.format, split=args.split).open() as reader:
         stop = None if args.limit is None else args.offset + args.limit
         records: Iterator[bytes] = itertools.islice(reader, args.offset, stop)
-        kind = "raw"
+        kind: str | None = "raw"
         if not (args.raw or args.hex):
-            head = list(itertools.islice(records, args.sample))
-            kind = _payload_kind(args, reader, head) or "raw"
-            records = itertools.chain(head, records)
+            kind, records = _payload_kind(args, reader, records)
         for index, record in enumerate(records, args.offset):
             try:
                 if args.raw:
@@ -372,9 +372,9 @@ def cmd_cat(args: argparse.Namespace) -> int:
                 elif args.hex:
                     line = "\n".join([f"record {index} ({len(record)} bytes)", *_hexdump(record)])
                 elif args.json:
-                    line = record_json(kind, record, ensure_ascii=ensure_ascii)
+                    line = record_json(kind or "raw", record, ensure_ascii=ensure_ascii)
                 else:
-                    line = record_text(kind, index, record)
+                    line = record_text(kind or "raw", index, record)
             except rk.DecodeError as exc:
                 raise CliError(
                     f"{args.file}: record {index} is not a valid {kind} payload: {exc}",
@@ -414,9 +414,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _common_options(parser: argparse.ArgumentParser) -> None:
-    help = (
-        "input format: tfrecord, ofrecord or ffrecord (default: from the suffix, else the content)"
-    )
+    formats = ", ".join(rk.available_formats())
+    help = f"input format: {formats} (default: from the suffix, else the content)"
     parser.add_argument("--format", type=str.lower, metavar="FORMAT", help=help)
     help = "no progress bar (nor summary from convert, index)"
     parser.add_argument("-q", "--quiet", action="store_true", help=help)
@@ -438,16 +437,17 @@ def _command(
     payload: bool = False,
     split: str = "the split of a dataset directory to read (required when it has several)",
     file: str | None = None,
+    description: str | None = None,
 ) -> argparse.ArgumentParser:
-    """Add a command that takes record files (or directories of them; with ``file``, one input, which it
-    describes), ``--split``, ``--format`` and ``--quiet``, and with ``payload`` ``--payload`` and
-    ``--sample``."""
-    p: argparse.ArgumentParser = commands.add_parser(name, help=help)
-    if file is None:
+    """Add a command with ``--split``, ``--format`` and ``--quiet``, and with ``payload`` ``--payload``
+    and ``--sample``. It takes record files (or directories of them), or with ``file`` one input, which
+    ``file`` describes; ``convert`` (with a ``description``) adds its own."""
+    p: argparse.ArgumentParser = commands.add_parser(name, help=help, description=description)
+    if file is not None:
+        p.add_argument("file", metavar="FILE", help=file)
+    elif description is None:
         help = "record files, directories or quoted glob patterns"
         p.add_argument("files", nargs="+", metavar="FILE", help=help)
-    else:
-        p.add_argument("file", metavar="FILE", help=file)
     if payload:
         help = "how to decode the records (default: detected from the first records)"
         p.add_argument("--payload", choices=("auto", *PAYLOAD_KINDS), default="auto", help=help)
@@ -493,15 +493,15 @@ def _add_commands(commands: Any) -> None:
 
 
 def _add_convert(commands: Any) -> None:
-    p = commands.add_parser(
-        "convert",
-        help="convert between formats, optionally sharded",
-        description="Copy the records of SRC... into DST. Records are unchanged byte for byte, "
-        "except that Example payloads become OFRecords in an OFRecord output and OFRecord payloads "
-        "become Examples in a TFRecord output (--keep-payload copies them as they are; --payload "
-        "forces a kind). DST is a file, or a directory when --shards N > 1, --pattern is given, "
-        "or DST is a directory or ends with '/'.",
+    description = (
+        "Copy the records of SRC... into DST. Records are unchanged byte for byte, except that Example "
+        "payloads become OFRecords in an OFRecord output and OFRecord payloads become Examples in a "
+        "TFRecord output (--keep-payload copies them as they are; --payload forces a kind). DST is a "
+        "file, or a directory when --shards N > 1, --pattern is given, or DST is a directory or ends "
+        "with '/'."
     )
+    help = "convert between formats, optionally sharded"
+    p = _command(commands, "convert", help, run_convert, description=description)
     p.add_argument("src", nargs="+", metavar="SRC", help="input files or directories")
     p.add_argument("dst", metavar="DST", help="output file or directory")
     p.add_argument("--to", type=str.lower, metavar="FORMAT", help="output format")
@@ -521,10 +521,6 @@ def _add_convert(commands: Any) -> None:
     help = "allow rounding double_list values to float32"
     p.add_argument("--lossy", action="store_true", help=help)
     p.add_argument("-f", "--force", action="store_true", help="overwrite existing outputs")
-    help = "the split of a dataset directory to read (required when it has several)"
-    p.add_argument("--split", metavar="SPLIT", help=help)
-    _common_options(p)
-    p.set_defaults(func=run_convert)
 
 
 def build_parser() -> argparse.ArgumentParser:
