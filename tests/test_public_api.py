@@ -1,10 +1,21 @@
-"""The public API: the exact list of exported names, that each resolves, and that each is documented."""
+"""The public API: the exact top-level names, that each resolves, has one home and is documented.
+
+A public module is one whose dotted path has no part with a leading underscore; its public names are its
+``__all__``. Every public name is listed in one module only (its home), except the top-level re-exports and
+the compatibility modules (:mod:`recordkit.compat`), and every public name is in docs/api.md, in the section
+of its home.
+"""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import inspect
+import re
 import types
+from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +60,15 @@ EXPECTED_ALL = [
     "register_format",
     "to_arrow",
 ]
+
+SOURCE = Path(recordkit.__file__).parent
+API_MD = Path(__file__).resolve().parents[1] / "docs" / "api.md"
+# The top level holds what a first program needs; the rest lives in subpackages (docs/api.md says why).
+TOP_LEVEL_LIMIT = 40
+# Modules that keep the names of the API they copy, whatever recordkit calls the same thing.
+COPIED_APIS = "recordkit.compat"
+# Adapters that give each engine the same verbs (``read_records``, ``write_records``).
+ENGINE_ADAPTERS = "recordkit.integrations"
 
 # Public names whose defining module is not written yet. Keep empty once every module exists.
 NOT_YET_AVAILABLE: set[str] = set()
@@ -124,3 +144,97 @@ def test_public_methods_have_docstrings() -> None:
             if callable(target) and not inspect.getdoc(target):
                 undocumented.append(f"{name}.{attr}")
     assert not undocumented
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def public_all() -> dict[str, list[str]]:
+    """Each public module's ``__all__``, read from its source (importing needs no optional dependency)."""
+    modules: dict[str, list[str]] = {}
+    for path in sorted(SOURCE.rglob("*.py")):
+        parts = list(path.relative_to(SOURCE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if any(part.startswith("_") for part in parts):
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            target = (
+                node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+            )
+            if isinstance(target, ast.Name) and target.id == "__all__":
+                assert isinstance(node, (ast.Assign, ast.AnnAssign))
+                assert node.value is not None
+                modules[".".join(parts)] = list(ast.literal_eval(node.value))
+    return modules
+
+
+def test_top_level_stays_small() -> None:
+    assert len(recordkit.__all__) <= TOP_LEVEL_LIMIT
+
+
+def test_public_all_is_read_from_every_public_module() -> None:
+    modules = public_all()
+    assert modules["recordkit"] == recordkit.__all__
+    assert "recordkit.errors" in modules
+    assert "recordkit.io" in modules
+    assert not any("._" in name for name in modules)
+
+
+def homes() -> dict[str, list[str]]:
+    """Public name -> the modules (top level and copied APIs aside) whose ``__all__`` lists it."""
+    found: dict[str, list[str]] = defaultdict(list)
+    for module, names in public_all().items():
+        if module != "recordkit" and not _within(module, COPIED_APIS):
+            for name in names:
+                found[name].append(module)
+    return found
+
+
+def test_every_public_name_has_one_home() -> None:
+    twice = {
+        name: modules
+        for name, modules in homes().items()
+        if len(modules) > 1 and not all(_within(m, ENGINE_ADAPTERS) for m in modules)
+    }
+    assert not twice, f"listed in several __all__: {twice}"
+
+
+def test_every_top_level_name_is_a_re_export_of_its_home() -> None:
+    found = homes()
+    for name in recordkit.__all__:
+        if name == "__version__":
+            continue
+        assert len(found[name]) == 1, f"recordkit.{name} needs exactly one home below the top level"
+        home = importlib.import_module(found[name][0])
+        assert getattr(recordkit, name) is getattr(home, name)
+
+
+def api_sections() -> dict[str, str]:
+    """docs/api.md's text per module: each heading naming a module in backquotes starts its section."""
+    sections: dict[str, str] = defaultdict(str)
+    module = None
+    for line in API_MD.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            named = re.findall(r"`(recordkit(?:\.\w+)*)`", line)
+            module = named[0] if named else None
+        elif module is not None:
+            sections[module] += line + "\n"
+    return sections
+
+
+def test_every_public_name_is_in_api_md_under_its_home() -> None:
+    sections = api_sections()
+    missing = [
+        f"{module}.{name}"
+        for module, names in public_all().items()
+        for name in names
+        if f"`{name}`" not in sections.get(module, "")
+    ]
+    assert not missing, f"not in docs/api.md (in the section of their module): {missing}"
+
+
+def test_api_md_names_only_modules_that_exist() -> None:
+    unknown = [module for module in api_sections() if importlib.util.find_spec(module) is None]
+    assert not unknown
