@@ -5,17 +5,18 @@ Modules, bottom up:
 * ``_wire`` -- a protobuf wire-format scanner over any buffer (no protobuf runtime): the one reader of
   Example, SequenceExample and OFRecord payloads, under every decoder of this package;
 * ``messages`` -- encode and decode one ``tf.train.Example``, ``SequenceExample`` or ``OFRecord``;
-* ``images`` -- the :class:`~recordkit.parsing.Image` spec: encoded JPEG/PNG features to uint8 arrays
+* ``images`` -- the ``Image`` spec: encoded JPEG/PNG features to uint8 arrays
   (Pillow, loaded on the first image), and OneFlow's random crop windows;
 * ``columns`` -- a batch of payloads to per-feature columns of numpy values;
-* ``specs`` -- the feature specs, :class:`~recordkit.parsing.Ragged`, and the :class:`ColumnReader` that
+* ``specs`` -- the feature specs, ``Ragged``, and the :class:`ColumnReader` that
   turns columns into the arrays a spec asks for (TensorFlow's or OneFlow's rules);
 * ``tables`` -- pyarrow tables and pandas DataFrames to records, and parsed batches to Arrow (pyarrow,
   loaded on first use);
 * ``parsing`` -- the batch parsers ``parse_examples``, ``parse_sequence_examples``, ``parse_ofrecords``.
 
 :mod:`recordkit.compat.oneflow` builds OneFlow's decoders on ``columns``, ``specs`` and ``images``.
-Users import the public names from ``recordkit`` (``rk.parse_examples``, ``rk.Image``,
-``rk.encode_examples``), or from the public modules :mod:`recordkit.example`, :mod:`recordkit.parsing` and
-:mod:`recordkit.compat.oneflow`, which re-export what is defined here. This package imports nothing until one of its modules is imported.
+Each public name is imported from the module here that defines it
+(``recordkit.decode.messages.int64_feature``); the most used are also at the top level
+(``rk.parse_examples``, ``rk.Image``, ``rk.encode_examples``). This package imports nothing until one of
+its modules is imported.
 """

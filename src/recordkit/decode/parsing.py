@@ -102,7 +102,7 @@ def parse_examples(
         An iterable of bytes-like serialized Examples.
     features
         Feature name -> :class:`FixedLen`, :class:`VarLen`, :class:`FixedLenSequence` or
-        :class:`~recordkit.parsing.Image` (an encoded image in a bytes feature).
+        :class:`~recordkit.decode.images.Image` (an encoded image in a bytes feature).
     to
         ``"numpy"``, or ``"arrow"`` for a ``pyarrow.Table`` (needs pyarrow; see ``docs/tables.md``).
 

@@ -1,6 +1,6 @@
 """Feature specs, the :class:`Ragged` result type, and the reader that turns columns into spec-shaped arrays.
 
-The specs (:class:`FixedLen`, :class:`VarLen`, :class:`FixedLenSequence`, and :class:`~recordkit.parsing.Image`
+The specs (:class:`FixedLen`, :class:`VarLen`, :class:`FixedLenSequence`, and :class:`~recordkit.decode.images.Image`
 from :mod:`recordkit.decode.images`) describe what to extract from a batch of records; a
 :class:`ColumnReader` turns a :class:`~recordkit.decode.columns.Column` (one feature over the batch, from
 :func:`recordkit.decode.columns.collect`) into the array a spec asks for, under TensorFlow's or OneFlow's rules.
@@ -555,7 +555,7 @@ class ColumnReader:
         return decode_images(flat, spec, name)
 
     def read(self, name: str, column: Column, spec: Spec) -> Parsed:
-        """What ``spec`` parses ``column`` into (see :func:`recordkit.parsing.parse_examples`)."""
+        """What ``spec`` parses ``column`` into (see :func:`recordkit.decode.parsing.parse_examples`)."""
         if isinstance(spec, FixedLen):
             return self.fixed(name, column, spec)
         if isinstance(spec, VarLen):
