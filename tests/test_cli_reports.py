@@ -11,9 +11,9 @@ from _cli import run_cli
 from _data_files import write_tfds_directory
 
 import recordkit as rk
-from recordkit.errors import StaleIndexWarning
 from recordkit._proto.tensorflow import example_pb2
 from recordkit.cli.payload import detect_payload
+from recordkit.errors import StaleIndexWarning
 
 # -- info: the index line says where random access gets its offsets --------------------------------
 
