@@ -15,9 +15,9 @@ import pytest
 from _data_files import make_files, write
 
 import recordkit as rk
-from recordkit.errors import UnsupportedOperationError
 from recordkit.data import Dataset
 from recordkit.data._readers import Catalog
+from recordkit.errors import UnsupportedOperationError
 
 MIXED = [".ffr", ".tfrecord", ".tfrecord.gz"]
 

@@ -23,10 +23,9 @@ import pytest
 from fuzz.targets import NonSeekable
 
 import recordkit as rk
-from recordkit.errors import StaleIndexWarning
 from recordkit import recover
 from recordkit.compat import oneflow as rk_ofrecord
-from recordkit.errors import RecordKitError
+from recordkit.errors import RecordKitError, StaleIndexWarning
 from recordkit.formats import _crc
 
 HOSTILE = [2**62, 2**63 - 1, 300_000_000]

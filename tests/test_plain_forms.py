@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 
 import recordkit as rk
-from recordkit.errors import NoLengthError, UnsupportedOperationError
 from recordkit.cli import main
 from recordkit.compat.ffrecord import FileReader
 from recordkit.data import Dataset
+from recordkit.errors import NoLengthError, UnsupportedOperationError
 
 SUFFIXES = [".tfrecord", ".tfrecord.gz", ".tfrecord.zlib", ".ofrecord", ".ffr"]
 RANDOM_ACCESS = {".tfrecord", ".ofrecord", ".ffr"}
