@@ -268,7 +268,6 @@ KNOWN: set[tuple[str, str, str]] = {
     ("private", "recordkit.recover", "recordkit.formats"),
     ("size", "recordkit.decode.messages", ""),
     ("size", "recordkit.formats.base", ""),
-    ("size", "recordkit.integrations.torch", ""),
 }
 
 

@@ -286,8 +286,8 @@ def test_recordkit_never_imports_torchdata(files):
     import sys
 
     code = (
-        "import sys, recordkit.data as d; "
-        f"it = d.torch_dataset(d.Dataset({files[0]!r})); list(d.dataloader(d.Dataset({files[0]!r}))); "
+        "import sys, recordkit.data as d, recordkit.integrations.torch as t; "
+        f"it = t.torch_dataset(d.Dataset({files[0]!r})); list(t.dataloader(d.Dataset({files[0]!r}))); "
         "it.state_dict(); assert 'torchdata' not in sys.modules, 'torchdata imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
