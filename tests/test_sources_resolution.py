@@ -167,7 +167,9 @@ TFDS_ENTRY_POINTS: dict[str, Callable[[Any, str | None], list[bytes]]] = {
     "Dataset": lambda d, split: [bytes(r) for r in Dataset(d, split=split)],
     "MapDataset": lambda d, split: _via_map_dataset_split(d, split),
     "resolve_sources().files": lambda d, split: [
-        r for path in resolve_sources(d, split=split).files for r in rk.open(path, format="tfrecord")
+        r
+        for path in resolve_sources(d, split=split).files
+        for r in rk.open(path, format="tfrecord")
     ],
 }
 

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
         load_manifest,
         merge_manifests,
     )
-    from recordkit.datasets.shardfile import OpenShard, write_shard
     from recordkit.datasets.plan import ReadRange, plan_reads, read_range
+    from recordkit.datasets.shardfile import OpenShard, write_shard
     from recordkit.datasets.tasks import commit_manifest, prepare_output, task_shard_path
     from recordkit.datasets.writer import ShardWriter
 
