@@ -151,4 +151,4 @@ def test_reading_from_a_record_matches_reading_through(tmp_path):
     records = [bytes([i % 256]) * (i % 50 + 1) for i in range(2000)]
     path = write(tmp_path / "a.tfrecord", records)
     for start in (0, 1, 999, 1999, 2000, 2500):
-        assert list(rk.open(str(path))._records_from(start)) == records[start:]
+        assert list(rk.open(str(path)).iter_from(start)) == records[start:]

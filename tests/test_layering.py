@@ -258,8 +258,6 @@ LAYERS: list[tuple[str, ...]] = [
 # ATTRIBUTES), ("cycle", first module, the others), ("size", module, "").
 ATTRIBUTES = "private attributes of other packages' objects"
 KNOWN: set[tuple[str, str, str]] = {
-    # RecordReader._records_from
-    ("private", "recordkit.data._readers", ATTRIBUTES),
     # data._dataset, data._loader, data._runs, data._state, ...
     ("private", "recordkit.integrations.torch", "recordkit.data"),
     # dataset._rank, dataset._world_size, dataset._with, ...

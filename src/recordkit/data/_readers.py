@@ -329,7 +329,7 @@ class ShardStream:
         if stop is not None and skip >= stop - unit.start:
             return max(0, stop - unit.start)
         first = unit.start + skip
-        records = iter(reader) if first == 0 else reader._records_from(first)
+        records = reader.iter_from(first)
         left = None if stop is None else stop - unit.start - skip
         try:
             yield from chunked(records, left)

@@ -18,7 +18,7 @@ import os
 import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, overload
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast, overload
 
 from recordkit.datasets.index import find_index, load_index
 from recordkit.datasets.manifest import (
@@ -37,13 +37,13 @@ from recordkit.errors import (
 )
 from recordkit.formats import get_format
 from recordkit.formats.base import FrameReader, RecordFormat, VerifiedOffsets
-from recordkit.formats.sequential import SequentialFrameReader
 from recordkit.io.mapped import ViewLedger
 from recordkit.io.sources import Opened, close_all, is_url, open_source, reading_format
 from recordkit.support.closing import Closing
 
 if TYPE_CHECKING:
     from recordkit.datasets.tfds import ReadOrder
+    from recordkit.formats.sequential import SequentialFrameReader
 
 
 def _index_loader(index: Any, opened: Opened) -> Callable[[], array[int]] | None:
@@ -184,8 +184,11 @@ class _ShardCheck:
         self.path, self.shard, self.number, self.listing = path, shard, number, listing
         self.changed = changed
 
-    def compare(self, frames: FrameReader) -> None:
+    def compare(self, frames: FrameReader, fmt: RecordFormat) -> None:
         """Compare the walked headers of ``frames`` (whose count already matched) with the manifest's index.
+
+        Only a format whose offsets come from its headers (``capabilities.sidecar_index``) has an index
+        to compare.
 
         Raises
         ------
@@ -197,12 +200,12 @@ class _ShardCheck:
         if (
             recorded is None
             or index_path is None
-            or not isinstance(frames, SequentialFrameReader)
+            or not fmt.capabilities.sidecar_index
             or frames.source.size is None
         ):
             return
         lister, remedy = changed_shard(self.listing)
-        table = frames.offsets
+        table = cast("SequentialFrameReader", frames).offsets
         try:
             loaded = load_index(index_path, size=frames.source.size, path=self.path)
         except StaleIndexError as exc:
@@ -235,6 +238,7 @@ def open_shard(
     index: Any = None,
     lenient: bool = False,
     listing: str | None = None,
+    recount: bool = False,
 ) -> RecordReader:
     """Open one shard of a manifest for reading, with the checks :func:`open` makes on a dataset.
 
@@ -251,6 +255,10 @@ def open_shard(
     listing
         ``"dataset_info.json"`` when the manifest was made from a tensorflow-datasets directory
         (:func:`shard_listing`): the errors then name it, and its remedy.
+    recount
+        ``len()`` counts the shard's records from its own record headers (no index; a compressed shard
+        is counted as it is read through) instead of taking the manifest's count, and a count that
+        differs from the manifest's raises :class:`~recordkit.errors.ManifestError`.
 
     Raises
     ------
@@ -258,7 +266,9 @@ def open_shard(
         The shard is missing, or its size differs from the manifest's.
     """
     path = shard_path(directory, shard)
-    spec = _Reopen([path], path, check_crc, index, lenient, (shard,), listing=listing)
+    spec = _Reopen(
+        [path], path, check_crc, index, lenient, (shard,), listing=listing, recount=recount
+    )
     return _read_files(spec, format=format, compression=compression)
 
 
@@ -446,11 +456,12 @@ class RecordReader(_RecordFile):
         else:
             yield from itertools.chain.from_iterable(self._frames)
 
-    def _records_from(self, start: int) -> Iterator[bytes]:
-        """Every record from index ``start`` on, read in order (for :mod:`recordkit.data`).
+    def iter_from(self, start: int) -> Iterator[bytes]:
+        """Yield every record from index ``start`` on, in the order iteration gives them.
 
         ``start=0`` is plain iteration, which builds no offset table. A later start of a single
-        random-access file begins reading at that record, after the checks random access makes.
+        random-access file begins reading at that record, after the checks random access makes; other
+        readers read and drop the records before it.
         """
         if start <= 0:
             return iter(self)
@@ -525,7 +536,7 @@ class RecordReader(_RecordFile):
             raise self._count_mismatch(part, found)
         check = self._checks.pop(part, None)
         if check is not None:
-            check.compare(frames)
+            check.compare(frames, get_format(self._format))
         self._counted.add(part)
 
     def frame_reader(self, number: int) -> FrameReader:
@@ -552,10 +563,13 @@ class RecordReader(_RecordFile):
         It comes from the dataset manifest when there is one; otherwise TFRecord and OFRecord files are
         counted by a header-only scan on first use. A dataset's uncompressed shard whose fingerprint
         differs from the one its manifest recorded is counted by that scan too, and a count that differs
-        from the manifest's raises :class:`~recordkit.errors.ManifestError`.
+        from the manifest's raises :class:`~recordkit.errors.ManifestError`, as it does for every shard of
+        a reader opened with ``recount=True`` (:meth:`~recordkit.io.ResolvedSources.open_part`).
         """
-        for part, check in list(self._checks.items()):
-            if check.changed:
+        recount = self._reopen is not None and self._reopen.recount
+        for part, frames in enumerate(self._frames):
+            check = self._checks.get(part)
+            if (recount and frames.random_access) or (check is not None and check.changed):
                 self._check_count(part)
         return self._length()
 
@@ -667,6 +681,7 @@ class _Reopen(NamedTuple):
     zero_copy: bool = False
     order: ReadOrder | None = None  # a TFDS split's interleaved order
     listing: str | None = None  # "dataset_info.json" when a TFDS directory lists the shards
+    recount: bool = False  # len() counts each shard from its own record headers
 
 
 def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -> RecordReader:
@@ -686,7 +701,11 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
                 frames, opened, fmt, comp = _open_part(file, index=spec.index, **options)
             else:
                 shard = spec.shards[i]
-                index = _ShardIndex(file, shard) if spec.index in (None, True) else spec.index
+                index = spec.index
+                if spec.recount:
+                    index = False  # counted from its own headers, not from an index
+                elif index in (None, True):
+                    index = _ShardIndex(file, shard)
                 frames, opened, fmt, comp = _open_shard(
                     file, shard, i, index=index, listing=spec.listing, **options
                 )
