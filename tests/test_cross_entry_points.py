@@ -253,8 +253,6 @@ def via_oneflow(case: Case) -> list[bytes]:
 def via_recover_scan(case: Case) -> list[bytes]:
     if not isinstance(case.expected, list):
         pytest.skip("recover reads past damage by design")
-    if not case.local:
-        pytest.xfail("recover.scan opens local files only (an fsspec URL is not found)")
     from recordkit.recover import scan
 
     files = rk.io.resolve_sources(case.source, split=case.split).files

@@ -262,10 +262,7 @@ KNOWN: set[tuple[str, str, str]] = {
     ("private", "recordkit.integrations.torch", "recordkit.data"),
     # dataset._rank, dataset._world_size, dataset._with, ...
     ("private", "recordkit.integrations.torch", ATTRIBUTES),
-    # formats._compression
-    ("private", "recordkit.recover", "recordkit.formats"),
     ("size", "recordkit.decode.messages", ""),
-    ("size", "recordkit.formats.base", ""),
 }
 
 

@@ -74,3 +74,31 @@ def test_a_compressed_suffix_on_a_format_without_compression_is_refused_as_by_op
     with pytest.raises(ValueError, match="does not support") as by_scan:
         recover.scan(path, format="ffrecord", warn=False)
     assert str(by_scan.value) == str(by_open.value)
+
+
+@pytest.mark.parametrize("name", ["x.tfrecord.gz", "x.tfrecord"])
+def test_scan_and_salvage_open_an_fsspec_url_as_open_does(tmp_path, name):
+    fsspec = pytest.importorskip("fsspec")
+    compress, compression = COMPRESSORS[name]
+    url = f"memory://recover-resolution/{name}"
+    with fsspec.open(url, "wb") as file:
+        file.write(compress(DAMAGED))
+    with recover.scan(url, warn=False) as records:
+        assert list(records) == RECOVERED
+        report = records.report
+    assert (report.path, report.format, report.compression) == (url, "tfrecord", compression)
+    with rk.open(url) as reader:
+        assert (reader.format, reader.compression) == ("tfrecord", compression)
+    report = recover.salvage(url, tmp_path / "fixed.tfrecord", warn=False)
+    assert report.records == 2
+    assert list(rk.open(tmp_path / "fixed.tfrecord")) == RECOVERED
+
+
+def test_scan_of_a_file_object_reads_from_its_position_and_leaves_it_open(tmp_path):
+    path = tmp_path / "embedded.bin"
+    path.write_bytes(b"junk" + DAMAGED)
+    with open(path, "rb") as file:
+        file.seek(4)
+        with recover.scan(file, format="tfrecord", warn=False) as records:
+            assert list(records) == RECOVERED
+        assert not file.closed

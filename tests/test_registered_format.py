@@ -24,9 +24,9 @@ from recordkit.formats.base import (
     FrameWriter,
     Offsets,
     RecordFormat,
-    Resync,
     Source,
 )
+from recordkit.formats.resync import Resync
 from recordkit.formats.sequential import SequentialFrameReader
 from recordkit.testing import FormatConformance
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 
 from recordkit.errors import UnknownFormatError
-from recordkit.formats._compression import SUFFIXES
 from recordkit.formats.base import RecordFormat
+from recordkit.formats.compression import SUFFIXES
 from recordkit.formats.ffrecord import FFRecordFormat
 from recordkit.formats.ofrecord import OFRecordFormat
 from recordkit.formats.tfrecord import TFRecordFormat

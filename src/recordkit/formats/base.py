@@ -23,7 +23,7 @@ and implements
 ``writer(fileobj, *, compression, level, n)``
     A :class:`FrameWriter` appending to a binary file object.
 ``resync(buffer, size)``
-    For :mod:`recordkit.recover`: a :class:`Resync` that validates a candidate frame at a position of a
+    For :mod:`recordkit.recover`: a :class:`~recordkit.formats.resync.Resync` that validates a candidate frame at a position of a
     damaged file (checksums included) and finds the next plausible frame start after damage; ``None``
     (the default) when the format cannot resynchronise. A format whose records are located otherwise (by
     an index in its header) overrides :meth:`RecordFormat.salvage` instead.
@@ -56,7 +56,8 @@ from dataclasses import dataclass
 from typing import IO, Any, ClassVar, Protocol, TypeAlias
 
 from recordkit.errors import NoLengthError, TruncatedRecordError, UnsupportedOperationError
-from recordkit.formats._compression import NAMES as COMPRESSION_NAMES
+from recordkit.formats.compression import NAMES as COMPRESSION_NAMES
+from recordkit.formats.resync import Resync, Skip
 from recordkit.support.heap import keep_freed_memory
 
 __all__ = [
@@ -68,12 +69,10 @@ __all__ = [
     "FrameReader",
     "FrameWriter",
     "IndexedFrameReader",
-    "Resync",
     "Source",
     "SupportsRead",
     "VerifiedOffsets",
     "as_bytes",
-    "group_runs",
     "normalize_compression",
     "read_full",
 ]
@@ -512,28 +511,6 @@ class FrameReader(ABC):
         return TruncatedRecordError(message, path=self.path, index=index, offset=offset)
 
 
-def group_runs(indices: Sequence[int]) -> list[tuple[int, int]]:
-    """Group the distinct values of ``indices`` into runs of consecutive integers.
-
-    Returns
-    -------
-    list of (first, last)
-        Inclusive bounds of each run, in increasing order.
-
-    Examples
-    --------
-    >>> group_runs([5, 1, 2, 3, 9, 2])
-    [(1, 3), (5, 5), (9, 9)]
-    """
-    runs: list[tuple[int, int]] = []
-    for i in sorted(set(indices)):
-        if runs and runs[-1][1] == i - 1:
-            runs[-1] = (runs[-1][0], i)
-        else:
-            runs.append((i, i))
-    return runs
-
-
 class IndexedFrameReader(FrameReader):
     """A frame reader that can locate record ``i`` by its byte range (:meth:`span`).
 
@@ -565,7 +542,12 @@ class IndexedFrameReader(FrameReader):
         source = self.source
         if source.buffer is not None:
             return self.decode_many(source.buffer, 0, indices)
-        runs = group_runs(indices)
+        runs: list[tuple[int, int]] = []  # (first, last) of each run of consecutive indices
+        for i in sorted(set(indices)):
+            if runs and runs[-1][1] == i - 1:
+                runs[-1] = (runs[-1][0], i)
+            else:
+                runs.append((i, i))
         if source.fd is not None and 2 * len(runs) > len(indices):
             # Mostly scattered records: one pread each, inside the format's loop.
             return self.decode_many(None, 0, indices)
@@ -680,57 +662,6 @@ class _BufferedFrameWriter(FrameWriter):
         self._parts.clear()
 
 
-Skip: TypeAlias = Callable[..., None]
-"""``skip(start, end, reason, index=None)``: how :meth:`RecordFormat.salvage` reports a damaged byte range;
-``index`` is the record number the range stands for when the format knows it (else: the number of records
-recovered before it)."""
-
-TRUNCATED_TAIL = "no intact record up to the end of the file (truncated?)"
-"""The reason given for damage that lasts to the end of a file."""
-
-
-class Resync(ABC):
-    """Finds the intact frames of a damaged file held whole in ``buffer`` (its first ``size`` bytes).
-
-    :meth:`RecordFormat.salvage` walks the file with it: a frame that :meth:`frame` accepts is kept, and
-    after damage the walk goes on at :meth:`next_start` from the next byte on.
-    """
-
-    def __init__(self, buffer: Any, size: int) -> None:
-        self.buffer = buffer
-        self.size = size
-
-    @abstractmethod
-    def frame(self, pos: int) -> tuple[int, int, int] | None:
-        """Return ``(payload start, payload stop, frame end)`` of an intact frame at ``pos``, else ``None``.
-
-        The frame must fit the file and pass every check the format has (length, checksums).
-        """
-
-    @abstractmethod
-    def next_start(self, pos: int) -> int:
-        """Return the first position from ``pos`` on where a frame is trusted after damage, else ``size``."""
-
-    def damage(self, pos: int) -> str:
-        """Return why the frame at ``pos`` was not accepted (a reason for the recovery report)."""
-        return "no valid record"
-
-
-def _salvage_frames(frames: Resync, skip: Skip) -> Iterator[bytes]:
-    buffer, size = frames.buffer, frames.size
-    pos = 0
-    while pos < size:
-        found = frames.frame(pos)
-        if found is not None:
-            start, stop, pos = found
-            yield buffer[start:stop]
-            continue
-        # Even when the length looks right, bytes may be missing or added inside the frame: look for the
-        # next intact frame from the next byte on rather than trusting the length.
-        damaged, pos = pos, frames.next_start(pos + 1)
-        skip(damaged, pos, frames.damage(damaged) if pos < size else TRUNCATED_TAIL)
-
-
 class RecordFormat(ABC):
     """A record file format. Subclasses are registered with :func:`recordkit.formats.register_format`.
 
@@ -786,7 +717,7 @@ class RecordFormat(ABC):
             raise UnsupportedOperationError(
                 f"the {self.name} format cannot be recovered: it has no way to find a record after damage"
             )
-        return _salvage_frames(frames, skip)
+        return frames.salvage(skip)
 
     @abstractmethod
     def sniff(self, head: bytes, size: int | None) -> bool | int:

@@ -51,12 +51,12 @@ from recordkit.formats.base import (
     IndexedFrameReader,
     Offsets,
     RecordFormat,
-    Skip,
     Source,
     SupportsRead,
     _BufferedFrameWriter,
     read_full,
 )
+from recordkit.formats.resync import Skip
 from recordkit.support.caller import user_stacklevel
 
 __all__ = ["FFRecordFormat", "FFRecordFrameReader", "FFRecordFrameWriter", "build_header"]

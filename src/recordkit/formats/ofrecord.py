@@ -31,10 +31,10 @@ from recordkit.formats.base import (
     Capabilities,
     Offsets,
     RecordFormat,
-    Resync,
     Source,
     _BufferedFrameWriter,
 )
+from recordkit.formats.resync import Resync
 from recordkit.formats.sequential import SequentialFrameReader
 
 __all__ = ["OFRecordFormat", "OFRecordFrameReader", "OFRecordFrameWriter"]

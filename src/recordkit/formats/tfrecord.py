@@ -33,22 +33,22 @@ from typing import IO, Any, ClassVar
 
 from recordkit.errors import ChecksumError, CorruptRecordError, TruncatedRecordError
 from recordkit.formats import _crc
-from recordkit.formats._compression import (
-    MEMBERS,
-    check_writable,
-    decompressor,
-)
-from recordkit.formats._compression import magic as _compression_magic
 from recordkit.formats.base import (
     READ_CHUNK,
     Capabilities,
     Offsets,
     RecordFormat,
-    Resync,
     Source,
     SupportsRead,
     _BufferedFrameWriter,
 )
+from recordkit.formats.compression import (
+    MEMBERS,
+    check_writable,
+    decompressor,
+)
+from recordkit.formats.compression import magic as _compression_magic
+from recordkit.formats.resync import Resync
 from recordkit.formats.sequential import SequentialFrameReader
 
 __all__ = ["TFRecordFormat", "TFRecordFrameReader", "TFRecordFrameWriter", "frame"]

@@ -7,7 +7,7 @@ next intact record where the format makes that possible, and records every skipp
 
 Recovery knows no format: it asks the file's format (:meth:`recordkit.formats.base.RecordFormat.salvage`)
 for the intact records, and the format reports each damaged range it passes. A format that frames records
-one after the other provides a :class:`~recordkit.formats.base.Resync` instead (its ``resync`` hook), which
+one after the other provides a :class:`~recordkit.formats.resync.Resync` instead (its ``resync`` hook), which
 validates a candidate frame, checksums included, and finds the next plausible frame start after damage; a
 format registered with :func:`recordkit.formats.register_format` is recovered the same way. What this
 module does for every format: the whole-file compression. GZIP/ZLIB/BZIP2 files are decompressed up to the
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import shutil
 import tempfile
 import warnings
 import zlib
@@ -40,9 +39,9 @@ from typing import IO, Any
 
 from recordkit.errors import DataLossWarning
 from recordkit.formats import format_for_path, get_format
-from recordkit.formats._compression import MEMBERS, decompressor
-from recordkit.formats.base import READ_CHUNK, Source
-from recordkit.io import reading_format
+from recordkit.formats.base import READ_CHUNK
+from recordkit.formats.compression import MEMBERS, decompressor
+from recordkit.io.sources import Opened, open_source, reading_format
 from recordkit.support.closing import Closing
 
 __all__ = ["SalvageReport", "SkippedRange", "Scan", "salvage", "scan"]
@@ -129,25 +128,24 @@ class SalvageReport:
 # -- opening ----------------------------------------------------------------------------------------
 
 
-def _buffer_of(src: Any, cleanup: list[Any]) -> tuple[mmap.mmap | bytes, str | None]:
-    """Return the whole file as a buffer (memory-mapped when possible) and its path."""
-    file: IO[bytes]
-    if isinstance(src, (str, os.PathLike)):
-        path = os.fspath(src)
-        file = open(path, "rb")  # noqa: SIM115 - closed through cleanup
-        cleanup.append(file)
-    else:
-        name = getattr(src, "name", None)
-        path = os.fspath(name) if isinstance(name, (str, os.PathLike)) else None
+def _whole(opened: Opened, cleanup: list[Any]) -> mmap.mmap | bytes:
+    """Return the whole (remaining) file as a buffer: a local file mapped, anything else copied first."""
+    source = opened.source
+    fd = source.descriptor()
+    file: Any = None
+    if fd is None or source.base:
         file = tempfile.TemporaryFile(prefix="recordkit-salvage-")  # noqa: SIM115
         cleanup.append(file)
-        shutil.copyfileobj(src, file, READ_CHUNK)
+        stream = source.stream()
+        while chunk := stream.read(READ_CHUNK):
+            file.write(chunk)
         file.flush()
-    if os.fstat(file.fileno()).st_size == 0:
-        return b"", path
-    mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        fd = file.fileno()
+    if os.fstat(fd).st_size == 0:
+        return b""
+    mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
     cleanup.append(mapped)
-    return mapped, path
+    return mapped
 
 
 _INFLATE_PIECE = 1 << 16
@@ -333,7 +331,8 @@ def scan(
     Parameters
     ----------
     src
-        A local path or a binary file object (which is copied to a temporary file first).
+        A path, an fsspec URL or a binary file object, opened as :func:`recordkit.open` opens it (a URL or
+        a file object is copied to a temporary file first).
     format
         A registered format's name. Default: from the suffix, else the content (a file damaged at its
         start may need it).
@@ -359,12 +358,12 @@ def scan(
     """
     cleanup: list[Any] = []
     try:
-        buffer, path = _buffer_of(src, cleanup)
+        opened = open_source(src)
+        cleanup.append(opened)
+        name, comp = reading_format(opened.source, format=format, compression=compression)
+        buffer = _whole(opened, cleanup)
         size = len(buffer)
-        name, comp = reading_format(
-            Source(path=path, buffer=buffer), format=format, compression=compression
-        )
-        report = SalvageReport(path, name, comp)
+        report = SalvageReport(opened.source.path, name, comp)
         if comp:
             buffer, size = _inflate(buffer, comp, report, cleanup)
         report.size = size

@@ -1,5 +1,7 @@
 """Whole-file compression of record files, in one place: names, suffixes, magic bytes, decompressors.
 
+A format that accepts compressed files (``Capabilities.compression``) and :mod:`recordkit.recover` use it.
+
 GZIP and ZLIB are TensorFlow's ``compression_type`` values: recordkit reads and writes them. BZIP2 is what
 Apache Beam writes with ``compression_type=BZIP2`` (``.tfrecord.bz2``); TensorFlow cannot read it, so
 recordkit reads it (with the standard library's :mod:`bz2`) but does not write it.
