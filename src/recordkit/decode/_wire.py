@@ -55,6 +55,7 @@ __all__ = [
     "decode_chunks",
     "decode_varints",
     "narrow",
+    "reason",
     "scan_example",
     "scan_features",
     "scan_sequence_example",
@@ -84,6 +85,11 @@ OFRECORD_KINDS: Final[dict[int, int]] = {
 #: The dtype of the values of each fixed-width encoding, as stored on the wire.
 FIXED_DTYPES: Final[dict[int, np.dtype[Any]]] = {FIXED32: np.dtype("<f4"), FIXED64: np.dtype("<f8")}
 
+_NATIVE: Final[dict[int, np.dtype[Any]]] = {
+    VARINT: np.dtype(np.int64),
+    VARINT32: np.dtype(np.int32),
+    **{encoding: dtype.newbyteorder("=") for encoding, dtype in FIXED_DTYPES.items()},
+}
 #: Up to this many bytes of varints, one record's values are decoded by a Python loop.
 _FEW_VARINT_BYTES: Final = 24
 
@@ -232,7 +238,7 @@ def _scan_feature(
             raise DecodeError("malformed protobuf: length runs past the end of its message")
         if field != kind:  # a oneof: setting another member clears the previous one
             if chunks:
-                _drop(buf, kinds[kind], chunks)
+                _drop(buf, kinds, (kind, chunks))
             kind = field
             chunks = []
         while pos < stop:  # the BytesList / FloatList / ... message
@@ -287,37 +293,14 @@ def _unpacked_value(
     return pos
 
 
-def _drop(buf: bytes, encoding: int, chunks: list[Chunk]) -> None:
-    """Check the values about to be discarded (protobuf refuses a record with a broken one anywhere)."""
-    if encoding not in VARINTS:
+def _drop(buf: bytes, kinds: dict[int, int], slot: Slot) -> None:
+    """Check the values of a slot about to be discarded (protobuf refuses a record with a broken one anywhere)."""
+    kind, chunks = slot
+    if not chunks or kinds[kind] not in VARINTS:
         return  # fixed-width runs are checked as they are found, bytes need no check
     for chunk in chunks:
         data = buf[chunk[0] : chunk[1]] if isinstance(chunk, tuple) else chunk
         decode_varints(np.frombuffer(data, np.uint8), np.array([0, len(data)], np.int64))
-
-
-def _replace(
-    out: dict[bytes, Slot], key: bytes, slot: Slot, buf: bytes, kinds: dict[int, int]
-) -> None:
-    """Store ``slot`` under ``key``, checking the values of a slot it replaces (a repeated name)."""
-    old = out.get(key)
-    if old is not None and old[1]:
-        _drop(buf, kinds[old[0]], old[1])
-    out[key] = slot
-
-
-def _merge_feature(
-    buf: bytes, regions: list[tuple[int, int]], kinds: dict[int, int], positions: bool, depth: int
-) -> Slot:
-    """Read a map value written as one or more ``Feature`` messages.
-
-    Protobuf merges the occurrences as if their bytes were concatenated, so a oneof member set in a later
-    occurrence clears a different one set before, even one set earlier in that same occurrence.
-    """
-    state = _scan_feature(buf, regions[0][0], regions[0][1], kinds, positions, depth)
-    for start, stop in regions[1:]:
-        state = _scan_feature(buf, start, stop, kinds, positions, depth, state)
-    return state
 
 
 def _check_name(key: bytes) -> None:
@@ -367,7 +350,7 @@ def scan_features(
     buf: bytes,
     pos: int,
     end: int,
-    wanted: Container[bytes],
+    wanted: Container[bytes] | None,
     kinds: dict[int, int],
     out: dict[bytes, Slot],
     dont_care: list[tuple[int, int]] | None = None,
@@ -381,7 +364,7 @@ def scan_features(
     buf, pos, end
         The serialized message and the part of it to read.
     wanted
-        The feature names (UTF-8 bytes) to extract; the others are skipped by length.
+        The feature names (UTF-8 bytes) to extract, the others being skipped by length; ``None`` for all.
     kinds
         :data:`TF_KINDS` or :data:`OFRECORD_KINDS`.
     out
@@ -411,9 +394,10 @@ def scan_features(
         stop = pos + n
         if stop > end:
             raise DecodeError("malformed protobuf: length runs past the end of its message")
+        key = None
         if n > 1 and buf[pos] == 0x0A and buf[pos + 1] < 0x80:
             # The usual layout, read inline: key, then one value, filling the entry. (An entry of 0 or 1
-            # bytes is read below: looking at its first two bytes would look past it.)
+            # bytes is read by _map_entry: looking at its first two bytes would look past it.)
             key_stop = pos + 2 + buf[pos + 1]
             if key_stop < stop and buf[key_stop] == 0x12:
                 n = buf[key_stop + 1]
@@ -422,42 +406,41 @@ def scan_features(
                     n, value_start = _varint_tail(buf, value_start, n)
                 if value_start + n == stop:
                     key = buf[pos + 2 : key_stop]
-                    if key in wanted:
-                        slot = _scan_feature(
-                            buf, value_start, stop, kinds, positions, feature_depth
-                        )
-                        _replace(out, key, slot, buf, kinds)
-                    else:
-                        if check_names and not key.isascii():
-                            _check_name(key)
-                        if dont_care is not None:
-                            dont_care.append((value_start, stop))
-                    pos = stop
-                    continue
-        key, values = _map_entry(buf, pos, stop, check_names)
-        if key in wanted:
-            slot = (
-                _merge_feature(buf, values, kinds, positions, feature_depth) if values else (0, [])
-            )
-            _replace(out, key, slot, buf, kinds)
-        elif dont_care is not None:
-            dont_care.extend(values)
+                    values = [(value_start, stop)]
+        if key is None:
+            key, values = _map_entry(buf, pos, stop, check_names)
+        if wanted is None or key in wanted:
+            # Several values are merged as protobuf merges them: as if their bytes were concatenated.
+            slot = None
+            for start, value_stop in values:
+                slot = _scan_feature(buf, start, value_stop, kinds, positions, feature_depth, slot)
+            if key in out:
+                _drop(buf, kinds, out[key])
+            out[key] = slot or (0, [])
+        else:
+            if check_names and not key.isascii():
+                _check_name(key)
+            if dont_care is not None:
+                dont_care.extend(values)
         pos = stop
 
 
 def scan_example(
     buf: bytes,
-    wanted: Container[bytes],
+    wanted: Container[bytes] | None,
     kinds: dict[int, int],
     dont_care: list[tuple[int, int]] | None = None,
 ) -> dict[bytes, Slot]:
-    """Read a serialized ``tf.train.Example``; return ``name -> (kind, chunks)`` for the wanted features.
+    """Read a serialized ``tf.train.Example`` (or, with :data:`OFRECORD_KINDS`, an ``OFRecord``).
 
-    See :func:`scan_features` for the arguments.
+    Returns ``name -> (kind, chunks)`` for the wanted features; see :func:`scan_features` for the arguments.
     """
     out: dict[bytes, Slot] = {}
     pos = 0
     end = len(buf)
+    if kinds is OFRECORD_KINDS:  # an OFRecord is its feature map
+        scan_features(buf, 0, end, wanted, kinds, out, dont_care, depth=0)
+        return out
     while pos < end:
         tag = buf[pos]
         pos += 1
@@ -492,9 +475,9 @@ def _scan_feature_list(buf: bytes, regions: list[tuple[int, int]], steps: list[S
 
 
 def scan_sequence_example(
-    buf: bytes, context: Container[bytes], sequence: Container[bytes]
+    buf: bytes, context: Container[bytes] | None, sequence: Container[bytes] | None
 ) -> tuple[dict[bytes, Slot], dict[bytes, list[Slot]]]:
-    """Read a serialized ``tf.train.SequenceExample``.
+    """Read a serialized ``tf.train.SequenceExample`` (the wanted names as for :func:`scan_features`).
 
     Returns
     -------
@@ -526,18 +509,23 @@ def scan_sequence_example(
                     continue
                 entry_stop, pos = _length(buf, pos, stop)
                 key, values = _map_entry(buf, pos, entry_stop)
-                if key in sequence:
+                if sequence is None or key in sequence:
                     steps: list[Slot] = []
                     _scan_feature_list(buf, values, steps)
                     for old in lists.get(key, ()):
                         if old[1]:
-                            _drop(buf, TF_KINDS[old[0]], old[1])
+                            _drop(buf, TF_KINDS, old)
                     lists[key] = steps
                 pos = entry_stop
         else:
             stop = _skip(buf, pos, end, tag)
         pos = stop
     return ctx, lists
+
+
+def reason(exc: Exception) -> str:
+    """What is wrong with a message the scanner stopped on (an ``IndexError``: it ended too soon)."""
+    return str(exc) if isinstance(exc, DecodeError) else "malformed protobuf: message truncated"
 
 
 def as_buffer(data: object, what: str) -> bytes:
@@ -631,8 +619,9 @@ def decode_chunks(chunks: list[bytes], encoding: int) -> list[bytes] | npt.NDArr
         return chunks
     data = b"".join(chunks)
     if encoding >= FIXED32:
-        dtype = FIXED_DTYPES[encoding]
-        return np.frombuffer(data, dtype).astype(dtype.newbyteorder("="))
+        return np.frombuffer(data, FIXED_DTYPES[encoding]).astype(_NATIVE[encoding])
+    if data.isascii():  # every value below 128, one byte each (labels, flags, small counts)
+        return np.frombuffer(data, np.uint8).astype(_NATIVE[encoding])
     if len(data) > _FEW_VARINT_BYTES:
         bounds = np.array([0, len(data)], np.int64)
         return narrow(decode_varints(np.frombuffer(data, np.uint8), bounds)[0], encoding)

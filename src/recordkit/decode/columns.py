@@ -26,7 +26,7 @@ from recordkit.decode import _wire
 from recordkit.errors import DecodeError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
+    from collections.abc import Iterable, Sequence
 
     import numpy.typing as npt
 
@@ -110,8 +110,7 @@ def as_records(records: Iterable[Any]) -> list[bytes]:
 
 def _record_error(exc: Exception, index: int) -> DecodeError:
     """The error for a record that could not be read, carrying its index."""
-    reason = str(exc) if isinstance(exc, DecodeError) else "malformed protobuf: message truncated"
-    return DecodeError(f"record {index}: {reason}", index=index)
+    return DecodeError(f"record {index}: {_wire.reason(exc)}", index=index)
 
 
 class _Accumulator:
@@ -195,23 +194,11 @@ def _build_column(n: int, pieces_by_kind: dict[int, list[Piece]]) -> Column:
     return Column(kinds, counts, pieces_by_kind)
 
 
-def _scan_ofrecord(
-    buf: bytes,
-    wanted: frozenset[bytes],
-    kinds: dict[int, int],
-    dont_care: list[tuple[int, int]] | None = None,
-) -> dict[bytes, _wire.Slot]:
-    out: dict[bytes, _wire.Slot] = {}
-    _wire.scan_features(buf, 0, len(buf), wanted, kinds, out, dont_care, depth=0)
-    return out
-
-
 def _template_pieces(
     records: Sequence[bytes],
     rows: list[int],
     wanted: frozenset[bytes],
     kinds_table: dict[int, int],
-    scan: Callable[..., dict[bytes, _wire.Slot]],
 ) -> tuple[list[int], dict[bytes, tuple[int, Piece]]] | None:
     """Decode a group of equally long records that share the first one's layout.
 
@@ -222,7 +209,7 @@ def _template_pieces(
     first = records[rows[0]]
     dont_care: list[tuple[int, int]] = []
     try:
-        layout = scan(first, wanted, kinds_table, dont_care)
+        layout = _wire.scan_example(first, wanted, kinds_table, dont_care)
     except (_wire.NotTemplatable, DecodeError, IndexError):
         return None
     length = len(first)
@@ -296,7 +283,6 @@ def collect(
         A record is malformed; ``.index`` says which.
     """
     kinds_table = _wire.OFRECORD_KINDS if ofrecord else _wire.TF_KINDS
-    scan = _scan_ofrecord if ofrecord else _wire.scan_example
     keys = {name.encode(): name for name in names}
     wanted = frozenset(keys)
     pieces: dict[bytes, dict[int, list[Piece]]] = {key: {} for key in keys}
@@ -311,7 +297,7 @@ def collect(
         for round_ in range(_TEMPLATE_ROUNDS):
             if len(rows) < (_MIN_TEMPLATE_GROUP if round_ == 0 else _MIN_RETEMPLATE_GROUP):
                 break
-            result = _template_pieces(records, rows, wanted, kinds_table, scan)
+            result = _template_pieces(records, rows, wanted, kinds_table)
             if result is None:
                 break
             misfits, found = result
@@ -329,7 +315,7 @@ def collect(
         i = -1
         try:
             for i in to_scan:
-                for key, slot in scan(records[i], wanted, kinds_table).items():
+                for key, slot in _wire.scan_example(records[i], wanted, kinds_table).items():
                     scanned[key].append((i, slot))
         except (DecodeError, IndexError) as exc:
             raise _record_error(exc, i) from None

@@ -690,8 +690,7 @@ def decode_example(data: _Buffer) -> dict[str, DecodedValue]:
     >>> decode_example(encode_example({"x": [1.5, 2.0], "y": b"ab"}))
     {'x': array([1.5, 2. ], dtype=float32), 'y': [b'ab']}
     """
-    context, _ = _scan(data, "tf.train.Example", _scan_example)
-    return _decode_features(context, _wire.TF_KINDS)
+    return _decode_features(_scan(data, "tf.train.Example", _wire.TF_KINDS), _wire.TF_KINDS)
 
 
 def decode_sequence_example(data: _Buffer) -> DecodedSequenceExample:
@@ -715,12 +714,9 @@ def decode_sequence_example(data: _Buffer) -> DecodedSequenceExample:
     TypeError
         ``data`` is not bytes-like (see the ``data`` parameter).
     """
-    context, lists = _scan(data, "tf.train.SequenceExample", _scan_sequence_example)
-    feature_lists = {
-        name: [_decode_feature(step, _wire.TF_KINDS) for step in lists[key]]
-        for name, key in _sorted_names(lists)
-    }
-    return DecodedSequenceExample(_decode_features(context, _wire.TF_KINDS), feature_lists)
+    context, lists = _scan(data, "tf.train.SequenceExample", None)
+    steps = _decode_features(lists, None)
+    return DecodedSequenceExample(_decode_features(context, _wire.TF_KINDS), steps)
 
 
 def decode_ofrecord(data: _Buffer) -> dict[str, DecodedValue]:
@@ -744,60 +740,39 @@ def decode_ofrecord(data: _Buffer) -> dict[str, DecodedValue]:
     TypeError
         ``data`` is not bytes-like (see the ``data`` parameter).
     """
-    context, _ = _scan(data, "OFRecord", _scan_ofrecord)
-    return _decode_features(context, _wire.OFRECORD_KINDS)
+    return _decode_features(_scan(data, "OFRecord", _wire.OFRECORD_KINDS), _wire.OFRECORD_KINDS)
 
 
-class _EveryName:
-    """Holds every feature name: the scanner then reads every feature."""
-
-    def __contains__(self, name: object) -> bool:
-        return True
-
-
-_EVERY_NAME: Final = _EveryName()
-_Scanned = tuple[dict[bytes, _wire.Slot], dict[bytes, list[_wire.Slot]]]
-
-
-def _scan_example(buf: bytes) -> _Scanned:
-    return _wire.scan_example(buf, _EVERY_NAME, _wire.TF_KINDS), {}
-
-
-def _scan_sequence_example(buf: bytes) -> _Scanned:
-    return _wire.scan_sequence_example(buf, _EVERY_NAME, _EVERY_NAME)
-
-
-def _scan_ofrecord(buf: bytes) -> _Scanned:
-    out: dict[bytes, _wire.Slot] = {}
-    _wire.scan_features(buf, 0, len(buf), _EVERY_NAME, _wire.OFRECORD_KINDS, out, depth=0)
-    return out, {}
-
-
-def _scan(data: _Buffer, what: str, scan: Callable[[bytes], _Scanned]) -> _Scanned:
-    """Read every feature of one message with the wire scanner (what the batch parsers use too)."""
+def _scan(data: _Buffer, what: str, kinds: dict[int, int] | None) -> Any:
+    """Read every feature of one message (a SequenceExample's when ``kinds`` is None) with the wire scanner."""
     buf = _wire.as_buffer(data, f"a serialized {what}")
     try:
-        return scan(buf)
+        if kinds is None:
+            return _wire.scan_sequence_example(buf, None, None)
+        return _wire.scan_example(buf, None, kinds)
     except (DecodeError, IndexError) as exc:
-        reason = (
-            str(exc) if isinstance(exc, DecodeError) else "malformed protobuf: message truncated"
-        )
+        reason = _wire.reason(exc)
         raise DecodeError(f"malformed {what} ({len(buf)} bytes): {reason}") from None
 
 
-def _sorted_names(keys: Iterable[bytes]) -> list[tuple[str, bytes]]:
-    """The feature names as ``str`` in sorted order, with their keys; a name must be UTF-8."""
-    try:
-        return sorted([(key.decode("utf-8"), key) for key in keys])
-    except UnicodeDecodeError as exc:
-        key = bytes(exc.object)
-        raise DecodeError(f"feature name {key!r} is not valid UTF-8", feature=repr(key)) from None
+def _decode_features(slots: dict[bytes, Any], kinds: dict[int, int] | None) -> dict[str, Any]:
+    """Decode each feature (with ``kinds`` None, each step of each feature list), sorted by name.
 
-
-def _decode_features(
-    slots: dict[bytes, _wire.Slot], kinds: dict[int, int]
-) -> dict[str, DecodedValue]:
-    return {name: _decode_feature(slots[key], kinds) for name, key in _sorted_names(slots)}
+    UTF-8 keeps the order of code points, so the keys sort as the names do.
+    """
+    out: dict[str, Any] = {}
+    for key in sorted(slots):
+        try:
+            name = key.decode("utf-8")
+        except UnicodeDecodeError:
+            raise DecodeError(
+                f"feature name {key!r} is not valid UTF-8", feature=repr(key)
+            ) from None
+        if kinds is None:
+            out[name] = [_decode_feature(step, _wire.TF_KINDS) for step in slots[key]]
+        else:
+            out[name] = _decode_feature(slots[key], kinds)
+    return out
 
 
 def _decode_feature(slot: _wire.Slot, kinds: dict[int, int]) -> DecodedValue:
