@@ -243,3 +243,27 @@ def test_the_oneflow_reader_reads_parts_without_a_manifest_as_before(tmp_path):
             writer.write(record)
     reader = OFRecordReader(tmp_path, batch_size=3, data_part_num=3, seed=0)
     assert list(reader) == [records]
+
+
+def test_open_part_recount_counts_a_shard_from_its_own_headers(tmp_path):
+    """The manifest's count makes len() free; recount=True counts the shard's headers instead and
+    refuses a count that differs from the manifest's (what `recordkit count` reports)."""
+    import json
+
+    with rk.ShardWriter(f"{tmp_path}/part-{{shard:02d}}.tfrecord", max_records=3) as writer:
+        writer.write_many([b"a", b"b", b"c", b"d"])
+    manifest = tmp_path / MANIFEST_NAME
+    document = json.loads(manifest.read_text())
+    document["shards"][0]["records"] = 2  # the file is unchanged; only its entry is wrong
+    document["records"] = 3
+    manifest.write_text(json.dumps(document))
+    resolved = resolve_sources(tmp_path)
+    with resolved.open_part(1, recount=True) as reader:
+        assert len(reader) == 1
+    with resolved.open_part(0) as reader:
+        assert len(reader) == 2  # the manifest's word, no header read
+    with (
+        resolved.open_part(0, recount=True) as reader,
+        pytest.raises(rk.ManifestError, match="the shard holds 3 records, but the manifest says 2"),
+    ):
+        len(reader)

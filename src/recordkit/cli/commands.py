@@ -62,7 +62,6 @@ from recordkit.cli.payload import (
 )
 from recordkit.datasets import verify_dataset
 from recordkit.datasets.index import find_index
-from recordkit.datasets.manifest import shard_count_error, shard_listing
 from recordkit.io import index_problem, write_index
 
 __all__ = ["build_parser"]
@@ -214,23 +213,12 @@ def cmd_info(args: argparse.Namespace) -> int:
 def _count_file(args: argparse.Namespace, path: InputPath) -> int:
     """Count one file's records from its record headers (an FFRecord file's: its header).
 
-    A dataset's shard is opened with the checks :func:`recordkit.open` makes (present, its size), then
-    counted as a lone file from its own headers, never taken from its manifest: a count that differs from
+    A dataset's shard is opened with the checks :func:`recordkit.open` makes (present, its size) and
+    counted from its own headers, never taken from its manifest (``recount``): a count that differs from
     its entry (or from ``dataset_info.json``) raises the ManifestError every reader raises for it.
     """
-
-    with path.open() as reader:
-        fmt, compression = reader.format, reader.compression or "none"
-        manifest = path.resolved.manifest
-        if manifest is None:
-            return count_records(reader, desc=path, enabled=not args.quiet)
-    assert path.part is not None
-    with rk.open(path, format=fmt, compression=compression, index=False) as reader:
-        n = count_records(reader, desc=path, enabled=not args.quiet)
-    expected = manifest.shards[path.part].records
-    if n != expected:
-        raise shard_count_error(path, path.part, n, expected, shard_listing(manifest))
-    return n
+    with path.open(recount=True) as reader:
+        return count_records(reader, desc=path, enabled=not args.quiet)
 
 
 def cmd_count(args: argparse.Namespace) -> int:
@@ -359,7 +347,9 @@ def cmd_cat(args: argparse.Namespace) -> int:
     if args.offset < 0 or (args.limit is not None and args.limit < 0):
         raise CliError("--offset and --limit must be >= 0")
     ensure_ascii = "utf" not in (sys.stdout.encoding or "").lower()
-    with resolve_input(args.file, format=args.format, split=args.split).open() as reader:
+    # The sources are resolved as one list, as recordkit.open(["a", "b"]) resolves them.
+    sources = args.files[0] if len(args.files) == 1 else args.files
+    with resolve_input(sources, format=args.format, split=args.split).open() as reader:
         stop = None if args.limit is None else args.offset + args.limit
         records: Iterator[bytes] = itertools.islice(reader, args.offset, stop)
         kind: str | None = "raw"
@@ -377,7 +367,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
                     line = record_text(kind or "raw", index, record)
             except rk.DecodeError as exc:
                 raise CliError(
-                    f"{args.file}: record {index} is not a valid {kind} payload: {exc}",
+                    f"{' '.join(args.files)}: record {index} is not a valid {kind} payload: {exc}",
                     code=EXIT_CORRUPT,
                 ) from exc
             print(line)
@@ -436,18 +426,15 @@ def _command(
     *,
     payload: bool = False,
     split: str = "the split of a dataset directory to read (required when it has several)",
-    file: str | None = None,
+    files: str = "record files, directories or quoted glob patterns",
     description: str | None = None,
 ) -> argparse.ArgumentParser:
     """Add a command with ``--split``, ``--format`` and ``--quiet``, and with ``payload`` ``--payload``
-    and ``--sample``. It takes record files (or directories of them), or with ``file`` one input, which
-    ``file`` describes; ``convert`` (with a ``description``) adds its own."""
+    and ``--sample``. It takes record files (or directories of them), which ``files`` describes;
+    ``convert`` (with a ``description``) adds its own."""
     p: argparse.ArgumentParser = commands.add_parser(name, help=help, description=description)
-    if file is not None:
-        p.add_argument("file", metavar="FILE", help=file)
-    elif description is None:
-        help = "record files, directories or quoted glob patterns"
-        p.add_argument("files", nargs="+", metavar="FILE", help=help)
+    if description is None:
+        p.add_argument("files", nargs="+", metavar="FILE", help=files)
     if payload:
         help = "how to decode the records (default: detected from the first records)"
         p.add_argument("--payload", choices=("auto", *PAYLOAD_KINDS), default="auto", help=help)
@@ -475,8 +462,8 @@ def _add_commands(commands: Any) -> None:
     verify.add_argument("--salvage", nargs="?", const=_IN_PLACE, metavar="OUT", help=help)
     verify.add_argument("-f", "--force", action="store_true", help="overwrite OUT if it exists")
     help = "print records (decoded, JSON lines, base64 or hex)"
-    file = "a record file, a directory or a quoted glob (one sequence)"
-    cat = _command(commands, "cat", help, cmd_cat, payload=True, file=file)
+    files = "record files, directories or quoted globs, read as one sequence"
+    cat = _command(commands, "cat", help, cmd_cat, payload=True, files=files)
     cat.add_argument("--offset", type=int, default=0, metavar="K", help="skip the first K records")
     cat.add_argument("--limit", type=int, metavar="N", help="print at most N records")
     mode = cat.add_mutually_exclusive_group()

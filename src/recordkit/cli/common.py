@@ -69,17 +69,23 @@ class InputPath(str):
         self.resolved, self.part = resolved, part
         return self
 
-    def open(self) -> rk.RecordReader:
-        """Open it for reading, with the checks :func:`recordkit.open` makes."""
+    def open(self, *, recount: bool = False) -> rk.RecordReader:
+        """Open it for reading, with the checks :func:`recordkit.open` makes; ``recount`` as for
+        :meth:`~recordkit.io.ResolvedSources.open_part`."""
         if self.part is None:
             return self.resolved.open()
-        return self.resolved.open_part(self.part)
+        return self.resolved.open_part(self.part, recount=recount)
 
 
 def resolve_input(
-    path: str, *, format: str | None, split: str | None = None, all_splits: bool = False
+    path: str | list[str],
+    *,
+    format: str | None,
+    split: str | None = None,
+    all_splits: bool = False,
 ) -> ResolvedSources:
-    """Resolve one command-line argument as :func:`recordkit.open` resolves its sources.
+    """Resolve one command-line argument (or a list of them, read as one) as :func:`recordkit.open`
+    resolves its sources.
 
     Raises
     ------

@@ -43,6 +43,7 @@ from typing import Any
 
 from recordkit.datasets.manifest import Manifest, Shard
 from recordkit.errors import ManifestError
+from recordkit.formats import get_format
 from recordkit.io.atomic import write_atomically
 
 __all__ = [
@@ -75,8 +76,6 @@ BLOCK_LENGTH = 16
 """Records TFDS takes from one shard per turn (``tfds.ReadConfig``'s ``interleave_block_length``)."""
 
 _FILE_FORMAT = "tfrecord"
-# Bytes TFRecord adds around each payload: length, its checksum, the payload's checksum.
-_TFRECORD_FRAMING = 16
 _MIN_SHARD_DIGITS = 5
 _INT64_MAX = (1 << 63) - 1
 _MAX_INFO_BYTES = 256 << 20
@@ -664,12 +663,13 @@ def _check_shard_file(directory: str, shard: Shard) -> None:
         raise ManifestError("the manifest lists this shard, but it is missing", path=path) from None
     if size != shard.size:
         raise ManifestError(f"{size} bytes, but the manifest says {shard.size}", path=path)
-    if size < _TFRECORD_FRAMING * shard.records:
+    if size < get_format(_FILE_FORMAT).overhead * shard.records:
         raise ManifestError(f"{size} bytes cannot hold {shard.records} records", path=path)
 
 
 def _split_json(split: str, shards: Sequence[Shard]) -> dict[str, Any]:
-    payload = sum(shard.size - _TFRECORD_FRAMING * shard.records for shard in shards)
+    overhead = get_format(_FILE_FORMAT).overhead  # the bytes TFRecord frames each payload with
+    payload = sum(shard.size - overhead * shard.records for shard in shards)
     return {
         "filepathTemplate": DEFAULT_TEMPLATE,
         "name": split,

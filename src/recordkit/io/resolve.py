@@ -363,11 +363,21 @@ class ResolvedSources(NamedTuple):
         return self._replace(files=[self.files[i] for i in chosen], manifest=manifest)
 
     def open_part(
-        self, part: int, *, check_crc: bool = True, index: Any = None, lenient: bool = False
+        self,
+        part: int,
+        *,
+        check_crc: bool = True,
+        index: Any = None,
+        lenient: bool = False,
+        recount: bool = False,
     ) -> RecordReader:
         """Open file number ``part`` alone; a dataset's shard with the checks :meth:`open` makes on it.
 
         The options are :func:`recordkit.open`'s; ``index`` takes a path only when there is one file.
+        With ``recount``, a dataset's shard is counted from its own record headers (``len()`` walks them;
+        a compressed shard is counted as it is read through), not taken from its manifest entry, and a
+        count that differs from the entry raises :class:`~recordkit.errors.ManifestError` (what
+        ``recordkit count`` reports). Other files are always counted from their own headers.
         """
         _check_index(index, self.files, self.manifest)
         if self.manifest is not None:
@@ -382,6 +392,7 @@ class ResolvedSources(NamedTuple):
                 index=index,
                 lenient=lenient,
                 listing=shard_listing(self.manifest),
+                recount=recount,
             )
         file = self.files[part]
         spec = _Reopen([file], _display_path(file), check_crc, index, lenient)

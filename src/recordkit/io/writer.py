@@ -8,17 +8,20 @@ import warnings
 import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from recordkit.datasets.index import index_paths, load_index, save_index
 from recordkit.datasets.manifest import MANIFEST_NAME
 from recordkit.errors import StaleIndexError
+from recordkit.formats import get_format
 from recordkit.formats.base import FrameWriter, as_bytes
-from recordkit.formats.sequential import SequentialFrameReader
 from recordkit.io.atomic import AtomicFile, UploadOnCommit
 from recordkit.io.reader import _RecordFile
 from recordkit.io.resolve import resolve_sources
 from recordkit.io.sources import check_compression, is_url, require_fsspec, resolve_format
+
+if TYPE_CHECKING:
+    from recordkit.formats.sequential import SequentialFrameReader
 
 PathLike = str | os.PathLike[str]
 
@@ -275,11 +278,15 @@ def scan_offsets(path: PathLike, *, format: str | None = None) -> array[int]:
 def _indexable_frames(
     path: PathLike, format: str | None, what: str
 ) -> Iterator[SequentialFrameReader]:
-    """The frames of a local, uncompressed TFRecord or OFRecord file, opened without an index."""
+    """The frames of a local, uncompressed file of a format with sidecar indexes, opened without one.
+
+    A format that declares ``capabilities.sidecar_index`` finds its offsets by walking the record headers
+    (:class:`~recordkit.formats.sequential.SequentialFrameReader`, the format contract).
+    """
     with resolve_sources(path, format=format, missing_ok=True).open(index=False) as reader:
-        frames = reader._frames[0]
-        if not isinstance(frames, SequentialFrameReader):
+        if not get_format(reader.format).capabilities.sidecar_index:
             raise TypeError(f"the {reader.format} format has its own index; it needs no sidecar")
+        frames = cast("SequentialFrameReader", reader.frame_reader(0))
         if not frames.random_access:
             raise frames.unsupported(what)
         yield frames
