@@ -17,11 +17,12 @@ from recordkit.datasets.index import default_index_path
 from recordkit.datasets.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
 from recordkit.datasets.shardfile import (
     OpenShard,
+    _join,
+    _remove_file,
     begin_replacing,
     commit_manifest_file,
     parent_directory,
     relative_path,
-    save_manifest,
 )
 from recordkit.errors import ManifestError
 from recordkit.formats.base import as_bytes
@@ -180,10 +181,6 @@ class ShardWriter(Closing):
         """Whether :meth:`close` or :meth:`abort` was called."""
         return self._closed
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ValueError("I/O operation on a closed ShardWriter")
-
     @property
     def count(self) -> int:
         """The number of records written so far, in all shards."""
@@ -192,7 +189,8 @@ class ShardWriter(Closing):
 
     def write(self, record: Any) -> None:
         """Append one record: ``bytes``, a bytes-like object or a protobuf message."""
-        self._check_open()
+        if self._closed:
+            raise ValueError("I/O operation on a closed ShardWriter")
         data = as_bytes(record)
         shard = self._shard_for(len(data))
         shard.write(data)
@@ -208,19 +206,17 @@ class ShardWriter(Closing):
 
     def _shard_for(self, size: int) -> OpenShard:
         shard = self._current
-        if shard is not None and shard.count and self._full(shard, size):
-            self._finish_shard()
-            shard = None
+        if shard is not None and shard.count:
+            most, framed = self._max_bytes, self._current_bytes + size + self._overhead
+            if (self._max_records is not None and shard.count >= self._max_records) or (
+                most is not None and framed > most
+            ):
+                self._finish_shard()
+                shard = None
         if shard is None:
             shard = self._current = self._open_shard(len(self.shards))
             self._current_bytes = 0
         return shard
-
-    def _full(self, shard: OpenShard, size: int) -> bool:
-        if self._max_records is not None and shard.count >= self._max_records:
-            return True
-        framed = size + self._overhead
-        return self._max_bytes is not None and self._current_bytes + framed > self._max_bytes
 
     def _open_shard(self, number: int) -> OpenShard:
         final = self._name(number, None)
@@ -277,10 +273,7 @@ class ShardWriter(Closing):
         _remove_empty(self._created)
 
     def _leave(self, *, failed: bool) -> None:
-        if failed:
-            self.abort()
-        else:
-            self.close()
+        self.abort() if failed else self.close()
 
     def _rename_pending(self) -> list[Shard]:
         total = len(self._pending)
@@ -305,18 +298,14 @@ class ShardWriter(Closing):
             _discard_files(self._pending)
 
     def _build_manifest(self) -> Manifest:
-        format_name, compression = self._format
         previous = self._previous
-        schema = self._schema
-        if schema is None and previous is not None:
-            schema = previous.schema
-        metadata = {**(previous.metadata if previous else {}), **self._metadata}
+        schema = previous.schema if self._schema is None and previous is not None else self._schema
         return Manifest(
-            format=format_name,
-            compression=compression,
+            format=self._format[0],
+            compression=self._format[1],
             shards=self._kept + tuple(self.shards),
             schema=schema,
-            metadata=metadata,
+            metadata={**(previous.metadata if previous else {}), **self._metadata},
         )
 
     def _forget_own_shards(self) -> None:
@@ -339,7 +328,7 @@ class ShardWriter(Closing):
         self._kept = kept
         begin_replacing(self._manifest_path)
         if len(kept) != len(previous.shards):
-            save_manifest(dataclasses.replace(previous, shards=kept), self._manifest_path)
+            dataclasses.replace(previous, shards=kept).save(self._manifest_path)
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
@@ -372,13 +361,7 @@ def _pattern_regex(pattern: str) -> re.Pattern[str]:
 def _manifest_target(manifest: bool | str | os.PathLike[str], directory: str) -> str | None:
     if manifest is False:
         return None
-    if manifest is True:
-        return (
-            posixpath.join(directory, MANIFEST_NAME)
-            if is_url(directory)
-            else os.path.join(directory, MANIFEST_NAME)
-        )
-    return os.fspath(manifest)
+    return _join(directory, MANIFEST_NAME) if manifest is True else os.fspath(manifest)
 
 
 def _pending_name(final: str) -> str:
@@ -452,16 +435,6 @@ def _static_parent(pattern: str) -> str:
 
 def _discard_files(pending: list[tuple[str, Shard]]) -> None:
     for path, _ in pending:
-        _remove(path)
-        _remove(default_index_path(path))
+        _remove_file(path)
+        _remove_file(default_index_path(path))
     pending.clear()
-
-
-def _remove(path: str) -> None:
-    if is_url(path):
-        fs, inner = require_fsspec().core.url_to_fs(path)
-        with contextlib.suppress(FileNotFoundError):
-            fs.rm(inner)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)

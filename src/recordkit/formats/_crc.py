@@ -238,5 +238,4 @@ def first_masked_mismatch(crcs: Sequence[int], stored: Sequence[int]) -> int | N
 
 def masked_crc32c(data: bytes) -> int:
     """Return the masked CRC32C of ``data``, as stored in TFRecord frames."""
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + MASK_DELTA) & 0xFFFFFFFF
+    return mask(crc32c(data))

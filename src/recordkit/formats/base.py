@@ -638,24 +638,30 @@ class _BufferedFrameWriter(FrameWriter):
     """A frame writer that gathers frames in ``_parts`` and writes them in blocks of about ``BUFFER_SIZE``.
 
     ``write`` appends to ``_parts``, adds the bytes to ``_pending`` and calls :meth:`_drain` once
-    ``_pending`` reaches ``BUFFER_SIZE`` (inline in each format: it runs once per record).
+    ``_pending`` reaches ``BUFFER_SIZE`` (inline in each format: it runs once per record). :meth:`_drain`
+    writes to ``_out``, the file object unless a format sets another.
     """
 
     def __init__(self, fileobj: IO[bytes]) -> None:
         super().__init__(fileobj)
         self._parts: list[bytes] = []
         self._pending = 0
+        self._out = fileobj
 
     def _drain(self) -> None:
-        """Write the gathered frames as one block to :meth:`_output` and empty the buffer."""
+        """Write the gathered frames as one block to ``_out`` and empty the buffer."""
         if self._parts:
-            self._output().write(b"".join(self._parts))
+            self._out.write(b"".join(self._parts))
             self._parts.clear()
             self._pending = 0
 
-    def _output(self) -> IO[bytes]:
-        """Where :meth:`_drain` writes: the file object."""
-        return self.fileobj
+    def flush(self) -> None:
+        """Write buffered frames to the file object."""
+        self._drain()
+
+    def close(self) -> None:
+        """Write what is buffered."""
+        self._drain()
 
     def abort(self) -> None:
         """Drop buffered frames."""

@@ -411,7 +411,6 @@ class FFRecordFrameWriter(_BufferedFrameWriter):
         if seekable:
             assert n is not None
             self._base = fileobj.tell()
-            self._out = fileobj
             fileobj.write(bytes(12 + 12 * n))
         else:
             self._spill = _spill_beside(fileobj)
@@ -439,13 +438,6 @@ class FFRecordFrameWriter(_BufferedFrameWriter):
         self._pending += len(data)
         if self._pending >= self.BUFFER_SIZE:
             self._drain()
-
-    def _output(self) -> IO[bytes]:
-        return self._out
-
-    def flush(self) -> None:
-        """Write buffered samples (to the file, or to the temporary spill file)."""
-        self._drain()
 
     def close(self) -> None:
         """Write the header (and, when spilling, the samples) to the file.

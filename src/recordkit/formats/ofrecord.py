@@ -131,14 +131,6 @@ class OFRecordFrameWriter(_BufferedFrameWriter):
         if self._pending >= self.BUFFER_SIZE:
             self._drain()
 
-    def flush(self) -> None:
-        """Write buffered records to the file object."""
-        self._drain()
-
-    def close(self) -> None:
-        """Write what is buffered."""
-        self._drain()
-
 
 def _plausible_length(buffer: Any, pos: int, size: int | None) -> int | None:
     """The payload length of a plausible frame header at ``pos``: positive, fitting the file, and followed

@@ -78,11 +78,6 @@ _LENGTH_CRCS: dict[int, int] = {}
 few lengths), shared by all readers."""
 
 
-def _length_crc(length: int) -> int:
-    """Return the masked CRC32C stored after a valid ``length`` field (not remembered: see the callers)."""
-    return _crc.masked_crc32c(_LENGTH.pack(length))
-
-
 def frame(data: bytes) -> bytes:
     """Return ``data`` framed as one TFRecord record.
 
@@ -410,7 +405,7 @@ class TFRecordFrameReader(SequentialFrameReader):
                 # The offset table disagrees with the header: decode() reports the stale index.
                 return super().decode_many(blob, base, indices)
             if known.get(length) != stored:
-                expected = _length_crc(length)
+                expected = _crc.masked_crc32c(_LENGTH.pack(length))
                 if expected != stored:
                     raise self._length_error(index, start, stored, expected)
                 if len(known) < _CACHE_LIMIT:

@@ -258,29 +258,25 @@ def _inflate(
     return mapped, len(mapped)
 
 
-class _Skips:
-    """Collects skipped ranges, merging adjacent ones with the same reason."""
+def _counted(fmt: Any, buffer: Any, report: SalvageReport) -> Iterator[bytes]:
+    """The format's intact records, counted as they pass; the skipped ranges in file order at the end."""
+    skipped = report.skipped
 
-    def __init__(self, report: SalvageReport) -> None:
-        self.report = report
-
-    def add(self, start: int, end: int, reason: str, index: int | None = None) -> None:
-        skipped = self.report.skipped
-        where = self.report.records if index is None else index
-        if skipped and skipped[-1].end == start and skipped[-1].reason == reason and index is None:
-            last = skipped[-1]
+    def skip(start: int, end: int, reason: str, index: int | None = None) -> None:
+        # Adjacent ranges skipped for the same reason (between the same two records) are one.
+        last = skipped[-1] if skipped else None
+        if index is None and last and last.end == start and last.reason == reason:
             skipped[-1] = SkippedRange(last.start, end, last.index, reason)
         else:
-            skipped.append(SkippedRange(start, end, where, reason))
+            skipped.append(
+                SkippedRange(start, end, report.records if index is None else index, reason)
+            )
 
-
-def _counted(records: Iterator[bytes], report: SalvageReport) -> Iterator[bytes]:
-    """Count the records as they pass; list the skipped ranges in file order at the end."""
-    for record in records:
+    for record in fmt.salvage(buffer, report.size, skip):
         report.records += 1
         yield record
     # Damaged offsets (of a format with an index) may point backwards.
-    report.skipped.sort(key=lambda r: (r.start, r.end))
+    skipped.sort(key=lambda r: (r.start, r.end))
 
 
 # -- public API -----------------------------------------------------------------------------------
@@ -367,7 +363,7 @@ def scan(
         if comp:
             buffer, size = _inflate(buffer, comp, report, cleanup)
         report.size = size
-        records = _counted(get_format(name).salvage(buffer, size, _Skips(report).add), report)
+        records = _counted(get_format(name), buffer, report)
     except BaseException:
         while cleanup:
             cleanup.pop().close()
