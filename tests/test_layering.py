@@ -262,7 +262,6 @@ KNOWN: set[tuple[str, str, str]] = {
     ("private", "recordkit.integrations.torch", "recordkit.data"),
     # dataset._rank, dataset._world_size, dataset._with, ...
     ("private", "recordkit.integrations.torch", ATTRIBUTES),
-    ("size", "recordkit.decode.messages", ""),
 }
 
 
