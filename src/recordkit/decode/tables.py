@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from recordkit.decode import columns as _columns
+from recordkit.decode import messages as _messages
 from recordkit.decode.images import Image
 from recordkit.decode.specs import (
     ColumnReader,
@@ -43,7 +44,6 @@ from recordkit.decode.specs import (
     VarLen,
     _check_specs,
     _fill_value,
-    _is_utf8,
     _splits,
 )
 
@@ -181,23 +181,6 @@ def _field(tag: int, payload: _Bytes, *, omit_empty: bool = False) -> _Bytes:
 
 
 @dataclass(frozen=True)
-class _Family:
-    """What the Feature oneof of one message type holds: field numbers of each list, and the wire types."""
-
-    message: str
-    bytes_tag: int
-    float_tag: int
-    int64_tag: int
-    double_tag: int | None  # float64 values: their own list (OFRecord), else rounded to float_list
-    int32_tag: int | None  # int32 values: their own list (OFRecord), else int64_list
-
-
-# Tags are field number << 3 | 2 (length-delimited).
-_EXAMPLE: Final = _Family("tf.train.Example", 0x0A, 0x12, 0x1A, None, None)
-_OFRECORD: Final = _Family("OFRecord", 0x0A, 0x12, 0x2A, 0x1A, 0x22)
-
-
-@dataclass(frozen=True)
 class _Leaves:
     """The values of one column: flat, in row order, with how many each (non-null) row holds."""
 
@@ -210,7 +193,7 @@ class _Leaves:
 class _Column:
     """Reads one Arrow column into :class:`_Leaves`, naming the column in every error."""
 
-    def __init__(self, name: str, family: _Family, first_row: int) -> None:
+    def __init__(self, name: str, family: _messages._Family, first_row: int) -> None:
         self.name = name
         self.family = family
         self.first_row = first_row  # the table row of the column's first value, for messages
@@ -283,23 +266,20 @@ class _Column:
         family = self.family
         if leaves.strings is not None:
             values = _field(0x0A, leaves.strings).grouped(leaves.counts)
-            return _field(family.bytes_tag, values)
+            return _field(family.tags["bytes_list"][0], values)
         numbers = leaves.numbers
         assert numbers is not None
+        kind: _messages.FeatureKind
         if numbers.dtype.kind == "f":
-            wire: np.dtype[Any]
-            if numbers.dtype.itemsize == 8 and family.double_tag is not None:
-                tag, wire = family.double_tag, np.dtype("<f8")
-            else:
-                tag, wire = family.float_tag, np.dtype("<f4")
+            kind = family.float64_kind if numbers.dtype.itemsize == 8 else "float_list"
+            wire = _messages._WIRE_DTYPES[kind]
             with np.errstate(over="ignore"):  # beyond float32's range: infinities, as protobuf
                 raw = numbers.astype(wire).view(_UINT8)
             payload = _Bytes(raw, leaves.counts * wire.itemsize)
         else:
-            is_int32 = numbers.dtype == np.int32 and family.int32_tag is not None
-            tag = family.int32_tag if is_int32 else family.int64_tag  # type: ignore[assignment]
+            kind = family.int32_kind if numbers.dtype == np.int32 else "int64_list"
             payload = _varints(numbers).grouped(leaves.counts)
-        return _field(tag, _field(0x0A, payload, omit_empty=True))
+        return _field(family.tags[kind][0], _field(0x0A, payload, omit_empty=True))
 
 
 def _is_list(kind: Any) -> bool:
@@ -355,20 +335,16 @@ def _binary_items(values: Any) -> _Bytes:
     return _Bytes(data[offsets[0] : offsets[-1]], np.diff(offsets))
 
 
-def _entries(name: str, array: Any, family: _Family, first_row: int) -> _Bytes:
+def _entries(name: str, array: Any, family: _messages._Family, first_row: int) -> _Bytes:
     """The serialized ``map<string, Feature>`` entry of every row (empty for null rows)."""
     column = _Column(name, family, first_row)
     leaves = column.leaves(array)
     feature = column.feature(leaves)
     key = name.encode("utf-8")
-    head = bytes([0x0A, *_varint_bytes(len(key))]) + key + b"\x12"
+    head = b"\x0a" + _messages._varint(len(key)) + key + b"\x12"
     n = len(feature.lengths)
     body = _concat([_Bytes.constant(head, n), _varints(feature.lengths), feature])
     return _field(0x0A, body).spread(leaves.rows)
-
-
-def _varint_bytes(n: int) -> bytes:
-    return _varints(np.array([n])).data.tobytes()
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -421,7 +397,7 @@ def _column_array(name: str, values: Any) -> Any:
         raise TypeError(f"column {name!r}: the values have no single Arrow type ({exc})") from None
 
 
-def _encode(table: Any, family: _Family) -> list[bytes]:
+def _encode(table: Any, family: _messages._Family) -> list[bytes]:
     table = _as_table(table)
     out: list[bytes] = []
     for start in range(0, table.num_rows, _CHUNK_ROWS):
@@ -432,7 +408,7 @@ def _encode(table: Any, family: _Family) -> list[bytes]:
             for name, column in zip(chunk.column_names, chunk.columns, strict=True)
         ]
         body = _concat(parts) if parts else _Bytes(np.zeros(0, _UINT8), np.zeros(n, np.int64))
-        if family is _OFRECORD:
+        if family is _messages._OF:
             empty = body.lengths == 0
             if empty.any():
                 row = start + int(np.argmax(empty))
@@ -484,7 +460,7 @@ def encode_examples(table: Any) -> list[bytes]:
     >>> len(records)
     2
     """
-    return _encode(table, _EXAMPLE)
+    return _encode(table, _messages._TF)
 
 
 def encode_ofrecords(table: Any) -> list[bytes]:
@@ -498,7 +474,7 @@ def encode_ofrecords(table: Any) -> list[bytes]:
     ValueError
         Also when a row has no non-null value: OneFlow rejects empty records.
     """
-    return _encode(table, _OFRECORD)
+    return _encode(table, _messages._OF)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -511,7 +487,10 @@ def _bitmap(valid: npt.NDArray[np.bool_]) -> Any:
 
 
 def _leaf(values: np.ndarray[Any, Any], value_type: ValueType) -> Any:
-    """Flat numpy values (numbers, or an object array of bytes or str) as an Arrow array."""
+    """Flat numpy values (numbers, or an object array of bytes or str) as an Arrow array.
+
+    ``"str"`` values may be UTF-8 bytes: Arrow checks them (in C), raising ``ArrowInvalid``.
+    """
     pa = _pyarrow()
     if isinstance(value_type, str):  # "bytes" or "str" (never compare a dtype with a string: slow)
         return pa.array(values, pa.binary() if value_type == "bytes" else pa.string())
@@ -546,15 +525,19 @@ def _lists(splits: npt.NDArray[np.int64], values: Any) -> Any:
     return pa.LargeListArray.from_arrays(pa.array(splits), values)
 
 
-def _column_to_arrow(value: np.ndarray[Any, Any] | Ragged) -> Any:
+def _column_to_arrow(
+    value: np.ndarray[Any, Any] | Ragged, value_type: ValueType | None = None, valid: Any = None
+) -> Any:
+    """A column as Arrow: ``value_type`` is the spec's (else read off the values), ``valid`` a bitmap."""
     if isinstance(value, Ragged):
-        return _lists(np.asarray(value.row_splits, np.int64), _column_to_arrow(value.values))
-    value_type: ValueType = value.dtype
-    if value.dtype == object:
-        first = next(iter(value.flat), b"")
-        value_type = "str" if isinstance(first, str) else "bytes"
+        splits = np.asarray(value.row_splits, np.int64)
+        return _lists(splits, _column_to_arrow(value.values, value_type))
+    if value_type is None:
+        value_type = value.dtype
+        if value.dtype == object:
+            value_type = "str" if isinstance(next(iter(value.flat), b""), str) else "bytes"
     flat = _leaf(np.ascontiguousarray(value).reshape(-1), value_type)
-    return _fixed_lists(flat, value.shape[1:], value.shape[0] if value.ndim else 1)
+    return _fixed_lists(flat, value.shape[1:], value.shape[0] if value.ndim else 1, valid)
 
 
 def to_arrow(batch: Mapping[str, np.ndarray[Any, Any] | Ragged]) -> pa.Table:
@@ -590,82 +573,38 @@ def to_arrow(batch: Mapping[str, np.ndarray[Any, Any] | Ragged]) -> pa.Table:
 class _ArrowReader(ColumnReader):
     """The numpy reader, except that ``str`` values stay UTF-8 bytes (Arrow checks them, in C)."""
 
-    def _decode_utf8(
-        self,
-        name: str,
-        rows: npt.NDArray[np.int64],
-        counts: npt.NDArray[np.int64],
-        values: np.ndarray[Any, Any],
-    ) -> np.ndarray[Any, Any]:
+    def _decode_utf8(self, name: str, rows: Any, counts: Any, values: Any) -> Any:
         return values
 
 
-class _ArrowColumns:
-    """Builds the Arrow column of each spec from the batch's :class:`~recordkit.decode._columns.Column`."""
-
-    def __init__(self, reader: _ArrowReader, *, null_missing: bool) -> None:
-        self.reader = reader
-        self.null_missing = null_missing
-
-    def leaf(
-        self, name: str, values: np.ndarray[Any, Any], value_type: ValueType, record_of: Any
-    ) -> Any:
-        """Arrow values of a spec; ``str`` values are checked to be UTF-8 here."""
-        pa = _pyarrow()
-        if value_type != "str":
-            return _leaf(values, value_type)
-        # The binary buffers relabelled as text, then checked: cheaper than a cast through pyarrow.compute.
-        binary = pa.array(values, pa.binary())
-        text = pa.Array.from_buffers(pa.string(), len(binary), binary.buffers())
-        try:
-            text.validate(full=True)
-            return text
-        except pa.ArrowInvalid:
-            position = next(p for p, value in enumerate(values) if not _is_utf8(value))
-            raise self.reader.error(name, int(record_of(position)), "not valid UTF-8") from None
-
-    def fixed(self, name: str, column: _columns.Column, spec: FixedLen) -> Any:
-        valid = None
-        if self.null_missing and spec.default is None:
-            present = column.kinds != 0
-            if (
-                not present.all()
-            ):  # a placeholder in the missing rows, hidden by the validity bitmap
-                spec = FixedLen(spec.shape, spec.dtype, default=_fill_value(spec.dtype))
-                valid = _bitmap(present)
-        values = self.reader.fixed(name, column, spec)
-        size = max(math.prod(spec.shape), 1)
-        flat = self.leaf(name, values.reshape(-1), spec.dtype, lambda p: p // size)
-        return _fixed_lists(flat, spec.shape, len(column.kinds), valid)
-
-    def varlen(self, name: str, column: _columns.Column, spec: VarLen) -> Any:
-        _, counts, flat = self.reader.flat(name, column, spec.dtype)
-        splits = _splits(counts)
-        values = self.leaf(
-            name, flat, spec.dtype, lambda p: np.searchsorted(splits, p, "right") - 1
-        )
-        return _lists(splits, values)
-
-    def sequence(self, name: str, column: _columns.Column, spec: FixedLenSequence) -> Any:
-        counts, flat = self.reader.items(name, column, spec)
+def _arrow_column(
+    reader: ColumnReader, name: str, column: _columns.Column, spec: Spec, null_missing: bool
+) -> Any:
+    """The Arrow column of one spec: FixedLen as (fixed-size lists of) values, VarLen as lists,
+    FixedLenSequence as lists of fixed-size items (not padded)."""
+    valid = None
+    if isinstance(spec, FixedLen):
+        present = column.kinds != 0
+        if null_missing and spec.default is None and not present.all():
+            # a placeholder in the missing rows, hidden by the validity bitmap
+            spec = FixedLen(spec.shape, spec.dtype, default=_fill_value(spec.dtype))
+            valid = _bitmap(present)
+        value: Any = reader.fixed(name, column, spec)
+    elif isinstance(spec, VarLen):
+        value = reader.ragged(name, column, spec)
+    elif isinstance(spec, FixedLenSequence):
+        counts, flat = reader.items(name, column, spec)
         size = math.prod(spec.shape)
-        splits = _splits(counts)
-        values = self.leaf(
-            name, flat, spec.dtype, lambda p: np.searchsorted(splits, p, "right") - 1
-        )
-        items = _fixed_lists(values, spec.shape, int(counts.sum()) // size)
-        return _lists(splits // size, items)
-
-    def read(self, name: str, column: _columns.Column, spec: Spec) -> Any:
-        if isinstance(spec, FixedLen):
-            return self.fixed(name, column, spec)
-        if isinstance(spec, VarLen):
-            return self.varlen(name, column, spec)
-        if isinstance(spec, FixedLenSequence):
-            return self.sequence(name, column, spec)
+        value = Ragged(flat.reshape(-1, *spec.shape), _splits(counts // size))
+    else:
         raise TypeError(
             f"features[{name!r}]: {type(spec).__name__} specs cannot be parsed to Arrow"
         )
+    try:
+        return _column_to_arrow(value, spec.dtype, valid)
+    except _pyarrow().ArrowInvalid:  # a str value is not UTF-8: the numpy reader names its record
+        ColumnReader(ofrecord=reader.ofrecord).read(name, column, spec)
+        raise
 
 
 def parse_arrow(
@@ -691,8 +630,11 @@ def parse_arrow(
     specs = _check_specs(features, (FixedLen, VarLen, FixedLenSequence), "features")
     batch = _columns.as_records(records)
     columns = _columns.collect(batch, list(specs), ofrecord=ofrecord)
-    builder = _ArrowColumns(_ArrowReader(ofrecord=ofrecord), null_missing=null_missing)
-    arrays = {name: builder.read(name, columns[name], spec) for name, spec in specs.items()}
+    reader = _ArrowReader(ofrecord=ofrecord)
+    arrays = {
+        name: _arrow_column(reader, name, columns[name], spec, null_missing)
+        for name, spec in specs.items()
+    }
     if not arrays:  # no columns, but as many rows as records
         return pa.table({"_": pa.nulls(len(batch))}).drop_columns(["_"])
     return pa.table(arrays)
