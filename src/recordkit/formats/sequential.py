@@ -23,7 +23,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from functools import partial
 from typing import Any, ClassVar
 
-from recordkit.errors import StaleIndexError, StaleIndexWarning
+from recordkit.errors import CorruptRecordError, StaleIndexError, StaleIndexWarning
 from recordkit.formats.base import (
     READ_CHUNK,
     WINDOW,
@@ -117,17 +117,26 @@ class SequentialFrameReader(IndexedFrameReader):
     def __iter__(self) -> Iterator[bytes]:
         """Yield every record in file order."""
         if self.inflate is not None:
-            return self.iter_stream(self.inflate(self.source.stream()))
+            return self._iter_inflated(self.inflate(self.source.stream()))
         buffer = self.source.buffer
         if buffer is not None:
-            return self.iter_buffer(buffer)
+            return self.iter_window(buffer, 0, 0, True)
         if self.source.random_access:
             return self.iter_windows()
         return self.iter_stream(self.source.stream())
 
-    def iter_buffer(self, buffer: Any) -> Iterator[bytes]:
-        """Yield the records of a whole file held in ``buffer``."""
-        return self.iter_window(buffer, 0, 0, True)
+    def _iter_inflated(self, stream: SupportsRead) -> Iterator[bytes]:
+        """:meth:`iter_stream` over decompressed bytes; an error of the decompression (damaged compressed
+        data, which knows only its offset) is given the index of the record it cuts."""
+        index = 0
+        try:
+            for record in self.iter_stream(stream):
+                yield record
+                index += 1
+        except CorruptRecordError as exc:
+            if exc.index is not None:
+                raise
+            raise type(exc)(exc.reason, path=self.path, index=index, offset=exc.offset) from exc
 
     def iter_from(self, index: int) -> Iterator[bytes]:
         """Yield the records from record ``index`` on, in file order.

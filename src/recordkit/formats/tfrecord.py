@@ -28,7 +28,7 @@ import array
 import os
 import struct
 import zlib
-from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import IO, Any, ClassVar
 
 from recordkit.errors import ChecksumError, CorruptRecordError, TruncatedRecordError
@@ -261,23 +261,6 @@ class TFRecordFrameReader(SequentialFrameReader):
             expected=stored,
             actual=actual,
         )
-
-    def __iter__(self) -> Iterator[bytes]:
-        """Yield every record in file order."""
-        if self.inflate is not None:
-            return self._iter_compressed(self.inflate(self.source.stream()))
-        return super().__iter__()
-
-    def _iter_compressed(self, stream: SupportsRead) -> Iterator[bytes]:
-        index = 0
-        try:
-            for record in self.iter_stream(stream):
-                yield record
-                index += 1
-        except CorruptRecordError as exc:
-            if exc.index is not None:
-                raise
-            raise type(exc)(exc.reason, path=self.path, index=index, offset=exc.offset) from exc
 
     def iter_window(
         self, window: Any, base: int, index: int, final: bool
