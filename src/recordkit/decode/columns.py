@@ -113,30 +113,19 @@ def _record_error(exc: Exception, index: int) -> DecodeError:
     return DecodeError(f"record {index}: {_wire.reason(exc)}", index=index)
 
 
-class _Accumulator:
-    """Collects what the scanner found for one feature, record by record."""
-
-    __slots__ = ("found",)
-
-    def __init__(self) -> None:
-        self.found: list[tuple[int, _wire.Slot]] = []  # (row, (kind, chunks))
-
-    def add(self, row: int, slot: _wire.Slot) -> None:
-        self.found.append((row, slot))
-
-    def pieces(self, kinds_table: dict[int, int]) -> dict[int, Piece]:
-        """Decode the collected chunks, one batch per kind."""
-        by_kind: dict[int, list[tuple[int, _wire.Slot]]] = {}
-        for item in self.found:
-            kind = item[1][0]
-            if kind:
-                by_kind.setdefault(kind, []).append(item)
-        out = {}
-        for kind, items in by_kind.items():
-            rows = np.fromiter((row for row, _ in items), np.int64, len(items))
-            chunk_lists = [slot[1] for _, slot in items]
-            out[kind] = _decode_chunks(rows, chunk_lists, kinds_table[kind])
-        return out
+def _scanned_pieces(
+    found: list[tuple[int, _wire.Slot]], kinds_table: dict[int, int]
+) -> dict[int, Piece]:
+    """Decode what the scanner found for one feature, ``(row, (kind, chunks))`` per record: one batch per kind."""
+    by_kind: dict[int, list[tuple[int, _wire.Slot]]] = {}
+    for item in found:
+        if item[1][0]:
+            by_kind.setdefault(item[1][0], []).append(item)
+    out = {}
+    for kind, items in by_kind.items():
+        rows = np.fromiter((row for row, _ in items), np.int64, len(items))
+        out[kind] = _decode_chunks(rows, [slot[1] for _, slot in items], kinds_table[kind])
+    return out
 
 
 def _decode_chunks(rows: Int64Array, chunk_lists: list[list[Any]], encoding: int) -> Piece:
@@ -310,8 +299,7 @@ def collect(
 
     if to_scan:
         to_scan.sort()
-        accumulators = {key: _Accumulator() for key in keys}
-        scanned = {key: accumulator.found for key, accumulator in accumulators.items()}
+        scanned: dict[bytes, list[tuple[int, _wire.Slot]]] = {key: [] for key in keys}
         i = -1
         try:
             for i in to_scan:
@@ -319,8 +307,8 @@ def collect(
                     scanned[key].append((i, slot))
         except (DecodeError, IndexError) as exc:
             raise _record_error(exc, i) from None
-        for key, accumulator in accumulators.items():
-            for kind, piece in accumulator.pieces(kinds_table).items():
+        for key, slots in scanned.items():
+            for kind, piece in _scanned_pieces(slots, kinds_table).items():
                 pieces[key].setdefault(kind, []).append(piece)
 
     n = len(records)
@@ -342,8 +330,8 @@ def collect_sequences(
     context_wanted = frozenset(context_keys)
     sequence_wanted = frozenset(sequence_keys)
     n = len(records)
-    context_acc = {key: _Accumulator() for key in context_keys}
-    step_acc = {key: _Accumulator() for key in sequence_keys}
+    context_found: dict[bytes, list[tuple[int, _wire.Slot]]] = {key: [] for key in context_keys}
+    step_found: dict[bytes, list[tuple[int, _wire.Slot]]] = {key: [] for key in sequence_keys}
     present = {key: np.zeros(n, bool) for key in sequence_keys}
     steps = {key: np.zeros(n, np.int64) for key in sequence_keys}
     next_step = dict.fromkeys(sequence_keys, 0)
@@ -353,24 +341,21 @@ def collect_sequences(
         except (DecodeError, IndexError) as exc:
             raise _record_error(exc, i) from None
         for key, slot in context.items():
-            context_acc[key].add(i, slot)
+            context_found[key].append((i, slot))
         for key, step_slots in lists.items():
             present[key][i] = True
             steps[key][i] = len(step_slots)
-            accumulator = step_acc[key]
             step = next_step[key]
-            for slot in step_slots:
-                accumulator.add(step, slot)
-                step += 1
-            next_step[key] = step
+            step_found[key] += enumerate(step_slots, step)
+            next_step[key] = step + len(step_slots)
 
-    def column(accumulator: _Accumulator, size: int) -> Column:
-        by_kind = {kind: [piece] for kind, piece in accumulator.pieces(_wire.TF_KINDS).items()}
+    def column(found: list[tuple[int, _wire.Slot]], size: int) -> Column:
+        by_kind = {kind: [piece] for kind, piece in _scanned_pieces(found, _wire.TF_KINDS).items()}
         return _build_column(size, by_kind)
 
-    context_columns = {name: column(context_acc[key], n) for key, name in context_keys.items()}
+    context_columns = {name: column(context_found[key], n) for key, name in context_keys.items()}
     sequence_columns = {
-        name: SequenceColumn(present[key], steps[key], column(step_acc[key], next_step[key]))
+        name: SequenceColumn(present[key], steps[key], column(step_found[key], next_step[key]))
         for key, name in sequence_keys.items()
     }
     return context_columns, sequence_columns

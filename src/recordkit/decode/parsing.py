@@ -40,7 +40,6 @@ from recordkit.decode.specs import (
     FixedLenSequence,
     Parsed,
     Ragged,
-    ValueType,
     VarLen,
     _check_specs,
     _first,
@@ -197,19 +196,25 @@ def parse_sequence_examples(
     lengths: dict[str, npt.NDArray[np.int64]] = {}
     for name, spec in sequence_specs.items():
         seq = sequence_columns[name]
-        if isinstance(spec, VarLen):
-            _, counts, flat = _StepReader(reader, seq).flat(name, spec.dtype)
-            sequence[name] = Ragged(Ragged(flat, _splits(counts)), _splits(seq.steps))
-            continue
-        assert isinstance(spec, FixedLenSequence)
-        if not spec.allow_missing and not seq.present.all():
+        assert isinstance(spec, (FixedLenSequence, VarLen))
+        if isinstance(spec, FixedLenSequence) and not spec.allow_missing and not seq.present.all():
             i = _first(~seq.present)
             raise DecodeError(
                 f"record {i}: feature list {name!r} is missing (allow_missing is not set)",
                 index=i,
                 feature=name,
             )
-        _, counts, flat = _StepReader(reader, seq).flat(name, spec.dtype)
+        try:
+            _, counts, flat = reader.flat(name, seq.column, spec.dtype)
+        except DecodeError as exc:  # named by its step: name the record
+            i = _record_of(seq.steps, exc.index or 0)
+            message = str(exc).split(": ", 2)[-1]
+            raise DecodeError(
+                f"record {i}: feature list {name!r}: {message}", index=i, feature=name
+            ) from None
+        if isinstance(spec, VarLen):
+            sequence[name] = Ragged(Ragged(flat, _splits(counts)), _splits(seq.steps))
+            continue
         size = math.prod(spec.shape)
         wrong = counts != size
         if wrong.any():
@@ -224,27 +229,6 @@ def parse_sequence_examples(
         sequence[name] = _pad_items(flat, seq.steps, spec)
         lengths[name] = seq.steps.copy()
     return context, sequence, lengths
-
-
-class _StepReader:
-    """Reads the steps of a feature list, naming the record (not the step) in errors."""
-
-    def __init__(self, reader: ColumnReader, seq: _columns.SequenceColumn) -> None:
-        self.reader = reader
-        self.seq = seq
-
-    def flat(
-        self, name: str, value_type: ValueType
-    ) -> tuple[Any, npt.NDArray[np.int64], np.ndarray[Any, Any]]:
-        try:
-            return self.reader.flat(name, self.seq.column, value_type)
-        except DecodeError as exc:
-            step = exc.index or 0
-            i = _record_of(self.seq.steps, step)
-            message = str(exc).split(": ", 2)[-1]
-            raise DecodeError(
-                f"record {i}: feature list {name!r}: {message}", index=i, feature=name
-            ) from None
 
 
 def parse_sequence_example(
