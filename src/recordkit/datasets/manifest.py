@@ -27,6 +27,7 @@ __all__ = [
     "MANIFEST_VERSION",
     "TFDS_INFO",
     "changed_shard",
+    "inside_path",
     "manifest_path",
     "sha256_of",
     "shard_count_error",
@@ -229,7 +230,8 @@ class Manifest:
 
     def save(self, path: str | os.PathLike[str]) -> str:
         """Write the manifest atomically to ``path``: a ``.json`` file, or a directory (created if needed)
-        to hold ``MANIFEST_NAME``.
+        to hold ``MANIFEST_NAME``; locally or at an fsspec URL (uploaded whole, so readers see the old
+        manifest or the new one).
 
         Returns
         -------
@@ -237,7 +239,8 @@ class Manifest:
             The file written.
         """
         target = manifest_path(path)
-        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        if not is_url(target):
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
         write_atomically(target, self.to_json().encode("utf-8"))
         return target
 
@@ -457,6 +460,18 @@ def _shard_json(shard: Shard) -> dict[str, Any]:
     return entry
 
 
+def inside_path(path: str) -> bool:
+    """Whether ``path`` is a relative path inside a dataset's directory, with ``/`` separators (no ``..``,
+    no empty, ``.`` or drive part): what a manifest (or ``dataset_info.json``) may name a file by."""
+    return not (
+        path.startswith("/")
+        or "\\" in path
+        or "\0" in path
+        or any(part in ("", ".", "..") for part in path.split("/"))
+        or (len(path) > 1 and path[1] == ":")
+    )
+
+
 class _Fields:
     """Typed access to one JSON object, raising :class:`ManifestError` with the field's location."""
 
@@ -495,15 +510,7 @@ class _Fields:
 
     def relative_path(self, key: str) -> str:
         value: str = self.get(key, str)
-        parts = value.split("/")
-        if (
-            not value
-            or value.startswith("/")
-            or "\\" in value
-            or "\0" in value
-            or any(part in ("", ".", "..") for part in parts)
-            or (len(value) > 1 and value[1] == ":")
-        ):
+        if not inside_path(value):
             raise self.error(
                 f"{self.where}: {key!r} must be a relative path inside the manifest's directory, "
                 f"with / separators, not {value!r}"

@@ -38,7 +38,6 @@ __all__ = [
     "file_sha256",
     "parent_directory",
     "relative_path",
-    "save_manifest",
 ]
 
 
@@ -48,18 +47,6 @@ def file_sha256(path: str | os.PathLike[str]) -> tuple[int, str]:
     opener = require_fsspec().open if is_url(path) else open
     with opener(path, "rb") as file:
         return sha256_of(file)
-
-
-def save_manifest(manifest: Manifest, path: str) -> str:
-    """Write a manifest file atomically, locally or at an fsspec URL; return its path.
-
-    Object stores replace an object whole on upload, so readers see the old manifest or the new one.
-    """
-    if not is_url(path):
-        return manifest.save(path)
-    with require_fsspec().open(path, "wb") as file:
-        file.write(manifest.to_json().encode("utf-8"))
-    return path
 
 
 _REPLACED = ".rk-replaced-"
@@ -83,12 +70,7 @@ def begin_replacing(manifest_path: str) -> None:
     known = _read_ledger(ledger)
     if named <= known:
         return
-    data = json.dumps({"files": sorted(known | named)}, indent=1).encode("utf-8")
-    if is_url(ledger):
-        with require_fsspec().open(ledger, "wb") as file:
-            file.write(data)
-    else:
-        write_atomically(ledger, data)
+    write_atomically(ledger, json.dumps({"files": sorted(known | named)}, indent=1).encode("utf-8"))
 
 
 def commit_manifest_file(manifest: Manifest, manifest_path: str) -> list[str]:
@@ -109,7 +91,7 @@ def commit_manifest_file(manifest: Manifest, manifest_path: str) -> list[str]:
     begin_replacing(manifest_path)  # so that a crash after the save still leaves the names
     ledger = _ledger_path(manifest_path)
     replaced = _read_ledger(ledger)
-    save_manifest(manifest, manifest_path)
+    manifest.save(manifest_path)
     root = parent_directory(manifest_path)
     stale = sorted(replaced - _manifest_files(manifest))
     removed = [relative for relative in stale if _remove_file(_join(root, relative))]
@@ -327,11 +309,7 @@ def write_shard(records: Iterable[Any], path: str | os.PathLike[str], **options:
 
 def _write_index(offsets: array[int], index_path: str, root: str) -> IndexFile:
     data = format_index(offsets)
-    if is_url(index_path):
-        with require_fsspec().open(index_path, "wb") as remote:
-            remote.write(data)
-    else:
-        write_atomically(index_path, data)
+    write_atomically(index_path, data)
     return IndexFile(
         path=relative_path(index_path, root or "."), sha256=hashlib.sha256(data).hexdigest()
     )

@@ -41,7 +41,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recordkit.datasets.manifest import Manifest, Shard
+from recordkit.datasets.manifest import Manifest, Shard, inside_path
 from recordkit.errors import ManifestError
 from recordkit.formats import get_format
 from recordkit.io.atomic import write_atomically
@@ -87,20 +87,8 @@ _TENSOR_CLASS = "tensorflow_datasets.core.features.tensor_feature.Tensor"
 _DICT_CLASS = "tensorflow_datasets.core.features.features_dict.FeaturesDict"
 # The dtypes a tf.train.Example can carry (integers and bool as int64, floats as float32, bytes).
 _DTYPES = frozenset(
-    {
-        "bool",
-        "string",
-        "float16",
-        "float32",
-        "float64",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-    }
+    {"bool", "string", "float16", "float32", "float64", "int8", "int16", "int32", "int64"}
+    | {"uint8", "uint16", "uint32"}
 )
 
 
@@ -182,7 +170,7 @@ def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None =
     )
     # TFDS reads a split's shards CYCLE_LENGTH at a time, BLOCK_LENGTH records per turn, unless the
     # dataset disables shuffling: then it reads them one after the other (interleave_cycle_length=1).
-    cycle = 1 if info.boolean("disable_shuffling") else CYCLE_LENGTH
+    cycle = 1 if info.field("disable_shuffling", bool, False, "true or false") else CYCLE_LENGTH
     metadata = {
         "tfds": {
             "name": name,
@@ -425,27 +413,20 @@ class _Message:
     def error(self, message: str) -> ManifestError:
         return ManifestError(f"{self.where}: {message}" if self.where else message, path=self.path)
 
-    def field(self, name: str) -> Any:
+    def field(self, name: str, kind: type = object, default: Any = None, what: str = "") -> Any:
+        """The field's value (``default`` when absent or ``null``), which must be a ``kind``."""
         spellings = [key for key in dict.fromkeys((_camel(name), name)) if key in self.value]
         if len(spellings) > 1:
             raise self.error(f"the field {name!r} is given twice, as {' and '.join(spellings)}")
-        return self.value[spellings[0]] if spellings else None
+        value = self.value[spellings[0]] if spellings else None
+        if value is None:
+            return default
+        if not isinstance(value, kind):
+            raise self.error(f"{_camel(name)!r} must be {what}, not {value!r}")
+        return value
 
     def string(self, name: str) -> str:
-        value = self.field(name)
-        if value is None:
-            return ""
-        if not isinstance(value, str):
-            raise self.error(f"{_camel(name)!r} must be a string, not {type(value).__name__}")
-        return value
-
-    def boolean(self, name: str) -> bool:
-        value = self.field(name)
-        if value is None:
-            return False
-        if not isinstance(value, bool):
-            raise self.error(f"{_camel(name)!r} must be true or false, not {value!r}")
-        return value
+        return str(self.field(name, str, "", "a string"))
 
     def integer(self, value: Any, what: str) -> int:
         """Return a non-negative int64 given as a JSON number or a decimal string."""
@@ -461,23 +442,15 @@ class _Message:
         value = self.field(name)
         return 0 if value is None else self.integer(value, repr(_camel(name)))
 
-    def repeated(self, name: str) -> list[Any]:
-        value = self.field(name)
-        if value is None:
-            return []
-        if not isinstance(value, list):
-            raise self.error(f"{_camel(name)!r} must be a list, not {type(value).__name__}")
-        return value
-
     def int64_list(self, name: str) -> list[int]:
-        key = _camel(name)
-        return [self.integer(item, f"{key}[{i}]") for i, item in enumerate(self.repeated(name))]
+        items = self.field(name, list, [], "a list")
+        return [self.integer(item, f"{_camel(name)}[{i}]") for i, item in enumerate(items)]
 
     def messages(self, name: str) -> list[_Message]:
         key = _camel(name)
         return [
             _Message(item, f"{self.where}.{key}[{i}]" if self.where else f"{key}[{i}]", self.path)
-            for i, item in enumerate(self.repeated(name))
+            for i, item in enumerate(self.field(name, list, [], "a list"))
         ]
 
 
@@ -503,29 +476,19 @@ def _expand(
             pieces.append(format(mapping[field], spec or ""))
     except ValueError as exc:
         raise split.error(f"the filepathTemplate {template!r} is malformed ({exc})") from None
-    return _checked_relative("".join(pieces), split)
-
-
-def _checked_relative(path: str, split: _Message) -> str:
-    parts = path.split("/")
-    if (
-        path.startswith("/")
-        or "\\" in path
-        or "\0" in path
-        or any(part in ("", ".", "..") for part in parts)
-        or re.match(r"[A-Za-z]:", path)
-    ):
+    path = "".join(pieces)
+    if not inside_path(path):
         raise split.error(f"the shard file {path!r} is not a path inside the dataset's directory")
     return path
 
 
-def _shard_size(directory: str, relative: str) -> int:
+def _shard_size(directory: str, relative: str, lister: str = INFO_NAME) -> int:
     path = os.path.join(directory, *relative.split("/"))
     try:
         return os.stat(path).st_size
     except FileNotFoundError:
         raise ManifestError(
-            f"the shard {relative} listed in {INFO_NAME} is missing", path=path
+            f"the shard {relative} listed in {lister} is missing", path=path
         ) from None
 
 
@@ -650,21 +613,14 @@ def _tfds_splits(directory: str, manifest: Manifest, name: str) -> dict[str, lis
                     f"{expected!r}, not {shard.path!r}",
                     path=directory,
                 )
-            _check_shard_file(directory, shard)
+            size = _shard_size(directory, shard.path, "the manifest")
+            path = os.path.join(directory, shard.path)
+            if size != shard.size:
+                raise ManifestError(f"{size} bytes, but the manifest says {shard.size}", path=path)
+            if size < get_format(_FILE_FORMAT).overhead * shard.records:
+                raise ManifestError(f"{size} bytes cannot hold {shard.records} records", path=path)
         splits[split] = ordered
     return splits
-
-
-def _check_shard_file(directory: str, shard: Shard) -> None:
-    path = os.path.join(directory, shard.path)
-    try:
-        size = os.stat(path).st_size
-    except FileNotFoundError:
-        raise ManifestError("the manifest lists this shard, but it is missing", path=path) from None
-    if size != shard.size:
-        raise ManifestError(f"{size} bytes, but the manifest says {shard.size}", path=path)
-    if size < get_format(_FILE_FORMAT).overhead * shard.records:
-        raise ManifestError(f"{size} bytes cannot hold {shard.records} records", path=path)
 
 
 def _split_json(split: str, shards: Sequence[Shard]) -> dict[str, Any]:

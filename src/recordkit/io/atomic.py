@@ -21,6 +21,8 @@ import tempfile
 import weakref
 from typing import IO, Any
 
+from recordkit.io.sources import is_url, require_fsspec
+
 __all__ = ["AtomicFile", "UploadOnCommit", "remove_leftovers", "temporary_name", "write_atomically"]
 
 
@@ -189,7 +191,15 @@ class UploadOnCommit:
 
 
 def write_atomically(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` through an :class:`AtomicFile`: the whole file appears, or nothing."""
+    """Write ``data`` to ``path`` through an :class:`AtomicFile`: the whole file appears, or nothing.
+
+    An fsspec URL is uploaded in one piece: object stores replace an object whole, so readers see the old
+    content or the new.
+    """
+    if is_url(os.fspath(path)):
+        with require_fsspec().open(path, "wb") as file:
+            file.write(data)
+        return
     target = AtomicFile(path)
     try:
         target.file.write(data)
