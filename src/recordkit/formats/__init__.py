@@ -94,10 +94,7 @@ def suffix_compression(path: str) -> str | None:
     ('gzip', None)
     """
     lowered = path.lower()
-    for suffix, name in SUFFIXES:
-        if lowered.endswith(suffix):
-            return name
-    return None
+    return next((name for suffix, name in SUFFIXES if lowered.endswith(suffix)), None)
 
 
 # "-00003-of-00010" at the end of a name: the shard numbering of tensorflow-datasets and Beam.

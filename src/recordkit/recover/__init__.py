@@ -141,6 +141,11 @@ def _whole(opened: Opened, cleanup: list[Any]) -> mmap.mmap | bytes:
             file.write(chunk)
         file.flush()
         fd = file.fileno()
+    return _map(fd, cleanup)
+
+
+def _map(fd: int, cleanup: list[Any]) -> mmap.mmap | bytes:
+    """Map the file ``fd`` for reading (an empty file: ``b""``, which cannot be mapped)."""
     if os.fstat(fd).st_size == 0:
         return b""
     mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
@@ -251,10 +256,7 @@ def _inflate(
             report.lost_compressed_bytes = size - pos  # bytes after the end of a ZLIB stream
             break
     out.flush()
-    if out.tell() == 0:
-        return b"", 0
-    mapped = mmap.mmap(out.fileno(), 0, access=mmap.ACCESS_READ)
-    cleanup.append(mapped)
+    mapped = _map(out.fileno(), cleanup)
     return mapped, len(mapped)
 
 
