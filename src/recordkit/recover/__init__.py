@@ -400,7 +400,7 @@ def salvage(
     Parameters
     ----------
     src
-        The damaged file (a local path or a binary file object).
+        The damaged file (a path, an fsspec URL or a binary file object).
     dst
         Where to write the recovered records.
     format, compression
