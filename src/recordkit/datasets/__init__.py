@@ -42,28 +42,16 @@ if TYPE_CHECKING:
 # Public name -> module that defines it, imported on first use so that the manifest module can be loaded by the
 # reader without the writer and planner, which are built on the reader.
 _HOMES = {
-    "Fingerprint": "recordkit.datasets.manifest",
-    "IndexFile": "recordkit.datasets.manifest",
-    "MANIFEST_NAME": "recordkit.datasets.manifest",
-    "Manifest": "recordkit.datasets.manifest",
-    "OpenShard": "recordkit.datasets.shardfile",
-    "ReadRange": "recordkit.datasets.plan",
-    "Shard": "recordkit.datasets.manifest",
-    "ShardCheck": "recordkit.datasets.build",
-    "ShardRepair": "recordkit.datasets.build",
-    "ShardWriter": "recordkit.datasets.writer",
-    "build_manifest": "recordkit.datasets.build",
-    "commit_manifest": "recordkit.datasets.tasks",
-    "load_dataset": "recordkit.datasets.build",
-    "load_manifest": "recordkit.datasets.manifest",
-    "merge_manifests": "recordkit.datasets.manifest",
-    "plan_reads": "recordkit.datasets.plan",
-    "prepare_output": "recordkit.datasets.tasks",
-    "read_range": "recordkit.datasets.plan",
-    "repair_dataset": "recordkit.datasets.build",
-    "task_shard_path": "recordkit.datasets.tasks",
-    "verify_dataset": "recordkit.datasets.build",
-    "write_shard": "recordkit.datasets.shardfile",
+    name: f"recordkit.datasets.{module}"
+    for module, names in {
+        "build": "ShardCheck ShardRepair build_manifest load_dataset repair_dataset verify_dataset",
+        "manifest": "Fingerprint IndexFile MANIFEST_NAME Manifest Shard load_manifest merge_manifests",
+        "plan": "ReadRange plan_reads read_range",
+        "shardfile": "OpenShard write_shard",
+        "tasks": "commit_manifest prepare_output task_shard_path",
+        "writer": "ShardWriter",
+    }.items()
+    for name in names.split()
 }
 
 __all__ = [

@@ -11,18 +11,21 @@ cuts sources into read ranges), and a home-grown scheduler can use them the same
 
 from __future__ import annotations
 
-import contextlib
 import os
-import posixpath
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from recordkit.datasets.index import default_index_path
 from recordkit.datasets.manifest import MANIFEST_NAME, Manifest, Shard
-from recordkit.datasets.shardfile import begin_replacing, commit_manifest_file
+from recordkit.datasets.shardfile import (
+    _join,
+    _remove_file,
+    begin_replacing,
+    commit_manifest_file,
+)
 from recordkit.errors import ManifestError
 from recordkit.formats import get_format
-from recordkit.io import is_url
+from recordkit.io import is_url, require_fsspec
 from recordkit.io.atomic import remove_leftovers
 
 
@@ -64,21 +67,14 @@ def prepare_output(directory: str | os.PathLike[str]) -> str:
         The directory, as a string.
     """
     directory = os.fspath(directory)
-    manifest = _join(directory, MANIFEST_NAME)
     if is_url(directory):
-        from recordkit.io import require_fsspec
-
         fs, inner = require_fsspec().core.url_to_fs(directory)
         fs.makedirs(inner, exist_ok=True)
-        begin_replacing(manifest)
-        inner_manifest = posixpath.join(inner, MANIFEST_NAME)
-        if fs.exists(inner_manifest):
-            fs.rm(inner_manifest)
-        return directory
-    os.makedirs(directory, exist_ok=True)
+    else:
+        os.makedirs(directory, exist_ok=True)
+    manifest = _join(directory, MANIFEST_NAME)
     begin_replacing(manifest)
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(manifest)
+    _remove_file(manifest)
     return directory
 
 
@@ -128,9 +124,3 @@ def commit_manifest(
     )
     commit_manifest_file(manifest, _join(os.fspath(directory), MANIFEST_NAME))
     return manifest
-
-
-def _join(directory: str, relative: str) -> str:
-    if is_url(directory):
-        return posixpath.join(directory, relative)
-    return os.path.join(directory, *relative.split("/"))

@@ -52,24 +52,14 @@ if TYPE_CHECKING:
 
 # Public name -> module that defines it, imported on first use (PEP 562).
 _HOMES = {
-    "RecordReader": "recordkit.io.reader",
-    "RecordWriter": "recordkit.io.writer",
-    "ResolvedSources": "recordkit.io.resolve",
-    "Sources": "recordkit.io.resolve",
-    "dataset_files": "recordkit.io.sources",
-    "expand_sources": "recordkit.io.resolve",
-    "find_dataset": "recordkit.io.resolve",
-    "index_problem": "recordkit.io.writer",
-    "is_url": "recordkit.io.sources",
-    "natural_key": "recordkit.io.sources",
-    "open_shard": "recordkit.io.reader",
-    "open_writer": "recordkit.io.writer",
-    "reading_format": "recordkit.io.sources",
-    "require_fsspec": "recordkit.io.sources",
-    "resolve_sources": "recordkit.io.resolve",
-    "scan_offsets": "recordkit.io.writer",
-    "source_exists": "recordkit.io.sources",
-    "write_index": "recordkit.io.writer",
+    name: f"recordkit.io.{module}"
+    for module, names in {
+        "reader": "RecordReader open_shard",
+        "resolve": "ResolvedSources Sources expand_sources find_dataset resolve_sources",
+        "sources": "dataset_files is_url natural_key reading_format require_fsspec source_exists",
+        "writer": "RecordWriter index_problem open_writer scan_offsets write_index",
+    }.items()
+    for name in names.split()
 }
 
 __all__ = [

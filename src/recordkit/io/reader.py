@@ -117,27 +117,29 @@ class _ShardIndex:
     def __init__(self, path: str, shard: Shard) -> None:
         self.path, self.shard = path, shard
 
-    def recorded_path(self) -> str | None:
-        """The index file the manifest records, if it exists and still has the recorded checksum."""
+    def index_path(self) -> str | None:
+        """Where the index file the manifest records would be (``None``: none recorded, or remote)."""
         recorded = self.shard.index
         if recorded is None or is_url(self.path):
             return None
-        index_path = os.path.join(os.path.dirname(self.path), os.path.basename(recorded.path))
+        return os.path.join(os.path.dirname(self.path), os.path.basename(recorded.path))
+
+    def recorded_path(self) -> str | None:
+        """The index file the manifest records, if it exists and still has the recorded checksum."""
+        index_path = self.index_path()
         try:
-            with builtins.open(index_path, "rb") as file:
+            with builtins.open(index_path or "", "rb") as file:
                 digest = sha256_of(file)[1]
         except FileNotFoundError:
             return None
-        return index_path if digest == recorded.sha256 else None
+        assert self.shard.index is not None
+        return index_path if digest == self.shard.index.sha256 else None
 
     def loader(self, opened: Opened) -> Callable[[], array[int]] | None:
         if not _unchanged(self.shard, opened):
             return None  # the headers are walked: _ShardCheck compares them with the manifest
-        recorded = self.shard.index
-        if recorded is None or is_url(self.path):
-            return None
-        index_path = os.path.join(os.path.dirname(self.path), os.path.basename(recorded.path))
-        if not os.path.exists(index_path):
+        index_path = self.index_path()
+        if index_path is None or not os.path.exists(index_path):
             return None
         size = opened.source.size
         assert size is not None
@@ -593,18 +595,15 @@ class RecordReader(_RecordFile):
             raise IndexError(f"record index {index} out of range for {total} records")
         return i
 
-    def _locate(self, i: int) -> tuple[FrameReader, int]:
+    def _where(self, i: int) -> tuple[int, int]:
+        """The part record ``i`` is in, and its index there."""
         if self._order is not None:
-            part, local = self._order.locate(i)
-            self._check_count(part)
-            return self._frames[part], local
+            return self._order.locate(i)
         if len(self._frames) == 1:
-            self._check_count(0)
-            return self._frames[0], i
+            return 0, i
         starts = self._part_starts()
         part = bisect.bisect_right(starts, i) - 1
-        self._check_count(part)
-        return self._frames[part], i - starts[part]
+        return part, i - starts[part]
 
     @overload
     def __getitem__(self, key: int) -> bytes: ...
@@ -618,10 +617,10 @@ class RecordReader(_RecordFile):
             self._check_random_access("slicing (reader[a:b])")
             return self.read(range(*key.indices(self._length())))
         self._check_random_access("indexing (reader[i])")
-        frames, local = self._locate(self._normalize(key, self._length()))
-        if self._views is not None:
-            return self._views.add(frames.read_at(local))  # type: ignore[no-any-return]
-        return frames.read_at(local)
+        part, local = self._where(self._normalize(key, self._length()))
+        self._check_count(part)
+        record = self._frames[part].read_at(local)
+        return record if self._views is None else self._views.add(record)  # type: ignore[no-any-return]
 
     def read(self, indices: Iterable[int]) -> list[bytes]:
         """Return the records at ``indices`` as a list, in the order asked.
@@ -644,20 +643,11 @@ class RecordReader(_RecordFile):
             self._check_count(0)
             return self._frames[0].read_many(wanted)
         by_part: dict[int, tuple[list[int], list[int]]] = {}
-        if self._order is not None:
-            locate = self._order.locate
-            for i in wanted:
-                part, local = locate(i)
-                members, locals_ = by_part.setdefault(part, ([], []))
-                members.append(i)
-                locals_.append(local)
-        else:
-            starts = self._part_starts()
-            for i in wanted:
-                part = bisect.bisect_right(starts, i) - 1
-                members, locals_ = by_part.setdefault(part, ([], []))
-                members.append(i)
-                locals_.append(i - starts[part])
+        for i in wanted:
+            part, local = self._where(i)
+            members, locals_ = by_part.setdefault(part, ([], []))
+            members.append(i)
+            locals_.append(local)
         found: dict[int, bytes] = {}
         for part, (members, locals_) in by_part.items():
             self._check_count(part)
