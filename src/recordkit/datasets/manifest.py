@@ -222,11 +222,7 @@ class Manifest:
         ManifestError
             The text is not a manifest of a version this recordkit reads, or any field is malformed.
         """
-        try:
-            document = json.loads(text, parse_constant=_no_constant)
-        except (ValueError, RecursionError) as exc:
-            raise ManifestError(f"not valid JSON ({exc})", path=path) from None
-        return _parse(document, path)
+        return _parse(_json_document(text, path), path)
 
     def save(self, path: str | os.PathLike[str]) -> str:
         """Write the manifest atomically to ``path``: a ``.json`` file, or a directory (created if needed)
@@ -287,19 +283,33 @@ def load_manifest(path: str | os.PathLike[str]) -> Manifest:
         It is malformed.
     """
     target = manifest_path(path)
-    if is_url(target):
-        with require_fsspec().open(target, "rb") as file:
-            text = file.read(_MAX_MANIFEST_BYTES + 1)
-    else:
-        with open(target, "rb") as file:
-            text = file.read(_MAX_MANIFEST_BYTES + 1)
-    if len(text) > _MAX_MANIFEST_BYTES:
-        raise ManifestError(f"larger than {_MAX_MANIFEST_BYTES} bytes: not a manifest", path=target)
+    return _parse(_read_json(target, "a manifest"), target)
+
+
+def _read_json(path: str, what: str) -> Any:
+    """The JSON document of a small file, local or at an fsspec URL (a manifest, a ``dataset_info.json``).
+
+    Raises
+    ------
+    ManifestError
+        It is larger than a listing of shards can be, not UTF-8, or not JSON (``NaN`` is not JSON).
+    """
+    opener = require_fsspec().open if is_url(path) else open
+    with opener(path, "rb") as file:
+        data = file.read(_MAX_MANIFEST_BYTES + 1)
+    if len(data) > _MAX_MANIFEST_BYTES:
+        raise ManifestError(f"larger than {_MAX_MANIFEST_BYTES} bytes: not {what}", path=path)
     try:
-        decoded = text.decode("utf-8")
+        return _json_document(data.decode("utf-8"), path)
     except UnicodeDecodeError:
-        raise ManifestError("not UTF-8 text", path=target) from None
-    return Manifest.from_json(decoded, path=target)
+        raise ManifestError("not UTF-8 text", path=path) from None
+
+
+def _json_document(text: str | bytes, path: str | None) -> Any:
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ManifestError(f"not valid JSON ({exc})", path=path) from None
 
 
 def merge_manifests(

@@ -41,7 +41,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recordkit.datasets.manifest import Manifest, Shard, inside_path
+from recordkit.datasets.manifest import Manifest, Shard, _read_json, inside_path
 from recordkit.errors import ManifestError
 from recordkit.formats import get_format
 from recordkit.io.atomic import write_atomically
@@ -78,7 +78,6 @@ BLOCK_LENGTH = 16
 _FILE_FORMAT = "tfrecord"
 _MIN_SHARD_DIGITS = 5
 _INT64_MAX = (1 << 63) - 1
-_MAX_INFO_BYTES = 256 << 20
 _DECIMAL = re.compile(r"-?[0-9]+")
 # TFDS's own rule: a dataset name is an identifier.
 _NAME = re.compile(r"[A-Za-z]\w*")
@@ -135,7 +134,7 @@ def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None =
     """
     directory = os.fspath(directory)
     info_path = os.path.join(directory, INFO_NAME)
-    info = _Message(_read_json(info_path), "", info_path)
+    info = _Message(_read_json(info_path, f"a {INFO_NAME}"), "", info_path)
     file_format = info.string("file_format") or _FILE_FORMAT
     if file_format != _FILE_FORMAT:
         raise info.error(
@@ -372,21 +371,6 @@ def _split_files(split: _Message, values: Mapping[str, str]) -> list[tuple[str, 
         (_expand(template, values, index, len(lengths), split), records)
         for index, records in enumerate(lengths)
     ]
-
-
-def _read_json(path: str) -> Any:
-    with open(path, "rb") as file:
-        data = file.read(_MAX_INFO_BYTES + 1)
-    if len(data) > _MAX_INFO_BYTES:
-        raise ManifestError(
-            f"larger than {_MAX_INFO_BYTES} bytes: not a dataset_info.json", path=path
-        )
-    try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ManifestError("not UTF-8 text", path=path) from None
-    except (ValueError, RecursionError) as exc:
-        raise ManifestError(f"not valid JSON ({exc})", path=path) from None
 
 
 def _camel(name: str) -> str:

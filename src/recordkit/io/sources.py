@@ -303,7 +303,6 @@ def dataset_files(directory: str, suffix: str) -> list[str]:
     return files
 
 
-_GLOB_CHARS = frozenset("*?[")
 
 
 def natural_key(name: str) -> list[Any]:
