@@ -20,9 +20,10 @@ import recordkit as rk
 from recordkit.cli.common import CliError, InputPath, count_records, expand_inputs, progress
 from recordkit.cli.parquet import is_parquet, parquet_records, parquet_rows, write_parquet
 from recordkit.cli.payload import convert_payload, detect_payload
-from recordkit.datasets import MANIFEST_NAME, OpenShard, Shard, commit_manifest, prepare_output
+from recordkit.datasets import MANIFEST_NAME, Shard, commit_manifest, prepare_output, write_shard
 from recordkit.datasets.index import default_index_path
 from recordkit.formats import format_for_path
+from recordkit.io.sources import resolve_format
 
 _COMPRESSION_SUFFIX = {"gzip": ".gz", "zlib": ".zlib"}
 _PAYLOAD_SAMPLE = 100
@@ -154,10 +155,10 @@ def _write(
         # The old manifest goes now; the shards it named and the new one does not go at the commit.
         prepare_output(args.dst)
     entries: list[Shard] = []
-    compression = ""
     try:
         for path, size in zip(outputs, shard_sizes(total, len(outputs)), strict=True):
-            shard = OpenShard(
+            entry = write_shard(
+                itertools.islice(records, size),
                 path,
                 root=args.dst if directory else None,
                 format=fmt,
@@ -165,15 +166,10 @@ def _write(
                 n=size,
                 index=directory,
             )
-            compression = shard.compression
-            try:
-                shard.write_many(itertools.islice(records, size))
-            except BaseException:
-                shard.abort()
-                raise
-            entries.append(shard.close())
+            entries.append(entry)
         if directory:
-            commit_manifest(args.dst, entries, format=fmt, compression=compression)
+            compression = resolve_format(None, outputs[0], fmt, args.compression)[1]
+            commit_manifest(args.dst, entries, format=fmt, compression=compression or "")
     except BaseException:
         for path in outputs[: len(entries)]:
             os.remove(path)
