@@ -212,3 +212,23 @@ def test_verify_checks_every_split_of_a_tfds_directory(tmp_path, capsys):
     assert "00002-of-00003" not in result.out
     assert "toy-test.tfrecord-00000-of-00001" in result.out
     assert "toy-train.tfrecord-00001-of-00002" in result.out
+
+
+def test_cat_reads_several_sources_as_one_list_as_open_does(tmp_path, capsys):
+    """cat FILE... resolves its arguments together, as recordkit.open([...]) resolves a list: one
+    sequence (--offset and --limit count in it), and a dataset among other sources is refused."""
+    files = []
+    for name, records in (("a", [b"a0", b"a1"]), ("b", [b"b0"])):
+        files.append(tmp_path / f"{name}.tfrecord")
+        with rk.open(files[-1], "w") as writer:
+            writer.write_many(records)
+    cat = run_cli(capsys, "cat", "--raw", *files)
+    assert cat.code == 0, cat.err
+    with rk.open(files) as reader:
+        assert _raw_lines(cat.out) == list(reader) == [b"a0", b"a1", b"b0"]
+    cat = run_cli(capsys, "cat", "--raw", "--offset", "1", "--limit", "1", files[1], files[0])
+    assert _raw_lines(cat.out) == [b"a0"]
+    dataset = _rewritten(tmp_path / "ds")
+    cat = run_cli(capsys, "cat", "--raw", files[0], dataset)
+    assert cat.code == 2
+    assert "read on its own" in cat.err and not cat.out
