@@ -78,9 +78,20 @@ def test_warnings() -> None:
     assert issubclass(errors.SlowCRCWarning, RuntimeWarning)
 
 
-def test_errors_are_exported_at_top_level() -> None:
+def test_errors_have_one_home_and_the_common_ones_are_at_top_level() -> None:
     for cls in ERROR_CLASSES + WARNING_CLASSES:
-        assert getattr(rk, cls.__name__) is cls
+        assert cls.__name__ in errors.__all__
+        assert getattr(errors, cls.__name__) is cls
+        if cls.__name__ in rk.__all__:
+            assert getattr(rk, cls.__name__) is cls
+    common = {
+        "RecordKitError",
+        "CorruptRecordError",
+        "ChecksumError",
+        "TruncatedRecordError",
+        "DecodeError",
+    }
+    assert common <= set(rk.__all__)
 
 
 @pytest.mark.parametrize(
