@@ -34,7 +34,7 @@ import numpy as np
 from recordkit.errors import DecodeError
 
 if TYPE_CHECKING:
-    from collections.abc import Container
+    from collections.abc import Container, Iterator
 
     import numpy.typing as npt
 
@@ -455,23 +455,19 @@ def scan_example(
     return out
 
 
-def _scan_feature_list(buf: bytes, regions: list[tuple[int, int]], steps: list[Slot]) -> None:
-    """Append the steps of one or more ``FeatureList`` messages (concatenated, as protobuf merges them).
-
-    A ``FeatureList`` is nested 3 deep in its SequenceExample, its steps 4 deep.
-    """
-    for pos, end in regions:
-        while pos < end:
-            tag = buf[pos]
-            pos += 1
-            if tag >= 0x80:
-                tag, pos = _varint_tail(buf, pos, tag)
-            if tag == 0x0A:
-                stop, pos = _length(buf, pos, end)
-                steps.append(_scan_feature(buf, pos, stop, TF_KINDS, False, 4))
-                pos = stop
-            else:
-                pos = _skip(buf, pos, end, tag, 3)
+def _field_1(buf: bytes, pos: int, end: int, depth: int) -> Iterator[tuple[int, int]]:
+    """The ``(start, stop)`` of each length-delimited field 1 in ``buf[pos:end]``, other fields skipped."""
+    while pos < end:
+        tag = buf[pos]
+        pos += 1
+        if tag >= 0x80:
+            tag, pos = _varint_tail(buf, pos, tag)
+        if tag == 0x0A:
+            stop, pos = _length(buf, pos, end)
+            yield pos, stop
+            pos = stop
+        else:
+            pos = _skip(buf, pos, end, tag, depth)
 
 
 def scan_sequence_example(
@@ -499,24 +495,18 @@ def scan_sequence_example(
             scan_features(buf, pos, stop, context, TF_KINDS, ctx, depth=1)
         elif tag == 0x12:
             stop, pos = _length(buf, pos, end)
-            while pos < stop:
-                entry_tag = buf[pos]
-                pos += 1
-                if entry_tag >= 0x80:
-                    entry_tag, pos = _varint_tail(buf, pos, entry_tag)
-                if entry_tag != 0x0A:
-                    pos = _skip(buf, pos, stop, entry_tag, 1)
-                    continue
-                entry_stop, pos = _length(buf, pos, stop)
-                key, values = _map_entry(buf, pos, entry_stop)
+            for entry, entry_stop in _field_1(buf, pos, stop, 1):
+                key, values = _map_entry(buf, entry, entry_stop)
                 if sequence is None or key in sequence:
-                    steps: list[Slot] = []
-                    _scan_feature_list(buf, values, steps)
+                    # a FeatureList (3 deep) in one or more parts, concatenated; its steps are 4 deep
+                    steps = [
+                        _scan_feature(buf, start, step_stop, TF_KINDS, False, 4)
+                        for part, part_stop in values
+                        for start, step_stop in _field_1(buf, part, part_stop, 3)
+                    ]
                     for old in lists.get(key, ()):
-                        if old[1]:
-                            _drop(buf, TF_KINDS, old)
+                        _drop(buf, TF_KINDS, old)
                     lists[key] = steps
-                pos = entry_stop
         else:
             stop = _skip(buf, pos, end, tag)
         pos = stop
