@@ -340,8 +340,12 @@ def test_ray_reads_the_same_records(corpus: dict[str, Case]) -> None:
     pytest.importorskip("pyarrow")
     rkray = pytest.importorskip("recordkit.integrations.ray")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    context = ray.data.DataContext.get_current()
     try:
-        ray.data.DataContext.get_current().enable_progress_bars = False
+        context.enable_progress_bars = False
+        # Ray yields blocks as its tasks finish unless asked to keep their order; the records are
+        # compared in order here.
+        context.execution_options.preserve_order = True
         for name in (
             "dataset with stale shards",
             "split",
@@ -359,6 +363,7 @@ def test_ray_reads_the_same_records(corpus: dict[str, Case]) -> None:
                     rkray.read_records(case.source, split=case.split).take_all()
                 assert isinstance(rkray.recordkit_error(info.value), case.expected), name
     finally:
+        context.execution_options.preserve_order = False
         ray.shutdown()
 
 
