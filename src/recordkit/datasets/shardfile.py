@@ -23,6 +23,7 @@ from recordkit.datasets.manifest import (
     IndexFile,
     Manifest,
     Shard,
+    inside_path,
     load_manifest,
     sha256_of,
 )
@@ -133,14 +134,8 @@ def _read_ledger(ledger: str) -> set[str]:
     except (OSError, ValueError, KeyError, TypeError):
         return set()
     # Only relative paths inside the directory, as a manifest's are: never anything above it.
-    return {
-        posixpath.normpath(name)
-        for name in files
-        if isinstance(name, str)
-        and name
-        and not posixpath.isabs(name)
-        and ".." not in posixpath.normpath(name).split("/")
-    }
+    named = {posixpath.normpath(name) for name in files if isinstance(name, str)}
+    return {name for name in named if inside_path(name)}
 
 
 def _join(root: str, relative: str) -> str:

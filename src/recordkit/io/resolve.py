@@ -98,6 +98,12 @@ def _expand_one(
     return [source]
 
 
+def _source_list(sources: Any) -> list[Any]:
+    """One source (a path or a file object) as a list of one, or a list of them as a list."""
+    one = isinstance(sources, (str, os.PathLike)) or callable(getattr(sources, "read", None))
+    return [sources] if one else list(sources)
+
+
 def expand_sources(
     sources: Any,
     *,
@@ -149,8 +155,7 @@ def expand_sources(
     UnsafePathError
         A directory entry links to a file outside the directory.
     """
-    one = isinstance(sources, (str, os.PathLike)) or callable(getattr(sources, "read", None))
-    items = [sources] if one else list(sources)
+    items = _source_list(sources)
     if not items:
         raise ValueError("no sources given: pass a file, a directory, a glob or a list of them")
     fmt = get_format(format) if format is not None else None
@@ -462,8 +467,7 @@ def resolve_sources(
                 "format=, compression= and split= were chosen when these sources were resolved"
             )
         return sources
-    one = isinstance(sources, (str, os.PathLike)) or callable(getattr(sources, "read", None))
-    items = [sources] if one else list(sources)
+    items = _source_list(sources)
     if len(items) == 1 and isinstance(items[0], (str, os.PathLike)):
         dataset = find_dataset(items[0], split=split, all_splits=all_splits)
         if dataset is not None:
