@@ -620,7 +620,7 @@ class RecordReader(_RecordFile):
         part, local = self._where(self._normalize(key, self._length()))
         self._check_count(part)
         record = self._frames[part].read_at(local)
-        return record if self._views is None else self._views.add(record)  # type: ignore[no-any-return]
+        return record if self._views is None else self._views.add(record)
 
     def read(self, indices: Iterable[int]) -> list[bytes]:
         """Return the records at ``indices`` as a list, in the order asked.

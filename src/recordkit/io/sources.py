@@ -303,8 +303,6 @@ def dataset_files(directory: str, suffix: str) -> list[str]:
     return files
 
 
-
-
 def natural_key(name: str) -> list[Any]:
     """Sort key that orders embedded numbers by value: ``part-2`` before ``part-10``.
 
