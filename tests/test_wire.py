@@ -605,6 +605,14 @@ AT_THE_LIMIT = {
     + b"\x01",
     "groups 100 deep in the Example": pw.example([pw.entry("i", _FEATURE)]) + _groups(100),
     "groups 97 deep in a Feature": pw.example([pw.entry("i", _FEATURE + _groups(97))]),
+    # protobuf skips a field number 0 inside a group as any other field (in a message it refuses one)
+    "field number 0 inside a group": pw.example([pw.entry("i", _FEATURE)])
+    + pw.tag(7, 3)
+    + b"\x00\x01"
+    + pw.tag(7, 4),
+    "field number 0 inside a group in a Feature": pw.example(
+        [pw.entry("i", _FEATURE + pw.tag(7, 3) + b"\x05abcd" + pw.tag(7, 4))]
+    ),
 }
 PAST_THE_LIMIT = {
     "6-byte tag": _entry_with_key_field(b"\x8a\x80\x80\x80\x80\x00\x01i"),
@@ -618,6 +626,21 @@ PAST_THE_LIMIT = {
     "groups 98 deep in a Feature": pw.example([pw.entry("i", _FEATURE + _groups(98))]),
     "groups 97 deep in a list": pw.example(
         [pw.entry("i", pw.delimited(pw.TF_INT64, pw.delimited(1, b"\x05") + _groups(97)))]
+    ),
+    "field number 0 in a message": pw.example([pw.entry("i", _FEATURE)]) + b"\x00\x01",
+    # a short list: decoded by the single-record decoders' loop, not the vectorised decoder
+    "11-byte varint in a packed list": pw.example(
+        [pw.entry("i", pw.delimited(pw.TF_INT64, pw.delimited(1, b"\xff" * 10 + b"\x01")))]
+    ),
+    "11-byte varint after others in a packed list": pw.example(
+        [
+            pw.entry(
+                "i",
+                pw.delimited(
+                    pw.TF_INT64, pw.delimited(1, b"\x05\x85\x01" + b"\x80" * 10 + b"\x00")
+                ),
+            )
+        ]
     ),
     "a name that is not UTF-8": pw.example([pw.entry("i", _FEATURE)])
     + pw.delimited(1, pw.delimited(1, pw.delimited(1, b"\xff") + pw.delimited(2, _FEATURE))),
@@ -635,6 +658,7 @@ def test_records_at_protobufs_limits_are_read(name):
     payload = AT_THE_LIMIT[name]
     assert oracle(payload, "i") == ("int64_list", [5])
     assert parsed(payload, "i", np.int64) == [5]
+    assert rk.decode_example(payload)["i"].tolist() == [5]
 
 
 # protobuf before 7 still reads a length written in 6 bytes; recordkit refuses it, as protobuf 7 does.
@@ -653,6 +677,38 @@ def test_records_past_protobufs_limits_are_refused(name):
     for batch in ([payload], [payload] * 9):
         with pytest.raises(DecodeError, match="record 0"):
             rk.parse_examples(batch, {"i": rk.VarLen(np.int64)})
+    with pytest.raises(DecodeError):
+        rk.decode_example(payload)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [b"\xff" * 10 + b"\x01", b"\x05\x85\x01" + b"\x80" * 10 + b"\x00"],
+    ids=["alone", "after-others"],
+)
+def test_an_over_long_varint_in_a_short_packed_list_is_refused_by_every_decoder(values):
+    of_feature = pw.delimited(pw.OF_INT64, pw.delimited(1, values))
+    ofrecord = pw.entry("i", of_feature)
+    with pytest.raises(google.protobuf.message.DecodeError):
+        record_pb2.OFRecord.FromString(ofrecord)
+    with pytest.raises(DecodeError):
+        rk.decode_ofrecord(ofrecord)
+    with pytest.raises(DecodeError, match="record 0"):
+        rk.parse_ofrecords([ofrecord], {"i": rk.VarLen(np.int64)})
+    step = pw.delimited(pw.TF_INT64, pw.delimited(1, values))
+    feature_list = pw.delimited(1, pw.delimited(1, b"s") + pw.delimited(2, pw.delimited(1, step)))
+    for sequence in (
+        pw.delimited(2, feature_list),
+        pw.delimited(1, pw.features_payload([pw.entry("c", step)])),
+    ):
+        with pytest.raises(google.protobuf.message.DecodeError):
+            example_pb2.SequenceExample.FromString(sequence)
+        with pytest.raises(DecodeError):
+            rk.decode_sequence_example(sequence)
+        with pytest.raises(DecodeError, match="record 0"):
+            rk.parse_sequence_examples(
+                [sequence], {"c": rk.VarLen(np.int64)}, {"s": rk.VarLen(np.int64)}
+            )
 
 
 def test_ofrecord_names_that_are_not_utf8_are_read_as_protobuf_reads_them():

@@ -16,12 +16,13 @@ of the ``Feature`` oneof the last kind set wins (even when set in a later occurr
 repeated occurrences of the same kind are concatenated. Values a oneof switch or a repeated key discards are
 still checked, as protobuf checks them. Unknown fields, and known ones of another wire type than their
 type's (which protobuf keeps as unknown fields), are skipped by wire type, except inside a map entry (upb
-drops such an entry of an Example and refuses an OFRecord, TensorFlow rejects the record; recordkit
-raises). Features that are not wanted are skipped by their length without looking inside.
+drops such an entry, TensorFlow rejects the record; recordkit raises). Features that are not wanted are
+skipped by their length without looking inside.
 
 Anything malformed (a tag or length over 5 bytes or above 2**32 - 1, another varint over 10 bytes, a
-length past the end of its message, a map entry's key or value of another wire type, groups nested
-deeper than protobuf allows, a truncated message, a feature name that is not UTF-8 in an Example) raises
+length past the end of its message, a field number 0 outside a group (inside one, protobuf skips it as any
+other field), a map entry's key or value of another wire type, groups nested deeper than protobuf allows, a
+truncated message, a feature name that is not UTF-8 in an Example) raises
 :class:`~recordkit.errors.DecodeError`.
 """
 
@@ -146,14 +147,16 @@ def _length(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     return stop, pos
 
 
-def _skip(buf: bytes, pos: int, end: int, tag: int, depth: int = 0) -> int:
+def _skip(buf: bytes, pos: int, end: int, tag: int, depth: int = 0, in_group: bool = False) -> int:
     """Skip the value of an unknown field with ``tag`` starting at ``pos``; return the position after it.
 
     ``depth`` is how deep the enclosing message is nested (0 for the record itself): protobuf's limit of
-    :data:`_MAX_DEPTH` nested messages and groups counts the messages around a group too.
+    :data:`_MAX_DEPTH` nested messages and groups counts the messages around a group too. ``in_group``: the
+    field is inside a group, where protobuf's parser skips a field number 0 as any other (in a message it
+    refuses it).
     """
     wire_type = tag & 7
-    if tag >> 3 == 0:
+    if tag >> 3 == 0 and not in_group:
         raise DecodeError("malformed protobuf: field number 0")
     if wire_type == 0:
         start = pos
@@ -199,7 +202,7 @@ def _skip_group(buf: bytes, pos: int, end: int, field: int, limit: int) -> int:
                 raise DecodeError("malformed protobuf: groups nested too deeply")
             open_groups.append(tag >> 3)
         else:
-            pos = _skip(buf, pos, end, tag)
+            pos = _skip(buf, pos, end, tag, in_group=True)
     return pos
 
 
@@ -617,10 +620,13 @@ def decode_chunks(chunks: list[bytes], encoding: int) -> list[bytes] | npt.NDArr
         return narrow(decode_varints(np.frombuffer(data, np.uint8), bounds)[0], encoding)
     values = []  # a few values: a loop beats the vectorised decode's set-up
     value = shift = 0
-    for byte in data:  # the scanner checked that every varint ends, within 10 bytes
+    # The scanner checked that the last varint ends; the length of each is checked here.
+    for byte in data:
         value |= (byte & 0x7F) << shift
         shift += 7
         if byte < 0x80:
             values.append(value & 0xFFFFFFFFFFFFFFFF)
             value = shift = 0
+        elif shift >= 70:
+            raise DecodeError("malformed protobuf: varint longer than 10 bytes")
     return narrow(np.array(values, np.uint64).view(np.int64), encoding)
