@@ -378,7 +378,7 @@ def test_ray_reads_the_same_records(corpus: dict[str, Case]) -> None:
 def test_dataset_takes_the_reading_options_of_open(
     corpus: dict[str, Case], name: str, options: dict[str, Any], tmp_path: Any
 ) -> None:
-    """check_crc, index and lenient mean the same to Dataset as to recordkit.open."""
+    """check_crc, index and lenient mean the same to Dataset and MapDataset as to recordkit.open."""
     if name == "cut inside a header":
         source = os.fspath(tmp_path / "cut.tfrecord")
         with open(corpus["tfrecord file"].source, "rb") as intact, open(source, "wb") as cut:
@@ -393,3 +393,8 @@ def test_dataset_takes_the_reading_options_of_open(
     assert list(Dataset(source, **options)) == expected
     with pytest.raises(ValueError, match="index= takes a path only"):
         list(Dataset(corpus["list"].source, index=os.fspath(source) + ".idx"))
+    torch_module = pytest.importorskip("recordkit.integrations.torch")
+    with torch_module.MapDataset(source, **options) as dataset:
+        assert dataset[list(range(len(dataset)))] == expected
+    with pytest.raises(ValueError, match="index= takes a path only"):
+        torch_module.MapDataset(corpus["list"].source, index=os.fspath(source) + ".idx")

@@ -231,7 +231,7 @@ def test_map_dataset_pickles_without_readers(ffr_files):
     ds = MapDataset(paths)
     assert ds[[1]] == [records[1]]  # opens readers in this process
     clone = pickle.loads(pickle.dumps(ds))
-    assert clone._pool is None
+    assert clone._records._pool is None
     assert clone[[2, 1]] == [records[2], records[1]]
     ds.close()
     clone.close()

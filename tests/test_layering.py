@@ -158,6 +158,7 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
     ("recordkit.data._interleave", ("torch", "recordkit.cli", "recordkit.decode")),
     ("recordkit.data._files", ("torch", "recordkit.cli", "recordkit.decode")),
     ("recordkit.data._mix", ("torch", "recordkit.cli", "recordkit.decode")),
+    ("recordkit.data.loading", ("torch", "recordkit.cli", "recordkit.decode")),
     ("recordkit.cli", ("torch", "pyarrow", "pandas", "PIL")),
     ("recordkit.cli.parquet", ("torch", "pyarrow", "pandas")),
     # The Dask adapter needs dask's bags only: not distributed (a cluster is the user's choice).
@@ -257,12 +258,7 @@ LAYERS: list[tuple[str, ...]] = [
 # shrinks. ("layer", importer, imported module), ("private", importer, package whose private names it uses, or
 # ATTRIBUTES), ("cycle", first module, the others), ("size", module, "").
 ATTRIBUTES = "private attributes of other packages' objects"
-KNOWN: set[tuple[str, str, str]] = {
-    # data._dataset, data._loader, data._runs, data._state, ...
-    ("private", "recordkit.integrations.torch", "recordkit.data"),
-    # dataset._rank, dataset._world_size, dataset._with, ...
-    ("private", "recordkit.integrations.torch", ATTRIBUTES),
-}
+KNOWN: set[tuple[str, str, str]] = set()
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,8 @@ is seen exactly once per epoch, shuffled deterministically from a seed, and resu
 shared memory, numpy arrays without a copy, with epochs and a resumable position; it needs no PyTorch.
 
 With PyTorch, :func:`recordkit.integrations.torch.dataloader` does the same and hands out tensors.
+
+:mod:`recordkit.data.loading` holds what both loaders are built of, for a loader of another framework.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Worker processes that each read their share of a pipeline and hand its items to the main process.
 
 A :class:`WorkerPool` starts one process per worker for one iteration. Each runs its runs of the pipeline
-(:mod:`recordkit.data._runs`) and passes every item through its shared-memory slots
+(:class:`recordkit.data.loading.Share`) and passes every item through its shared-memory slots
 (:mod:`recordkit.data._shm`); the main process takes the items from the workers in turn, as PyTorch's
 ``DataLoader`` does, so the order is the same from run to run. The pool works with the ``fork``, ``spawn``
 and ``forkserver`` start methods and does not need PyTorch.
@@ -24,13 +24,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from recordkit.data._runs import Resume, plan_runs, run_items
 from recordkit.data._shm import END, ERROR, Control, SlotReader, SlotWriter, make_directory
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
-    from recordkit.data._dataset import Dataset
+    from recordkit.data.loading import Resume, Share
 
 __all__ = ["Job", "WorkerPool", "WorkerTraceback"]
 
@@ -56,10 +55,8 @@ class Job:
 
     Attributes
     ----------
-    dataset
-        The pipeline.
-    rank, world_size
-        The distributed rank whose share the workers split.
+    share
+        The rank's share of the pipeline that the workers split.
     first, end
         The iteration's epochs (``end`` ``None``: forever).
     resume
@@ -71,9 +68,7 @@ class Job:
         with ``seed + w``.
     """
 
-    dataset: Dataset
-    rank: int
-    world_size: int
+    share: Share
     first: int
     end: int | None
     resume: Resume | None
@@ -95,7 +90,7 @@ def _become_worker(job: Job, worker: int, num_workers: int) -> None:
             id=worker,
             num_workers=num_workers,
             seed=seed,
-            dataset=job.dataset,  # type: ignore[arg-type]
+            dataset=job.share.dataset,  # type: ignore[arg-type]
         )
 
 
@@ -131,11 +126,8 @@ def _serve(
         _become_worker(job, worker, num_workers)
         if job.init is not None:
             job.init(worker)
-        runs = plan_runs(
-            job.rank, job.world_size, worker, num_workers, job.first, job.end, job.resume
-        )
-        for run in runs:
-            for item in run_items(job.dataset, run):
+        for run in job.share.runs(worker, num_workers, job.first, job.end, job.resume):
+            for item in job.share.items(run):
                 if control.stopped:
                     return
                 conn.send_bytes(writer.pack(run.slot, item))
@@ -188,7 +180,7 @@ class WorkerPool:
     """One iteration's worker processes, started when iterated and stopped when it ends or is abandoned.
 
     Iterating yields ``(slot, item)``: the stream each item counts against (see
-    :class:`~recordkit.data._runs.Run`) and the item, whose numpy arrays view shared memory until they
+    :class:`~recordkit.data.loading.Run`) and the item, whose numpy arrays view shared memory until they
     are garbage collected.
 
     Parameters

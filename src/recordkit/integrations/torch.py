@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
@@ -33,27 +33,28 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
         "recordkit.integrations.torch needs PyTorch: pip install 'recordkit[torch]' (or install torch yourself)"
     ) from exc
 
-from recordkit.data._clock import SEED_MASK, EpochClock
-from recordkit.data._dataset import Dataset
-from recordkit.data._files import catalog_of
-from recordkit.data._loader import Loader, Passes
-from recordkit.data._readers import ReaderPool
-from recordkit.data._runs import Resume, Run, plan_runs, run_items
-from recordkit.data._state import STATE_VERSION, check_state
-from recordkit.datasets.plan import (
-    EqualShards,
-    permutation,
-    positions_in_files,
-    resolve_rank,
-    worker_info,
+from recordkit.data import Dataset, Loader
+from recordkit.data.loading import (
+    STATE_VERSION,
+    EpochClock,
+    IndexedFiles,
+    Passes,
+    Resume,
+    Run,
+    Share,
+    check_state,
 )
+from recordkit.datasets.plan import EqualShards, permutation, resolve_rank, worker_info
 from recordkit.errors import RecordKitError, UnsupportedOperationError, attach_attributes
-from recordkit.io.resolve import Sources
+from recordkit.io import Sources
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
 __all__ = ["MapDataset", "RecordIterable", "RecordLoader", "dataloader", "torch_dataset"]
+
+_SEED_MASK = 2**63 - 1
+"""Iteration keys hold torch's base seed masked to a non-negative int64 (see EpochClock)."""
 
 
 def _check_workers(state: Mapping[str, Any]) -> tuple[int, int]:
@@ -107,18 +108,10 @@ class RecordIterable(torch_data.IterableDataset[Any]):
     """
 
     def __init__(self, dataset: Dataset) -> None:
-        if not isinstance(dataset, Dataset):
-            raise TypeError(
-                f"torch_dataset needs a recordkit.data.Dataset, not {type(dataset).__name__}"
-            )
+        self._share = Share(dataset, "torch_dataset")
         self.dataset = dataset
-        self.rank, self.world_size = resolve_rank(dataset._rank, dataset._world_size)
-        # Learn counts here, once, so that workers inherit them instead of each opening every file.
-        if dataset._equal is not None:
-            dataset._catalog.count_all()
-        else:
-            dataset._catalog.describe()
-        self._epochs: int | None = dataset._repeat
+        self.rank, self.world_size = self._share.rank, self._share.world_size
+        self._epochs = self._share.epochs
         self._clock = EpochClock(dataset.epoch)
         self._resume: Resume | None = None
         self._local = (0, 0)  # (process id, iterations started in it)
@@ -150,14 +143,7 @@ class RecordIterable(torch_data.IterableDataset[Any]):
             how many items that gives depends on how the mix is split between workers, which a plain
             DataLoader does not tell its dataset.
         """
-        source = self.dataset._source
-        if getattr(source, "stop", None) == "first_exhausted" and source._endless() is None:
-            raise TypeError(
-                "len() of a mix in a plain DataLoader is unknown: how many items it gives before its first "
-                "source runs out depends on the number of workers; recordkit.integrations.torch.dataloader() knows it and "
-                "gives an exact len()"
-            )
-        return len(cast(Sized, self.dataset._with(_epoch=self.epoch)))
+        return self._share.length(self.epoch)
 
     def _key(self) -> tuple[int, int] | None:
         """This iteration's key in a DataLoader worker (see :class:`EpochClock`), ``None`` outside."""
@@ -167,7 +153,7 @@ class RecordIterable(torch_data.IterableDataset[Any]):
         pid = os.getpid()
         started = self._local[1] + 1 if self._local[0] == pid else 1
         self._local = (pid, started)
-        return (int(info.seed) - int(info.id)) & SEED_MASK, started
+        return (int(info.seed) - int(info.id)) & _SEED_MASK, started
 
     def __iter__(self) -> Iterator[Any]:
         # Not a generator: the epoch is settled when the DataLoader asks for the iterator (at worker start),
@@ -178,7 +164,7 @@ class RecordIterable(torch_data.IterableDataset[Any]):
             self._key(), num_workers, self._epochs, None if resume is None else resume.first_epoch
         )
         end = None if self._epochs is None else first + self._epochs
-        runs = plan_runs(self.rank, self.world_size, worker, num_workers, first, end, resume)
+        runs = self._share.runs(worker, num_workers, first, end, resume)
         self._first = first
         self._epoch, self._delivered = (runs[0].epoch, runs[0].skip) if runs else (end or first, 0)
         return self._stream(runs)
@@ -186,7 +172,7 @@ class RecordIterable(torch_data.IterableDataset[Any]):
     def _stream(self, runs: list[Run]) -> Iterator[Any]:
         try:
             for run in runs:
-                for item in run_items(self.dataset, run, functools.partial(self._started, run)):
+                for item in self._share.items(run, functools.partial(self._started, run)):
                     self._delivered += 1
                     yield item
         except RecordKitError as err:
@@ -200,12 +186,7 @@ class RecordIterable(torch_data.IterableDataset[Any]):
             self._clock.reached(epoch)
 
     def _fingerprint(self) -> dict[str, Any]:
-        return {
-            **self.dataset._fingerprint(),
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "repeat": self._epochs,
-        }
+        return {**self._share.fingerprint(), "repeat": self._epochs}
 
     def state_dict(self) -> dict[str, Any]:
         """The position of the iteration in this process (a DataLoader worker, or the main process).
@@ -282,13 +263,14 @@ class MapDataset(torch_data.Dataset[Any]):
         files are laid end to end. A dataset directory (with a manifest) is read as its manifest lists
         it, as :func:`recordkit.open` and :class:`~recordkit.data.Dataset` read it; a TFDS split's
         indexes count in TFDS's order, as ``recordkit.open(directory, split=...)[i]`` does.
-    format
-        The format of every file, if the suffixes do not tell.
+    format, split, check_crc, index, lenient
+        As for :func:`recordkit.open`: the format of every file, if the suffixes do not tell; a dataset
+        directory's split (``"train"``), required when it has several; verify checksums; the sidecar
+        index to use (a path, for a single file), ``False`` to use none, ``None`` for the file's own; let a
+        file that ends inside a record header end cleanly, as TensorFlow does.
     process
         ``process(indices, data)`` used when the subclass does not override :meth:`process`: it returns
         a list of samples (one per index) or a dict of equal-length columns.
-    split
-        A dataset directory's split (``"train"``); required when it has several.
 
     Raises
     ------
@@ -306,46 +288,26 @@ class MapDataset(torch_data.Dataset[Any]):
         format: str | None = None,
         process: Callable[[list[int], list[bytes]], Any] | None = None,
         split: str | None = None,
+        check_crc: bool = True,
+        index: str | os.PathLike[str] | bool | None = None,
+        lenient: bool = False,
     ) -> None:
-        self._catalog = catalog_of(sources, format, split)
-        self._catalog.describe()
-        for name, ra in zip(self._catalog.files, self._catalog.random_access, strict=True):
-            if not ra:
-                raise UnsupportedOperationError(
-                    f"{name!r} can only be read sequentially (compressed?): decompress it or use Dataset"
-                )
-        self._offsets = self._catalog.offsets()
+        self._records = IndexedFiles(
+            sources, format=format, split=split, check_crc=check_crc, index=index, lenient=lenient
+        )
         self._process = process
-        self._pool: ReaderPool | None = None
 
     @property
     def files(self) -> list[str]:
         """The files, in index order."""
-        return list(self._catalog.files)
+        return self._records.files
 
     def __len__(self) -> int:
-        return int(self._offsets[-1])
-
-    def _index(self, indices: Sequence[int]) -> np.ndarray:
-        n = len(self)
-        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        idx = np.where(idx < 0, idx + n, idx)
-        bad = (idx < 0) | (idx >= n)
-        if bad.any():
-            raise IndexError(
-                f"index {int(np.asarray(indices).reshape(-1)[bad][0])} out of range for {n}"
-            )
-        return idx
+        return len(self._records)
 
     def read(self, indices: Sequence[int]) -> list[bytes]:
         """The raw records at ``indices`` (negative indexes count from the end), in request order."""
-        idx = self._index(indices)
-        if self._pool is None:
-            self._pool = ReaderPool(self._catalog)
-        if self._catalog.order is not None:  # a TFDS split: indexes count in TFDS's order
-            idx = positions_in_files(self._catalog.order, self._offsets, idx)
-        files = np.searchsorted(self._offsets, idx, side="right") - 1
-        return self._pool.read(files, idx - self._offsets[files])
+        return self._records.read(indices)
 
     def __getitem__(self, index: int | Sequence[int]) -> Any:
         try:
@@ -384,7 +346,7 @@ class MapDataset(torch_data.Dataset[Any]):
         return {
             "kind": "map_dataset",
             "version": STATE_VERSION,
-            "files": len(self._catalog.files),
+            "files": len(self.files),
             "records": len(self),
             "workers": worker_info()[1],
         }
@@ -399,7 +361,7 @@ class MapDataset(torch_data.Dataset[Any]):
         UnsupportedOperationError
             It was saved by a DataLoader with another number of workers.
         """
-        check_state(state, "map_dataset", {"files": len(self._catalog.files), "records": len(self)})
+        check_state(state, "map_dataset", {"files": len(self.files), "records": len(self)})
         _check_workers(state)
 
     def close(self) -> None:
@@ -407,26 +369,13 @@ class MapDataset(torch_data.Dataset[Any]):
 
         Also called when the dataset is garbage-collected or used as a context manager.
         """
-        if self._pool is not None:
-            self._pool.close()
-            self._pool = None
+        self._records.close()
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def __del__(self) -> None:
-        # The readers are this object's own; a dataset dropped without close() must not leak them.
-        pool = getattr(self, "_pool", None)
-        if pool is not None:
-            pool.close()
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_pool"] = None  # readers never travel to another process
-        return state
 
 
 def _check_columns(batch: Mapping[Any, Any], size: int) -> None:

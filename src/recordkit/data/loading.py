@@ -1,0 +1,479 @@
+"""What a loader over a pipeline is built of: recordkit's :class:`~recordkit.data.Loader` and the PyTorch glue
+(:mod:`recordkit.integrations.torch`) both are, so they split, count and resume an epoch in the same way.
+
+* :class:`Share` is one rank's share of a :class:`~recordkit.data.Dataset`, split between a loader's worker
+  processes: the :class:`Run` s each worker reads in an iteration (the streams that saved workers left
+  unfinished, when resuming, possibly saved with another number of workers, then its own shard from the
+  next epoch on), their items, and their length.
+* :class:`Passes` is a loader's epochs and resumable position: one epoch (or ``repeat``'s) per iteration.
+* :class:`EpochClock` lets the workers of a plain PyTorch ``DataLoader`` agree on each iteration's epoch.
+* :class:`IndexedFiles` reads the records of random-access files by global index, a batch at a time.
+* :data:`STATE_VERSION` and :func:`check_state` write and check the JSON-compatible positions.
+
+None of them needs PyTorch.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.context
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from recordkit.data._dataset import EPOCH_END, Dataset
+from recordkit.data._files import catalog_of
+from recordkit.data._readers import ReaderPool
+from recordkit.data._state import STATE_VERSION, check_state
+from recordkit.datasets.plan import positions_in_files, resolve_rank, shard_of
+from recordkit.errors import UnsupportedOperationError
+from recordkit.io.resolve import Sources
+
+__all__ = [
+    "STATE_VERSION",
+    "EpochClock",
+    "IndexedFiles",
+    "Passes",
+    "Resume",
+    "Run",
+    "Share",
+    "check_state",
+]
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a restored iteration continues: the streams of the workers that saved it.
+
+    ``positions`` maps a saved worker to ``(epoch, items delivered in it)``. Each saved worker's stream is
+    finished by the current worker ``saved % num_workers``, with the shard layout it was saved with; later
+    epochs use the current layout.
+    """
+
+    first_epoch: int
+    workers: int
+    positions: dict[int, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Run:
+    """Epochs of one shard read in a row: ``epochs`` of them (``None``: forever) from ``epoch``.
+
+    ``slot`` is the stream the items are counted against: the worker that reads them, or the saved worker
+    whose unfinished stream they complete.
+    """
+
+    slot: int
+    shard: int
+    num_shards: int
+    epoch: int
+    skip: int
+    epochs: int | None
+
+
+class Share:
+    """One rank's share of a pipeline, split between the worker processes of a loader.
+
+    Made in the main process, where ``torch.distributed`` is initialised: it resolves the rank, and learns
+    the files' record counts once, so that workers inherit them instead of each opening every file. It
+    pickles (for ``spawn``) with what it learnt.
+
+    Parameters
+    ----------
+    dataset
+        The pipeline.
+    user
+        What needs it, as the ``TypeError`` for anything but a :class:`~recordkit.data.Dataset` names it.
+
+    Attributes
+    ----------
+    dataset
+        The pipeline, one epoch per pass (an iteration's epochs are its :class:`Run` s').
+    epochs
+        How many epochs an iteration reads (the pipeline's ``repeat``; ``None``: forever).
+    rank, world_size
+        This process among the distributed ranks.
+    """
+
+    def __init__(self, dataset: Dataset, user: str = "a loader") -> None:
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"{user} needs a recordkit.data.Dataset, not {type(dataset).__name__}")
+        self.dataset = dataset._with(_repeat=1)
+        self.epochs = dataset._repeat
+        self.rank, self.world_size = resolve_rank(dataset._rank, dataset._world_size)
+        if dataset._equal is not None:
+            dataset._catalog.count_all()
+        else:
+            dataset._catalog.describe()
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a saved position must match: the pipeline's seed, files, batch size and stages, and the rank."""
+        return {**self.dataset._fingerprint(), "rank": self.rank, "world_size": self.world_size}
+
+    def runs(
+        self, worker: int, num_workers: int, first: int, end: int | None, resume: Resume | None
+    ) -> list[Run]:
+        """The runs ``worker`` of ``num_workers`` reads in an iteration from epoch ``first`` to ``end``."""
+        runs = []
+        start = first
+        if resume is not None:
+            for saved in sorted(resume.positions):
+                epoch, skip = resume.positions[saved]
+                start = max(start, epoch + 1)
+                if saved % num_workers != worker or (end is not None and epoch >= end):
+                    continue
+                shard, num_shards = shard_of(self.rank, self.world_size, saved, resume.workers)
+                runs.append(Run(saved, shard, num_shards, epoch, skip, 1))
+        if end is None or start < end:
+            shard, num_shards = shard_of(self.rank, self.world_size, worker, num_workers)
+            epochs = None if end is None else end - start
+            runs.append(Run(worker, shard, num_shards, start, 0, epochs))
+        return runs
+
+    def items(self, run: Run, on_epoch: Callable[[int], None] | None = None) -> Iterator[Any]:
+        """The items of ``run``; ``on_epoch(epoch)`` is called as each of its epochs starts."""
+        epoch = run.epoch
+        if on_epoch is not None:
+            on_epoch(epoch)
+        items = self.dataset._items(
+            run.shard, run.num_shards, run.epoch, run.epoch, run.skip, run.epochs
+        )
+        try:
+            for item in items:
+                if item is EPOCH_END:
+                    epoch += 1
+                    if on_epoch is not None:
+                        on_epoch(epoch)
+                    continue
+                yield item
+        finally:
+            items.close()  # type: ignore[attr-defined]
+
+    def length(self, epoch: int, num_workers: int | None = None) -> int:
+        """The number of items an iteration from ``epoch`` delivers (all its epochs).
+
+        With ``num_workers``: in all, each worker batching its own shard. ``None``: this process's share,
+        a DataLoader worker's inside one.
+
+        Raises
+        ------
+        TypeError
+            The pipeline cannot tell its length in advance, or repeats forever; or, without
+            ``num_workers``, it mixes datasets until the first runs out (how many items that gives depends
+            on how the mix is split between workers).
+        """
+        if self.epochs is None:
+            raise TypeError(
+                "the pipeline repeats forever: it never ends, so an iteration has no length"
+            )
+        pipeline = self.dataset._with(_epoch=epoch, _repeat=self.epochs)
+        if num_workers is None:
+            source = pipeline._source
+            if getattr(source, "stop", None) == "first_exhausted" and source._endless() is None:
+                raise TypeError(
+                    "len() of a mix that stops when its first source runs out is unknown without the "
+                    "number of workers; recordkit.integrations.torch.dataloader() knows it and gives an "
+                    "exact len()"
+                )
+            return len(pipeline)
+        shards = (shard_of(self.rank, self.world_size, w, num_workers) for w in range(num_workers))
+        return sum(len(pipeline._with(_rank=shard, _world_size=n)) for shard, n in shards)
+
+
+def _keep(item: Any) -> Any:
+    return item
+
+
+class Passes:
+    """What every recordkit loader does with epochs: one epoch (or ``repeat``'s) per pass, and a position.
+
+    A subclass reads a pass with :meth:`_pass`, which yields ``(stream, item)``: the stream an item counts
+    against (a worker's, or a saved worker's) and the item. The position is how many items each stream
+    delivered in the current epoch, so that a restored loader delivers exactly the rest.
+    """
+
+    _epochs: int | None
+    _convert: Callable[[Any], Any] = staticmethod(_keep)
+
+    def _start(self, epoch: int, epochs: int | None) -> None:
+        self._epochs = epochs
+        self.set_epoch(epoch)
+
+    def _slots(self) -> int:
+        """The streams of a pass that was not resumed."""
+        raise NotImplementedError
+
+    def _pass(self) -> Iterator[tuple[int, Any]]:
+        """``(stream, item)`` for the rest of the current epoch."""
+        raise NotImplementedError
+
+    def _fingerprint(self) -> dict[str, Any]:
+        """What must match for a saved position to apply."""
+        raise NotImplementedError
+
+    def _workers(self) -> int:
+        """The number of worker processes, as the state records it."""
+        raise NotImplementedError
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration starts in."""
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start the next iteration at the beginning of ``epoch``."""
+        if epoch < 0:
+            raise ValueError(f"the epoch must be non-negative, not {epoch}")
+        self._epoch = self._first_epoch = int(epoch)
+        # Items delivered in the current epoch by each stream: a worker's, or, in an epoch resumed from a
+        # state saved with another number of workers, each saved worker's.
+        self._counts = [0] * self._slots()
+        self._restored = False
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self._restored:
+            self._first_epoch = self._epoch
+            self._counts = [0] * self._slots()
+        self._restored = False
+        convert = self._convert
+        while self._epochs is None or self._epoch < self._first_epoch + self._epochs:
+            produced = 0
+            items = self._pass()
+            try:
+                for stream, item in items:
+                    produced += 1
+                    self._counts[stream] += 1
+                    yield convert(item)
+            finally:
+                items.close()  # type: ignore[attr-defined]
+            self._epoch += 1
+            self._counts = [0] * self._slots()
+            if self._epochs is None and produced == 0:
+                return
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position: the epoch and how many items each worker has delivered in it (JSON-compatible)."""
+        return {
+            "kind": "loader",
+            "version": STATE_VERSION,
+            "epoch": self._epoch,
+            "first_epoch": self._first_epoch,
+            "delivered": list(self._counts),
+            "num_workers": self._workers(),
+            **self._fingerprint(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue, at the next iteration, from a position saved by :meth:`state_dict`.
+
+        The number of workers may differ from the saved one: the rest of the saved epoch is read as the
+        saved workers would have read it (each saved worker's stream finished by one of the current
+        workers), and the following epochs are split between the current workers.
+
+        Raises
+        ------
+        ValueError
+            The state comes from a loader with other data, seed, batch size or ranks, or is malformed.
+        """
+        check_state(state, "loader", self._fingerprint())
+        delivered = state.get("delivered")
+        if (
+            not isinstance(delivered, list)
+            or not delivered
+            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in delivered)
+        ):
+            raise ValueError(f"malformed loader state: delivered={delivered!r}")
+        self._check_streams(len(delivered))
+        self._epoch = int(state["epoch"])
+        self._first_epoch = int(state["first_epoch"])
+        self._counts = list(delivered)
+        self._restored = True
+
+    def _check_streams(self, streams: int) -> None:
+        """Refuse a state with a number of streams this loader cannot continue."""
+
+
+# Cells of an EpochClock: the epoch the next iteration starts in, the slot of the newest iteration, then
+# for each of the last _SLOTS iterations: its key (two cells), its first epoch, and how many workers joined.
+_NEXT, _NEWEST, _HEADER, _SLOTS, _SLOT_CELLS = 0, 1, 2, 4, 4
+_NO_KEY = -1
+
+
+def _shared_clock(cells: Any) -> EpochClock:
+    clock = EpochClock.__new__(EpochClock)
+    clock._cells = cells
+    return clock
+
+
+class EpochClock:
+    """Which epoch each DataLoader iteration reads, agreed on by every worker of that iteration.
+
+    A plain ``DataLoader`` starts its workers (or reuses persistent ones) without telling its dataset which
+    iteration they serve. The clock's cells live in shared memory made in the main process, so every worker
+    process (forked or spawned, persistent or not) reads and advances the same clock. A worker recognises
+    the iteration it belongs to by a key that all the workers of one iteration share and the next iteration
+    does not: torch's base seed of the iteration (``get_worker_info().seed - id``) and how many iterations
+    this worker process has started (1 for non-persistent workers, counting up for persistent ones, whose
+    seed never changes). The first worker of an iteration takes the next epoch; its siblings find the
+    iteration by its key.
+    """
+
+    _cells: Any
+
+    def __init__(self, epoch: int) -> None:
+        # A lock made in the spawn context works in forked, spawned and forkserver children alike.
+        self._cells = multiprocessing.get_context("spawn").Array(
+            "q", _HEADER + _SLOTS * _SLOT_CELLS
+        )
+        self.reset(epoch)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        if multiprocessing.context.get_spawning_popen() is not None:
+            return (_shared_clock, (self._cells,))  # a worker is being started: share the cells
+        return (EpochClock, (self.next_epoch,))  # any other copy gets a clock of its own
+
+    @property
+    def next_epoch(self) -> int:
+        """The epoch the next iteration starts in."""
+        return int(self._cells[_NEXT])
+
+    def reset(self, epoch: int) -> None:
+        """Start the next iteration at ``epoch``, forgetting the iterations seen so far."""
+        with self._cells.get_lock():
+            cells = self._cells.get_obj()
+            cells[:] = [_NO_KEY] * len(cells)
+            cells[_NEXT], cells[_NEWEST] = epoch, 0
+
+    def join(
+        self, key: tuple[int, int] | None, workers: int, span: int | None, first: int | None
+    ) -> int:
+        """Return the first epoch of the iteration identified by ``key`` (a new one if unseen or full).
+
+        ``span`` is how many epochs an iteration reads (``None``: forever); ``first`` is the first epoch of
+        a restored iteration, which then sets the clock instead of reading it.
+        """
+        with self._cells.get_lock():
+            cells = self._cells.get_obj()
+            slot = None if key is None else self._find(cells, key, workers)
+            if slot is not None:
+                cells[slot + 3] += 1
+                return int(cells[slot + 2])
+            epoch = int(cells[_NEXT]) if first is None else first
+            newest = (int(cells[_NEWEST]) + 1) % _SLOTS
+            base = _HEADER + newest * _SLOT_CELLS
+            cells[base : base + _SLOT_CELLS] = [*(key or (_NO_KEY, _NO_KEY)), epoch, 1]
+            cells[_NEWEST] = newest
+            cells[_NEXT] = epoch + (span or 1)
+            return epoch
+
+    def reached(self, epoch: int) -> None:
+        """Note that a worker started ``epoch``: the next iteration starts after it."""
+        with self._cells.get_lock():
+            cells = self._cells.get_obj()
+            cells[_NEXT] = max(int(cells[_NEXT]), epoch + 1)
+
+    @staticmethod
+    def _find(cells: Any, key: tuple[int, int], workers: int) -> int | None:
+        """The slot of the newest iteration with ``key`` that still waits for workers, if any."""
+        newest = int(cells[_NEWEST])
+        for age in range(_SLOTS):
+            base = _HEADER + (newest - age) % _SLOTS * _SLOT_CELLS
+            if (cells[base], cells[base + 1]) == key and cells[base + 3] < workers:
+                return base
+        return None
+
+
+class IndexedFiles:
+    """The records of random-access files laid end to end, read by global index a batch at a time.
+
+    Readers are opened on first use in the process that reads (one inherited through ``fork`` is never
+    used), at most 64 at a time, and never pickled: the object travels to worker processes without them.
+    A TFDS split's indexes count in TFDS's order, as ``recordkit.open(directory, split=...)[i]`` does.
+
+    Parameters
+    ----------
+    sources, format, split, check_crc, index, lenient
+        As for :func:`recordkit.open`.
+
+    Raises
+    ------
+    UnsupportedOperationError
+        A file can only be read sequentially (a compressed TFRecord).
+    ManifestError
+        A dataset's shard is missing or changed since its manifest was written, or the split is missing
+        or needed.
+    """
+
+    def __init__(
+        self,
+        sources: Sources,
+        *,
+        format: str | None = None,
+        split: str | None = None,
+        check_crc: bool = True,
+        index: str | os.PathLike[str] | bool | None = None,
+        lenient: bool = False,
+    ) -> None:
+        self._catalog = catalog_of(
+            sources, format, split, check_crc=check_crc, index=index, lenient=lenient
+        )
+        self._catalog.describe()
+        for name, ra in zip(self._catalog.files, self._catalog.random_access, strict=True):
+            if not ra:
+                raise UnsupportedOperationError(
+                    f"{name!r} can only be read sequentially (compressed?): decompress it or use Dataset"
+                )
+        self._offsets = self._catalog.offsets()
+        self._pool: ReaderPool | None = None
+
+    @property
+    def files(self) -> list[str]:
+        """The files, in index order."""
+        return list(self._catalog.files)
+
+    def __len__(self) -> int:
+        return int(self._offsets[-1])
+
+    def read(self, indices: Sequence[int]) -> list[bytes]:
+        """The records at ``indices`` (negative indexes count from the end), in request order.
+
+        Raises
+        ------
+        IndexError
+            An index is out of range.
+        """
+        n = len(self)
+        asked = np.asarray(indices, dtype=np.int64).reshape(-1)
+        idx = np.where(asked < 0, asked + n, asked)
+        bad = (idx < 0) | (idx >= n)
+        if bad.any():
+            raise IndexError(f"index {int(asked[bad][0])} out of range for {n}")
+        if self._pool is None:
+            self._pool = ReaderPool(self._catalog)
+        if self._catalog.order is not None:  # a TFDS split: indexes count in TFDS's order
+            idx = positions_in_files(self._catalog.order, self._offsets, idx)
+        files = np.searchsorted(self._offsets, idx, side="right") - 1
+        return self._pool.read(files, idx - self._offsets[files])
+
+    def close(self) -> None:
+        """Close the readers this process opened (they reopen on the next read).
+
+        Also called when the object is garbage-collected.
+        """
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __del__(self) -> None:
+        # The readers are this object's own; one dropped without close() must not leak them.
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_pool"] = None  # readers never travel to another process
+        return state
