@@ -241,15 +241,6 @@ class ShardStream:
             isinstance(u, IndexUnit) or catalog.random_access[u.file] for u in self.units
         )
 
-    def records(self, start: int = 0) -> Iterator[bytes]:
-        """Yield the records from position ``start`` to the end."""
-        chunks = self.chunks(start)
-        try:
-            for chunk in chunks:
-                yield from chunk
-        finally:
-            chunks.close()
-
     def chunks(self, start: int = 0) -> Generator[list[bytes], None, None]:
         """Yield the records from position ``start`` to the end, in lists of up to :data:`CHUNK`."""
         for unit in self.units:

@@ -350,7 +350,7 @@ class RecordDatasink(Datasink):  # type: ignore[type-arg]
         if first is None:
             return None
         return write_shard(
-            _chain(first, records),
+            itertools.chain([first], records),
             target,
             root=self.path,
             format=self.format,
@@ -376,11 +376,6 @@ class RecordDatasink(Datasink):  # type: ignore[type-arg]
             compression=self.compression,
             metadata=self._metadata,
         )
-
-
-def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
-    yield first
-    yield from rest
 
 
 def _column_records(table: pa.Table, column: str) -> Iterator[Any]:
