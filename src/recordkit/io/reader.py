@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import builtins
+import functools
 import itertools
 import operator
 import os
@@ -141,28 +142,21 @@ class _ShardIndex:
         index_path = self.index_path()
         if index_path is None or not os.path.exists(index_path):
             return None
-        size = opened.source.size
-        assert size is not None
-
-        def load() -> array[int]:
-            return load_index(index_path, size=size, path=self.path)
-
+        assert opened.source.size is not None
+        load = functools.partial(load_index, index_path, size=opened.source.size, path=self.path)
         if self.recorded_path() is None:
             return load  # changed since the manifest was written: checked against the headers
-        return VerifiedOffsets(self._counted(load))
+        return VerifiedOffsets(functools.partial(self._counted, load))
 
-    def _counted(self, load: Callable[[], array[int]]) -> Callable[[], array[int]]:
-        def checked() -> array[int]:
-            table = load()
-            if len(table) - 1 != self.shard.records:
-                raise ManifestError(
-                    f"the index lists {len(table) - 1} records; the manifest says "
-                    f"{self.shard.records}",
-                    path=self.path,
-                )
-            return table
-
-        return checked
+    def _counted(self, load: Callable[[], array[int]]) -> array[int]:
+        """The offsets ``load`` gives, which must count the records the manifest says."""
+        table = load()
+        if len(table) - 1 != self.shard.records:
+            raise ManifestError(
+                f"the index lists {len(table) - 1} records; the manifest says {self.shard.records}",
+                path=self.path,
+            )
+        return table
 
 
 class _ShardCheck:
