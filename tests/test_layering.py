@@ -195,8 +195,7 @@ NEEDS = {"recordkit.integrations.ray": ("ray", "pyarrow"), "recordkit.integratio
 
 @pytest.mark.parametrize(("module", "forbidden"), RULES, ids=[module for module, _ in RULES])
 def test_layer_rule(module: str, forbidden: tuple[str, ...]) -> None:
-    if not exists(module):
-        pytest.skip(f"{module} does not exist yet")
+    assert exists(module), f"{module} is named in RULES but cannot be found"
     missing = [name for name in NEEDS.get(module, ()) if not exists(name)]
     if missing:
         pytest.skip(f"{module} needs {', '.join(missing)}, which is not installed")
