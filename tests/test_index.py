@@ -201,6 +201,25 @@ def test_explicit_index_path(tmp_path):
         assert reader.read([3, 0]) == [RECORDS[3], RECORDS[0]]
 
 
+def test_an_index_path_is_refused_for_the_shards_of_a_dataset(tmp_path):
+    """One index describes one file: a dataset's shards of the same size but other records would be misread."""
+    shards = [[b"ab", b"cdef"], [b"abcd", b"ef"]]  # the same bytes in all, other record boundaries
+    with rk.ShardWriter(str(tmp_path / "d" / "part-{shard}.tfrecord"), max_records=2) as writer:
+        for records in shards:
+            writer.write_many(records)
+    files = sorted((tmp_path / "d").glob("part-*.tfrecord"))
+    assert len(files) == 2 and files[0].stat().st_size == files[1].stat().st_size
+    write_index(files[0], tmp_path / "first.index")
+    for source in (tmp_path / "d", files):
+        with pytest.raises(ValueError, match="index= takes a path only when reading a single file"):
+            rk.open(source, index=tmp_path / "first.index")
+    resolved = rk.io.resolve_sources(tmp_path / "d")
+    with pytest.raises(ValueError, match="index= takes a path only when reading a single file"):
+        resolved.open_part(1, index=tmp_path / "first.index")
+    with rk.open(tmp_path / "d") as reader:  # each shard's own index
+        assert reader.read([3, 2, 1, 0]) == [b"ef", b"abcd", b"cdef", b"ab"]
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [

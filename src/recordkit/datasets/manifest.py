@@ -146,7 +146,8 @@ class Manifest:
     Attributes
     ----------
     format
-        The record format of every shard: ``"tfrecord"``, ``"ofrecord"`` or ``"ffrecord"``.
+        The record format of every shard: a registered format, see
+        :func:`~recordkit.formats.available_formats` (its registered name, e.g. ``"tfrecord"``).
     compression
         The whole-file compression of every shard: ``""`` (none), ``"gzip"``, ``"zlib"`` or ``"bzip2"``
         (read only).

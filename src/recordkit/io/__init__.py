@@ -160,8 +160,10 @@ def open(
     mode
         ``"r"`` or ``"w"``.
     format
-        ``"tfrecord"``, ``"ofrecord"``, ``"ffrecord"`` (any case). Default: from the file suffix
-        (``.tfrecord``, ``.tfrecords``, ``.tfrec``, ``.tfr``, optionally followed by ``.gz``, ``.gzip`` or
+        A registered format, see :func:`~recordkit.formats.available_formats` (any case): the built-in
+        ``"tfrecord"``, ``"ofrecord"`` and ``"ffrecord"``, or one added with
+        :func:`~recordkit.formats.register_format`. Default: from the file suffix (the built-in ones:
+        ``.tfrecord``, ``.tfrecords``, ``.tfrec``, ``.tfr``, optionally followed by ``.gz``, ``.gzip`` or
         ``.zlib``; ``.ofrecord``; ``.ffr``), else, when reading, from the file's content.
     compression
         TFRecord only: ``""``/``"none"``, ``"gzip"`` or ``"zlib"`` (TensorFlow's ``"GZIP"``/``"ZLIB"`` too).
@@ -169,7 +171,8 @@ def open(
     check_crc
         Reading: verify checksums. ``False`` verifies nothing.
     index
-        Reading TFRecord/OFRecord: a sidecar index path to load, ``False`` to never use one, or ``None`` to
+        Reading TFRecord/OFRecord: a sidecar index path to load (only when one file is read: several files,
+        a dataset's shards included, raise ``ValueError``), ``False`` to never use one, or ``None`` to
         use the file's sidecar when it exists: ``.<name>.idx`` beside it (what recordkit writes), else
         ``<file>.idx`` (what earlier versions and DALI's tools write). Otherwise the offsets are found by a
         header-only scan when needed, and so they are when the index does not describe the file (it is

@@ -306,7 +306,7 @@ class ResolvedSources(NamedTuple):
 
         A dataset's shards are checked against the manifest (presence, size, record count).
         """
-        _check_index(index, self.files, self.manifest)
+        _check_index(index, self.files)
         shards = None if self.manifest is None else self.manifest.shards
         spec = _Reopen(
             self.files,
@@ -384,7 +384,7 @@ class ResolvedSources(NamedTuple):
         count that differs from the entry raises :class:`~recordkit.errors.ManifestError` (what
         ``recordkit count`` reports). Other files are always counted from their own headers.
         """
-        _check_index(index, self.files, self.manifest)
+        _check_index(index, self.files)
         if self.manifest is not None:
             assert self.directory is not None
             assert self.format is not None
@@ -404,9 +404,17 @@ class ResolvedSources(NamedTuple):
         return _read_files(spec, format=self.format, compression=self.compression)
 
 
-def _check_index(index: Any, files: list[Any], manifest: Manifest | None) -> None:
-    if manifest is None and len(files) > 1 and index not in (None, False, True):
-        raise ValueError("index= takes a path only when reading a single file")
+def _check_index(index: Any, files: list[Any]) -> None:
+    """Refuse an index path for several files: it describes one file, and would be used for each.
+
+    A dataset's shards are no exception: two shards of the same size but different records would both
+    be read with the one file's record boundaries.
+    """
+    if len(files) > 1 and index not in (None, False, True):
+        raise ValueError(
+            f"index= takes a path only when reading a single file, not {len(files)} files: an index "
+            "describes one file (each file's own sidecar is used with index=None)"
+        )
 
 
 def resolve_sources(
