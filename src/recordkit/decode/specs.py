@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Union, overload
 
 import numpy as np
@@ -250,10 +250,12 @@ class Ragged:
     array([[1, 2],
            [0, 0],
            [3, 0]])
+    >>> r
+    Ragged(values=array([1, 2, 3]), row_splits=array([0, 2, 2, 3]))
     """
 
     values: np.ndarray[Any, Any] | Ragged
-    row_splits: npt.NDArray[np.int64] = field(repr=False)
+    row_splits: npt.NDArray[np.int64]
 
     def __len__(self) -> int:
         """The number of rows."""
