@@ -28,7 +28,7 @@ from dask.delayed import Delayed
 
 import recordkit as rk
 import recordkit.integrations.dask as rkd
-from recordkit.datasets import MANIFEST_NAME, load_manifest, prepare_output, tasks
+from recordkit.datasets import MANIFEST_NAME, load_manifest, prepare_output
 
 N = 100_000
 SUFFIX = {"ffrecord": ".ffr", "tfrecord": ".tfrecord", "ofrecord": ".ofrecord"}
@@ -160,7 +160,7 @@ def test_decode_runs_on_the_workers(client, tmp_path, monkeypatch):
         raise AssertionError("a record was read in the calling process")
 
     # The client's read_range is broken; the workers import their own, untouched.
-    monkeypatch.setattr(tasks, "read_range", refuse)
+    monkeypatch.setattr(rkd, "read_range", refuse)
     bag = rkd.read_records(out, decode=rk.decode_example)
     labels = bag.map(lambda example: int(example["label"][0])).sum().compute()
     assert labels == sum(range(5_000))

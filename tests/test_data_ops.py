@@ -365,6 +365,10 @@ class _GatedReader:
         self._gate()
         return iter(self._reader)
 
+    def iter_from(self, start: int):
+        self._gate()
+        return self._reader.iter_from(start)
+
     def __len__(self) -> int:
         return len(self._reader)
 
