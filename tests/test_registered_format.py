@@ -7,9 +7,10 @@ hook, and nothing else in recordkit is told about it.
 
 from __future__ import annotations
 
+import io
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import IO, Any, ClassVar
 
 import pytest
@@ -66,7 +67,6 @@ class LRecReader(SequentialFrameReader):
 class LRecWriter(FrameWriter):
     def write(self, data: bytes) -> None:
         self.fileobj.write(frame(data))
-        self.count += 1
 
     def flush(self) -> None:
         pass
@@ -253,6 +253,101 @@ def test_salvage_of_a_damaged_file(tmp_path):
         assert list(reader) == RECORDS[:1] + RECORDS[2:]
 
 
+class MinimalWriter(FrameWriter):
+    """A writer with only the documented abstract methods: it never touches ``count``."""
+
+    def write(self, data: bytes) -> None:
+        self.fileobj.write(frame(data))
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class MinimalFormat(LRecFormat):
+    name: ClassVar[str] = "lrecmin"
+    extensions: ClassVar[tuple[str, ...]] = (".lrm",)
+    sniff_priority: ClassVar[int] = -1  # the same bytes as lrec: lrec wins a sniff
+
+    def writer(
+        self,
+        fileobj: IO[bytes],
+        *,
+        compression: str = "",
+        level: int | None = None,
+        n: int | None = None,
+    ) -> MinimalWriter:  # type: ignore[override]
+        return MinimalWriter(fileobj)
+
+
+@pytest.fixture
+def minimal() -> None:
+    """Also register the format whose writer never counts (the autouse fixture restores the registry)."""
+    formats.register_format(MinimalFormat)
+
+
+def test_a_writer_that_does_not_count_is_counted(tmp_path, minimal):
+    """What a writer implementing only write/flush/close writes is counted: shards rotate at
+    max_records, the manifest holds the true counts, and the directory reads back whole."""
+    with rk.open(tmp_path / "one.lrm", "w") as single:
+        single.write_many(RECORDS[:3])
+        single.write(RECORDS[3])
+        assert single.count == 4
+    out = tmp_path / "out"
+    with rk.ShardWriter(out / "part-{shard:02d}.lrm", max_records=4) as writer:
+        writer.write_many(RECORDS)
+    manifest = writer.manifest
+    assert manifest is not None
+    assert [shard.records for shard in manifest.shards] == [4, 4, 2]
+    assert manifest.records == len(RECORDS)
+    with rk.open(out) as reader:
+        assert len(reader) == len(RECORDS)
+        assert list(reader) == RECORDS
+    assert list(Dataset(str(out))) == RECORDS
+
+
+def test_frame_writer_count_is_kept_by_the_base_class(minimal):
+    """A writer cannot set ``count``; the base class counts every record that ``write`` or
+    ``write_many`` accepted, once, however the two call each other."""
+    buffer = io.BytesIO()
+    writer = MinimalWriter(buffer)
+    writer.write(b"a")
+    assert writer.write_many([b"b", b"c"]) == 2
+    assert writer.count == 3
+    with pytest.raises(AttributeError):
+        writer.count = 7  # type: ignore[misc]
+
+    class Batching(MinimalWriter):
+        def write(self, data: bytes) -> None:
+            self.write_many([data])
+
+        def write_many(self, records: Iterable[bytes]) -> int:
+            n = 0
+            for record in records:
+                self.fileobj.write(frame(record))
+                n += 1
+            return n
+
+    batching = Batching(io.BytesIO())
+    batching.write(b"a")
+    batching.write_many([b"b", b"c", b"d"])
+    assert batching.count == 4
+
+    class Refusing(MinimalWriter):
+        def write(self, data: bytes) -> None:
+            if not data:
+                raise ValueError("empty")
+            super().write(data)
+
+    refusing = Refusing(io.BytesIO())
+    with pytest.raises(ValueError):
+        refusing.write(b"")
+    refusing.write(b"x")
+    assert refusing.count == 1
+
+
 class TestConformance(FormatConformance):
     format_name = "lrec"
     suffix = ".lrec"
@@ -265,3 +360,17 @@ class TestConformance(FormatConformance):
             damaged[end - 4 : end] = bytes(b ^ 0xFF for b in damaged[end - 4 : end])
             pos = end
         return bytes(damaged)
+
+
+class TestMinimalWriterConformance(FormatConformance):
+    """The suite on a writer that implements only write, flush and close."""
+
+    format_name = "lrecmin"
+    suffix = ".lrm"
+
+    @pytest.fixture(autouse=True)
+    def _registered(self, minimal: None) -> None:
+        """Register the format for each test of the suite."""
+
+    def damage_checksums(self, data: bytes, records: list[bytes]) -> bytes:
+        return TestConformance.damage_checksums(self, data, records)  # type: ignore[arg-type]

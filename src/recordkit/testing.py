@@ -175,6 +175,35 @@ class FormatConformance:
             else:
                 assert list(reader)[1] == big
 
+    def test_what_is_written_is_counted(self, tmp_path: Path) -> None:
+        """A writer counts every record, one by one and in batches; a dataset of shards of the format
+        rotates at ``max_records``, its manifest holds the true counts, and it reads back whole through
+        ``recordkit.open(directory)`` and ``recordkit.data.Dataset(directory)``."""
+        from recordkit.data import Dataset
+
+        records = self.sample_records(10, seed=3)
+        path = tmp_path / f"counted{self.suffix}"
+        with rk.open(path, "w", **self.options) as writer:
+            writer.write(records[0])
+            assert writer.count == 1
+            assert writer.write_many(records[1:]) == len(records) - 1
+            assert writer.count == len(records)
+        out = tmp_path / "dataset"
+        with rk.ShardWriter(
+            str(out / f"part-{{shard:05d}}{self.suffix}"), max_records=4, **self.options
+        ) as shards:
+            assert shards.write_many(records) == len(records)
+            assert shards.count == len(records)
+        manifest = shards.manifest
+        assert manifest is not None
+        assert manifest.format == self.format_name
+        assert [shard.records for shard in manifest.shards] == [4, 4, 2]
+        with rk.open(out) as reader:
+            assert list(reader) == records
+            if reader.supports_random_access:
+                assert len(reader) == len(records)
+        assert list(Dataset(str(out))) == records
+
     # damaged input -------------------------------------------------------------------------------
 
     def test_every_bit_flip(self) -> None:

@@ -43,6 +43,7 @@ Frame writers buffer frames and write them in large chunks; :meth:`FrameWriter.c
 
 from __future__ import annotations
 
+import functools
 import io
 import itertools
 import os
@@ -594,8 +595,54 @@ class IndexedFrameReader(FrameReader):
         return data
 
 
+def _counting_write(write: Callable[[Any, bytes], None]) -> Callable[[Any, bytes], None]:
+    """``write`` of a :class:`FrameWriter` subclass, counting the record once it was accepted."""
+
+    @functools.wraps(write)
+    def counted(self: FrameWriter, data: bytes) -> None:
+        if self._writing:  # called by the writer's own write_many (or write): the outer call counts
+            write(self, data)
+            return
+        self._writing = True
+        try:
+            write(self, data)
+        finally:
+            self._writing = False
+        self._count += 1
+
+    counted._counts_records = True  # type: ignore[attr-defined]
+    return counted
+
+
+def _counting_write_many(
+    write_many: Callable[[Any, Iterable[bytes]], int],
+) -> Callable[[Any, Iterable[bytes]], int]:
+    """``write_many`` of a :class:`FrameWriter` subclass, counting the records it says it wrote."""
+
+    @functools.wraps(write_many)
+    def counted(self: FrameWriter, records: Iterable[bytes]) -> int:
+        if self._writing:
+            return write_many(self, records)
+        self._writing = True
+        try:
+            written = write_many(self, records)
+        finally:
+            self._writing = False
+        self._count += written
+        return written
+
+    counted._counts_records = True  # type: ignore[attr-defined]
+    return counted
+
+
 class FrameWriter(ABC):
     """Writes records to one binary file object (which it never closes).
+
+    Subclasses implement :meth:`write`, :meth:`flush` and :meth:`close`, and may override
+    :meth:`write_many` and :meth:`abort`. The record count (:attr:`count`) is kept by this class, not by
+    subclasses: each ``write`` and ``write_many`` a subclass defines is wrapped when the class is created,
+    so that a record is counted once it was accepted (a ``write`` that raises counts nothing; a
+    ``write_many`` counts the number it returns), once, however the two call each other.
 
     Parameters
     ----------
@@ -604,10 +651,30 @@ class FrameWriter(ABC):
     """
 
     BUFFER_SIZE: ClassVar[int] = 1 << 20
+    _count: int = 0
+    _writing: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "count" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__name__} defines count, which FrameWriter keeps itself: remove it"
+            )
+        write = cls.__dict__.get("write")
+        if callable(write) and not getattr(write, "_counts_records", False):
+            setattr(cls, "write", _counting_write(write))  # noqa: B010 - mypy refuses a method assignment
+        write_many = cls.__dict__.get("write_many")
+        if callable(write_many) and not getattr(write_many, "_counts_records", False):
+            setattr(cls, "write_many", _counting_write_many(write_many))  # noqa: B010
 
     def __init__(self, fileobj: IO[bytes]) -> None:
         self.fileobj = fileobj
-        self.count = 0
+        self._count = 0
+
+    @property
+    def count(self) -> int:
+        """The number of records written so far (kept by this class; subclasses cannot set it)."""
+        return self._count
 
     @abstractmethod
     def write(self, data: bytes) -> None:

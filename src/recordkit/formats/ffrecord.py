@@ -428,7 +428,6 @@ class FFRecordFrameWriter(_BufferedFrameWriter):
             raise ValueError(f"this FFRecord writer was told n={self.n} samples; cannot write more")
         self.crcs.append(_crc.crc32(data))
         self.lengths.append(len(data))
-        self.count += 1
         if len(data) >= _DIRECT_WRITE:
             # Joining a large sample with its neighbours would copy it once more for nothing.
             self._drain()

@@ -126,7 +126,6 @@ class OFRecordFrameWriter(_BufferedFrameWriter):
                 "an OFRecord message with no features serializes to zero bytes"
             )
         self._parts += (_LENGTH.pack(len(data)), data)
-        self.count += 1
         self._pending += len(data) + 8
         if self._pending >= self.BUFFER_SIZE:
             self._drain()

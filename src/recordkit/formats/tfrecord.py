@@ -452,7 +452,6 @@ class TFRecordFrameWriter(_BufferedFrameWriter):
             data,
             _U32.pack((((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF),
         )
-        self.count += 1
         self._pending += len(data) + 16
         if self._pending >= self.BUFFER_SIZE:
             self._drain()
@@ -482,7 +481,6 @@ class TFRecordFrameWriter(_BufferedFrameWriter):
             self._pending += length + 16
             if self._pending >= limit:
                 self._drain()
-        self.count += count
         return count
 
     def _drain(self) -> None:
