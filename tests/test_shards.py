@@ -304,6 +304,21 @@ def test_manifest_format_conflicts_are_refused(dataset: Path) -> None:
         rk.open(dataset, format="ffrecord")
 
 
+def test_a_manifest_format_in_another_case_is_read_under_its_registered_name(dataset: Path) -> None:
+    manifest = json.loads((dataset / MANIFEST_NAME).read_text())
+    manifest["format"] = "TFRecord"
+    (dataset / MANIFEST_NAME).write_text(json.dumps(manifest))
+    assert shards.load_manifest(dataset).format == "tfrecord"
+    with rk.open(dataset, format="tfrecord") as reader:
+        assert reader.format == "tfrecord"
+        assert reader.read([34, 0]) == [b"r034", b"r000"]
+    assert len(rk.open(dataset, format="TFRECORD")) == 35
+    manifest["format"] = "parquet"
+    (dataset / MANIFEST_NAME).write_text(json.dumps(manifest))
+    with pytest.raises(rk.ManifestError, match="unknown record format 'parquet'"):
+        rk.open(dataset)
+
+
 # -- manifest files --------------------------------------------------------------------------------
 
 

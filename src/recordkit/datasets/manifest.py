@@ -19,7 +19,8 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, BinaryIO
 
-from recordkit.errors import ManifestError
+from recordkit.errors import ManifestError, UnknownFormatError
+from recordkit.formats import get_format
 from recordkit.io.atomic import write_atomically
 from recordkit.io.sources import is_url, require_fsspec
 
@@ -549,7 +550,7 @@ def _parse(document: Any, path: str | None) -> Manifest:
             raise ManifestError(f"the shard {shard.path} is listed twice", path=path, shard=i)
         seen.add(shard.path)
     manifest = Manifest(
-        format=top.get("format", str),
+        format=_format_name(top),
         compression=compression,
         shards=shards,
         schema=top.get("schema", dict, required=False),
@@ -559,6 +560,15 @@ def _parse(document: Any, path: str | None) -> Manifest:
     if total is not None and total != manifest.records:
         raise top.error(f"says {total} records, but its shards hold {manifest.records}")
     return manifest
+
+
+def _format_name(top: _Fields) -> str:
+    """The manifest's format under its registered name (``"TFRecord"`` is ``"tfrecord"``)."""
+    written: str = top.get("format", str)
+    try:
+        return get_format(written).name
+    except UnknownFormatError as exc:
+        raise top.error(f"{exc}: register the format before reading its dataset") from None
 
 
 def _parse_shard(entry: Any, path: str | None, i: int) -> Shard:
