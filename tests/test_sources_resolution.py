@@ -267,3 +267,30 @@ def test_open_part_recount_counts_a_shard_from_its_own_headers(tmp_path):
         pytest.raises(rk.ManifestError, match="the shard holds 3 records, but the manifest says 2"),
     ):
         len(reader)
+
+
+def test_a_directory_falls_back_to_files_without_a_record_suffix_only_when_it_has_no_record_file(
+    tmp_path,
+):
+    """format= never makes a README or _SUCCESS beside record files of another format a record file."""
+    tfrecords = tmp_path / "tfrecords"
+    tfrecords.mkdir()
+    with rk.open(tfrecords / "a.tfrecord", "w") as writer:
+        writer.write_many(NEW)
+    (tfrecords / "README").write_text("tfrecord files\n")
+    (tfrecords / "_SUCCESS").write_bytes(b"")
+    assert rk.io.expand_sources(tfrecords) == [os.fspath(tfrecords / "a.tfrecord")]
+    with pytest.raises(FileNotFoundError, match="no ffrecord files") as info:
+        rk.open(tfrecords, format="ffrecord")
+    assert info.value.filename == os.fspath(tfrecords)
+    # OneFlow's part-N files have no suffix: they are the fallback, Hadoop's _SUCCESS is left out.
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    for i, record in enumerate(OLD[:2]):
+        with rk.open(parts / f"part-{i}", "w", format="tfrecord") as writer:
+            writer.write(record)
+    (parts / "_SUCCESS").write_bytes(b"")
+    (parts / "features.json").write_text("{}")
+    assert rk.io.expand_sources(parts) == [os.fspath(parts / "part-0"), os.fspath(parts / "part-1")]
+    assert list(rk.open(parts)) == OLD[:2]
+    assert list(rk.open(parts, format="tfrecord")) == OLD[:2]

@@ -64,10 +64,17 @@ def _directory_files(directory: str, fmt: RecordFormat | None) -> list[str]:
     ]
     named = [(path, format_for_path(path)) for path in entries]
     chosen = [path for path, found in named if found and (fmt is None or found[0] is fmt)]
-    if not chosen:
-        # OneFlow's part-0, part-1, ...: no suffix, the format is given or told by the content. JSON
-        # files beside them are metadata (tensorflow-datasets' dataset_info.json, features.json).
-        chosen = [path for path, found in named if found is None and not path.endswith(".json")]
+    if not chosen and not any(found for _, found in named):
+        # OneFlow's part-0, part-1, ...: no record suffix, the format is given or told by the content.
+        # Only where no file has a record suffix at all (a README beside .tfrecord files is no record
+        # file, whatever format= asks for). Names starting with "_" are metadata (Hadoop's _SUCCESS, as
+        # Spark, Ray and Dask list a directory), and so are JSON files (tensorflow-datasets'
+        # dataset_info.json, features.json).
+        chosen = [
+            path
+            for path, _ in named
+            if not os.path.basename(path).startswith("_") and not path.endswith(".json")
+        ]
     if not chosen:
         kind = "record" if fmt is None else fmt.name
         raise _not_found(f"no {kind} files in this directory", directory)
@@ -123,8 +130,9 @@ def expand_sources(
 
         * a file (a path, a :class:`pathlib.Path` or an fsspec URL), returned as it is;
         * a local directory: its files whose suffix names a record format (with ``format``: that format),
-          or, when it has none, its files whose suffix names no format (OneFlow's ``part-0``, ``part-1``,
-          ...), JSON files left out. Hidden files, sidecar ``*.idx`` indexes, manifests and
+          or, when no file there has a record suffix of any format, its other files (OneFlow's ``part-0``,
+          ``part-1``, ...), JSON files and names starting with ``_`` (``_SUCCESS``) left out. Hidden files,
+          sidecar ``*.idx`` indexes, manifests and
           subdirectories are left out, and a link to a file outside the directory is refused
           (:func:`dataset_files`). (:func:`open` reads a directory with a manifest through the
           manifest instead.)
