@@ -233,3 +233,37 @@ def test_cat_reads_several_sources_as_one_list_as_open_does(tmp_path, capsys):
     assert cat.code == 2
     assert "read on its own" in cat.err
     assert not cat.out
+
+
+def test_options_may_come_between_sources(tmp_path, capsys, golden_dir):
+    examples = golden_dir / "tfrecord" / "examples.tfrecord"
+    one = golden_dir / "tfrecord" / "raw.tfrecord"
+    with rk.open(examples) as a, rk.open(one) as b:
+        total = len(a) + len(b)
+    together = run_cli(capsys, "cat", "--raw", examples, one)
+    assert together.code == 0, together.err
+    between = run_cli(capsys, "cat", examples, "--raw", one)
+    assert (between.code, between.out) == (0, together.out)
+    with rk.ShardWriter(f"{tmp_path}/ds/train-{{shard}}.tfrecord", split="train") as writer:
+        writer.write_many(NEW)
+    cat = run_cli(capsys, "cat", tmp_path / "ds", "--raw", "--split", "train")
+    assert (cat.code, _raw_lines(cat.out)) == (0, NEW), cat.err
+    count = run_cli(capsys, "count", examples, "-q", one)
+    assert count.code == 0
+    assert count.out.splitlines()[-1].split() == [str(total), "total"]
+    out = tmp_path / "out.ffr"
+    convert = run_cli(capsys, "convert", examples, "--to", "ffrecord", one, out)
+    assert convert.code == 0, convert.err
+    with rk.open(out) as reader:
+        assert len(reader) == total
+    verify = run_cli(capsys, "verify", examples, "--decode", one)
+    assert verify.code == 0, verify.err
+    assert verify.out.splitlines()[-1] == "2 files: 2 OK, 0 bad"
+
+
+def test_a_split_the_dataset_lacks_is_a_usage_error(tmp_path, capsys):
+    directory = _rewritten(tmp_path / "ds")  # a dataset without splits
+    for command in ("cat", "count", "verify"):
+        result = run_cli(capsys, command, directory, "--split", "train")
+        assert result.code == 2, (command, result.err)
+        assert "no split 'train'" in result.err

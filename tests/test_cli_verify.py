@@ -193,3 +193,65 @@ def test_salvage_only_for_one_damaged_file(capsys, tmp_path, golden_dir):
     assert run_cli(capsys, "verify", bad, "--salvage", out, "--force").code == 1
     with rk.open(out) as reader:
         assert sum(1 for _ in reader) == 59
+
+
+# -- datasets and files together; --decode on a dataset -----------------------------------------------
+
+
+def _dataset_with_a_bad_payload(directory):
+    """Two shards of split ``train``; the last record of the second is not an Example."""
+    with rk.ShardWriter(
+        f"{directory}/train-{{shard:03d}}.tfrecord", max_records=3, split="train"
+    ) as w:
+        for i in range(5):
+            w.write(rk.encode_example({"label": i}))
+        w.write(b"\xff\xfe not an Example")
+    return directory
+
+
+def test_verify_takes_datasets_and_files_together(capsys, tmp_path, golden_dir):
+    directory = _dataset_with_a_bad_payload(tmp_path / "ds")
+    one = golden_dir / "ffrecord" / "one.ffr"
+    bad = golden_dir / "tfrecord" / "corrupt_data_crc.tfrecord"
+    result = run_cli(capsys, "verify", directory, one)
+    assert (result.code, result.err) == (0, "")
+    assert result.out.splitlines() == [
+        f"{directory}/train-000.tfrecord: OK (3 records)",
+        f"{directory}/train-001.tfrecord: OK (3 records)",
+        f"{directory}: 2 shards: 2 OK, 0 bad",
+        f"{one}: OK (1 record)",
+    ]
+    result = run_cli(capsys, "verify", bad, directory, one)
+    assert result.code == 1
+    lines = result.out.splitlines()
+    assert lines[0].startswith(f"{bad}: CORRUPT: record 0 at byte 12: ")
+    assert lines[1:4] == [
+        f"{directory}/train-000.tfrecord: OK (3 records)",
+        f"{directory}/train-001.tfrecord: OK (3 records)",
+        f"{directory}: 2 shards: 2 OK, 0 bad",
+    ]
+    assert lines[4:] == [f"{one}: OK (1 record)", "2 files: 1 OK, 1 bad"]
+
+
+def test_verify_decode_reads_a_datasets_records(capsys, tmp_path):
+    directory = _dataset_with_a_bad_payload(tmp_path / "ds")
+    assert run_cli(capsys, "verify", directory).code == 0  # the framing and the manifest hold
+    for split in ([], ["--split", "train"]):
+        result = run_cli(capsys, "verify", "--decode", directory, *split)
+        assert (result.code, result.err) == (1, "")
+        assert result.out.splitlines() == [
+            f"{directory}/train-000.tfrecord: OK (3 records)",
+            (
+                f"{directory}/train-001.tfrecord: CORRUPT: record 2: malformed tf.train.Example "
+                "(17 bytes): malformed protobuf: invalid wire type 7 [DecodeError]"
+            ),
+            f"{directory}: 2 shards: 1 OK, 1 bad",
+        ]
+
+
+def test_verify_salvage_in_place_refuses_a_file_among_datasets(capsys, tmp_path, golden_dir):
+    directory = _dataset_with_a_bad_payload(tmp_path / "ds")
+    result = run_cli(capsys, "verify", directory, golden_dir / "ffrecord" / "one.ffr", "--salvage")
+    assert result.code == 2
+    assert "every argument must be one" in result.err
+    assert "--decode" not in result.err

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import dataclasses
 import functools
 import itertools
 import json
@@ -60,9 +61,9 @@ from recordkit.cli.payload import (
     record_json,
     record_text,
 )
-from recordkit.datasets import verify_dataset
+from recordkit.datasets import ShardCheck, verify_dataset
 from recordkit.datasets.index import find_index
-from recordkit.io import index_problem, write_index
+from recordkit.io import ResolvedSources, index_problem, write_index
 
 __all__ = ["build_parser"]
 
@@ -265,29 +266,52 @@ _IN_PLACE = True
 """``args.salvage`` when ``--salvage`` is given without OUT: repair a dataset directory in place."""
 
 
-def _verify_datasets(args: argparse.Namespace) -> int:
-    """``verify`` of dataset directories: each shard against the manifest, or ``--salvage`` in place."""
-    if not all(map(is_dataset_directory, args.files)) or args.decode:
-        raise CliError(
-            "a dataset directory (with a manifest or a dataset_info.json) is verified on its own, "
-            "without --decode"
+def _decoded(
+    args: argparse.Namespace, check: ShardCheck, resolved: ResolvedSources, parts: dict[str, int]
+) -> ShardCheck:
+    """``check``, or when its shard matched its entry but a payload does not decode (``--decode``), the
+    check with that damage: the shard's records read as :func:`recordkit.open` reads them."""
+    part = parts.get(os.path.normpath(check.path))
+    if not check.ok or part is None:
+        return check
+    try:
+        _verify_file(args, InputPath(check.path, resolved, part))
+    except (rk.CorruptRecordError, rk.DecodeError) as exc:
+        return dataclasses.replace(check, problem=str(exc), error=exc)
+    return check
+
+
+def _verify_dataset(args: argparse.Namespace, path: str) -> int:
+    """Check every shard of a dataset (or ``--split``'s) against its manifest; with ``--decode``, also
+    decode the records of each shard that matched its entry. Return the exit status."""
+    checks = verify_dataset(path, split=args.split)
+    if args.decode:
+        resolved = resolve_input(
+            path, format=args.format, split=args.split, all_splits=args.split is None
         )
-    if args.salvage is None:
-        for path in args.files:
-            if args.split is not None:
-                # An unknown split is refused as every reading command refuses it (status 2).
-                resolve_input(path, format=args.format, split=args.split)
-        return max(
-            print_checks(path, verify_dataset(path, split=args.split)) for path in args.files
+        parts = {os.path.normpath(file): i for i, file in enumerate(resolved.files)}
+        checks = [_decoded(args, check, resolved, parts) for check in checks]
+    return print_checks(path, checks)
+
+
+def _repair_datasets(args: argparse.Namespace, datasets: list[bool]) -> int:
+    """``verify DIR... --salvage``: repair each dataset directory in place."""
+    if not all(datasets):
+        raise CliError(
+            "--salvage without OUT repairs dataset directories (with a manifest) in place, and "
+            + (
+                "a file is not one: for a file, name where its intact records go: --salvage OUT"
+                if len(datasets) == 1
+                else "every argument must be one; salvage a file on its own: --salvage OUT"
+            )
         )
     if args.split is not None:
         raise CliError(
             "--salvage repairs a whole dataset directory in place: run it without --split"
         )
-    if args.salvage is not _IN_PLACE:
+    if args.decode:
         raise CliError(
-            "a dataset directory is repaired in place: pass --salvage without OUT (each damaged "
-            "shard is salvaged under its own name, the original kept aside)"
+            "--salvage repairs a dataset's framing and manifest: run it without --decode"
         )
     return max(repair_directory(path) for path in args.files)
 
@@ -295,41 +319,57 @@ def _verify_datasets(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     """Read every record of each file, checking every checksum and the structure.
 
-    A dataset directory with a manifest is checked against it instead: every shard's presence, size,
-    SHA-256, record count, checksums and index; a tensorflow-datasets directory against the record counts
-    of its ``dataset_info.json``. Every split is checked, or only ``--split``'s shards. ``--salvage``
-    (without OUT) then repairs a manifest dataset in place.
+    Each argument is checked as it is: a dataset directory with a manifest against it (every shard's
+    presence, size, SHA-256, record count, checksums and index), a tensorflow-datasets directory against
+    the record counts of its ``dataset_info.json``, and any other file, directory or glob by the framing
+    of its files. Every split is checked, or only ``--split``'s shards. ``--decode`` also decodes every
+    payload. ``--salvage`` without OUT repairs manifest datasets in place; with OUT, one damaged file.
     """
-    if any(is_dataset_directory(path) for path in args.files):
-        return _verify_datasets(args)
+    datasets = [is_dataset_directory(path) for path in args.files]
     if args.salvage is _IN_PLACE:
+        return _repair_datasets(args, datasets)
+    if args.salvage is not None and any(datasets):
         raise CliError(
-            "--salvage without OUT repairs a dataset directory (one with a manifest) in place; for a "
-            "file, name where its intact records go: --salvage OUT"
+            "a dataset directory is repaired in place: pass --salvage without OUT (each damaged "
+            "shard is salvaged under its own name, the original kept aside)"
         )
-    paths = expand_inputs(
-        args.files, format=args.format, split=args.split, all_splits=args.split is None
-    )
-    if args.salvage is not None and len(paths) != 1:
+    # Every argument is resolved before any is checked, so a usage error prints nothing else.
+    groups: list[str | list[InputPath]] = []
+    for path, dataset in zip(args.files, datasets, strict=True):
+        if dataset:
+            if args.split is not None:
+                # An unknown split is refused as every reading command refuses it (status 2).
+                resolve_input(path, format=args.format, split=args.split)
+            groups.append(path)
+        else:
+            groups.append(expand_inputs([path], format=args.format, split=args.split))
+    files = [file for group in groups if not isinstance(group, str) for file in group]
+    if args.salvage is not None and len(files) != 1:
         raise CliError("--salvage applies to a single file")
-    results = report_each(
-        paths,
-        functools.partial(_verify_file, args),
-        lambda path, count: f"{path}: OK ({_records_text(count)})",
-        lambda path, exc: print(damage_line(path, exc)),
-    )
-    statuses = [status for status, _ in results]
+    statuses: list[int] = []  # the files'
+    dataset_statuses: list[int] = []
+    for group in groups:
+        if isinstance(group, str):
+            dataset_statuses.append(_verify_dataset(args, group))
+            continue
+        results = report_each(
+            group,
+            functools.partial(_verify_file, args),
+            lambda path, count: f"{path}: OK ({_records_text(count)})",
+            lambda path, exc: print(damage_line(path, exc)),
+        )
+        statuses.extend(status for status, _ in results)
     if args.salvage is not None and statuses[0] == EXIT_CORRUPT:
         from recordkit.recover import salvage
 
         if os.path.exists(args.salvage) and not args.force:
             raise CliError(f"{args.salvage} exists; pass --force to overwrite")
-        summary = salvage(paths[0], args.salvage, format=args.format, warn=False).summary()
+        summary = salvage(files[0], args.salvage, format=args.format, warn=False).summary()
         print(f"  salvaged into {args.salvage}: {summary}")
-    if len(paths) > 1:
+    if len(files) > 1:
         bad = sum(status != EXIT_OK for status in statuses)
-        print(f"{len(paths)} files: {len(paths) - bad} OK, {bad} bad")
-    return max(statuses)
+        print(f"{len(files)} files: {len(files) - bad} OK, {bad} bad")
+    return max(statuses + dataset_statuses)
 
 
 # -- cat -------------------------------------------------------------------------------------------
@@ -510,6 +550,33 @@ def _add_convert(commands: Any) -> None:
     p.add_argument("-f", "--force", action="store_true", help="overwrite existing outputs")
 
 
+class _Parser(argparse.ArgumentParser):
+    """A command's parser: its options may come anywhere among its sources (``cat a --json b``).
+
+    ``parse_known_args`` parses as :meth:`~argparse.ArgumentParser.parse_known_intermixed_args` does:
+    the options first, then the positional arguments that are left, in their order. A parser with
+    subcommands of its own (``manifest``) parses as argparse does, which intermixed parsing cannot.
+    """
+
+    _parsing = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse ``args``, options and positional arguments intermixed."""
+        nested = any(isinstance(action, argparse._SubParsersAction) for action in self._actions)
+        if self._parsing or nested or (args is not None and "--" in args):
+            # parse_known_intermixed_args parses in two passes of the plain parse_known_args; and
+            # after "--" (every argument a source, even one that starts with "-") argparse's plain
+            # parsing is the one that keeps them.
+            return super().parse_known_args(args, namespace)
+        self._parsing = True
+        try:
+            return self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._parsing = False
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``recordkit`` command."""
     parser = argparse.ArgumentParser(
@@ -519,7 +586,9 @@ def build_parser() -> argparse.ArgumentParser:
         "130 interrupted, 141 output pipe closed.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {rk.__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_Parser
+    )
     _add_commands(commands)
     add_manifest_command(commands, _common_options)
     return parser

@@ -101,8 +101,9 @@ def resolve_input(
         )
     except rk.ManifestError as exc:
         whole = find_dataset(path, all_splits=True)
-        if whole is not None and len(whole[1].splits) > 1 and split not in whole[1].splits:
-            # Choosing a split is the user's part, not damage in the data.
+        splits = [] if whole is None else whole[1].splits
+        if whole is not None and split not in splits and (split is not None or len(splits) > 1):
+            # Choosing a split (one the dataset has) is the user's part, not damage in the data.
             raise CliError(describe_error(exc)) from exc
         raise
 

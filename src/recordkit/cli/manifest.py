@@ -111,7 +111,7 @@ def print_checks(directory: str, checks: list[ShardCheck]) -> int:
             print(f"{check.path}: OK ({check.shard.records} records)")
             continue
         bad += 1
-        if isinstance(check.error, rk.CorruptRecordError):
+        if isinstance(check.error, (rk.CorruptRecordError, rk.DecodeError)):
             print(damage_line(check.path, check.error))
         else:
             print(f"{check.path}: CORRUPT: {check.problem}")
