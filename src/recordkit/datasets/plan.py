@@ -31,13 +31,16 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from recordkit.datasets.manifest import shard_path
-from recordkit.formats import format_for_path, get_format
-from recordkit.io import is_url, open_shard, resolve_sources
+from recordkit.errors import UnknownFormatError
+from recordkit.formats import get_format
+from recordkit.io import is_url, open_shard, reading_format, resolve_sources
 from recordkit.io import open as open_records
+from recordkit.io.sources import open_source
 
 if TYPE_CHECKING:
     from recordkit.datasets.manifest import Manifest, Shard
     from recordkit.datasets.tfds import ReadOrder
+    from recordkit.io.reader import RecordReader
 
 __all__ = [
     "DEFAULT_RANGE_RECORDS",
@@ -51,6 +54,7 @@ __all__ = [
     "cut",
     "derive_seed",
     "global_length",
+    "open_range",
     "permutation",
     "plan_global",
     "plan_length",
@@ -465,6 +469,9 @@ class ReadRange:
     directory, shard
         For a shard listed in a manifest: the manifest's directory and the shard's entry, so the reader
         checks its size and uses its index as :func:`recordkit.open` would.
+    file_records
+        How many records the whole file holds, when known (a manifest's count, an FFRecord header's):
+        with it, a part of a file tells its share of the file's bytes (:meth:`share`).
     """
 
     path: str
@@ -474,11 +481,24 @@ class ReadRange:
     compression: str | None = None
     directory: str | None = None
     shard: Shard | None = None
+    file_records: int | None = None
 
     @property
     def records(self) -> int | None:
         """How many records the range holds, when known."""
         return None if self.stop is None else self.stop - self.start
+
+    def share(self) -> float | None:
+        """The fraction of its file's records the range holds (``None``: unknown).
+
+        ``1.0`` for a range that reads its whole file (``start == 0`` and ``stop`` is ``None`` or the
+        file's count); for a part, its record count over :attr:`file_records`.
+        """
+        if self.start == 0 and (self.stop is None or self.stop == self.file_records):
+            return 1.0
+        if self.records is None or not self.file_records:
+            return None
+        return self.records / self.file_records
 
     def absolute(self) -> ReadRange:
         """This range with absolute local paths (URLs are left alone), for workers that run elsewhere.
@@ -528,8 +548,16 @@ def plan_reads(
     Returns
     -------
     list of ReadRange
-        In reading order. Files without a known count (TFRecord or OFRecord without a manifest, compressed
-        files) are one range each: counting them would read them on the machine that plans.
+        In reading order, each with its file's format and compression (found as :func:`recordkit.open`
+        finds them: ``format``, else the suffix, else the content). Files without a known count (TFRecord
+        or OFRecord without a manifest, compressed files) are one range each: counting them would read
+        them on the machine that plans.
+
+    Raises
+    ------
+    UnknownFormatError
+        A file's format cannot be told, or the files mix formats or compressions (one plan reads one
+        kind, as one :func:`recordkit.open` reader does).
     """
     if min_ranges < 1:
         raise ValueError(f"min_ranges must be at least 1, not {min_ranges}")
@@ -539,6 +567,9 @@ def plan_reads(
         whole = _manifest_files(resolved.directory, resolved.manifest)
     else:
         whole = [_described_file(path, format) for path in resolved.files]
+        kinds = [(item.format or "", item.compression or "") for item in whole]
+        if len(set(kinds)) > 1:
+            raise _mixed_formats(resolved.source, kinds)
     known = sum(r.records or 0 for r in whole if _splittable(r))
     size = records_per_range or min(
         DEFAULT_RANGE_RECORDS,
@@ -562,23 +593,59 @@ def _manifest_files(directory: str, manifest: Manifest) -> list[ReadRange]:
             compression=manifest.compression,
             directory=directory,
             shard=shard,
+            file_records=shard.records,
         )
         for shard in manifest.shards
     ]
 
 
+def _mixed_formats(source: str | None, kinds: list[tuple[str, str]]) -> UnknownFormatError:
+    """The error :func:`recordkit.open` raises for files of several formats or compressions."""
+    listed = ", ".join(f"{name} {comp or 'uncompressed'}" for name, comp in sorted(set(kinds)))
+    return UnknownFormatError(
+        f"{source + ': the' if source else 'The'} files mix formats or compressions ({listed}); one "
+        "read plan reads one kind, as one recordkit.open reader does: plan them one by one, or pass "
+        "format= to read a directory's files of one format"
+    )
+
+
 def _described_file(path: str, format: str | None) -> ReadRange:
-    """A whole file; its count is read only from a self-indexed format's header (cheap: no record is read)."""
-    named = format_for_path(path)
-    fmt = get_format(format) if format is not None else (named[0] if named else None)
-    if fmt is None or not fmt.capabilities.self_indexed:
-        return ReadRange(path=path, format=fmt.name if fmt is not None else None)
-    with open_records(path, format=fmt.name) as reader:
-        return ReadRange(path=path, stop=len(reader), format=fmt.name, compression="")
+    """A whole file, with the format and compression :func:`recordkit.open` reads it with.
+
+    Its count is read only from a self-indexed format's header (cheap: no record is read).
+    """
+    opened = open_source(path)
+    try:
+        name, comp = reading_format(opened.source, format=format)
+    finally:
+        opened.close()
+    if comp or not get_format(name).capabilities.self_indexed:
+        return ReadRange(path=path, format=name, compression=comp)
+    with open_records(path, format=name, compression=comp) as reader:
+        count = len(reader)
+    return ReadRange(path=path, stop=count, format=name, compression=comp, file_records=count)
 
 
 def _splittable(item: ReadRange) -> bool:
     return item.stop is not None and not item.compression
+
+
+def open_range(item: ReadRange, *, check_crc: bool = True) -> RecordReader:
+    """Open the file of ``item`` as :func:`read_range` reads it (a manifest's shard with its checks).
+
+    The reader's :attr:`~recordkit.RecordReader.format` is what the file holds, whatever its name says.
+    """
+    if item.shard is not None and item.directory is not None:
+        return open_shard(
+            item.directory,
+            item.shard,
+            format=item.format or "",
+            compression=item.compression or "",
+            check_crc=check_crc,
+        )
+    return open_records(
+        item.path, format=item.format, compression=item.compression, check_crc=check_crc
+    )
 
 
 def read_range(
@@ -587,6 +654,7 @@ def read_range(
     check_crc: bool = True,
     batch: int = 1024,
     batch_bytes: int = 4 << 20,
+    reader: RecordReader | None = None,
 ) -> Iterator[list[bytes]]:
     """Read one range; yield its records in lists of at most ``batch`` records and about ``batch_bytes``.
 
@@ -594,6 +662,9 @@ def read_range(
     of a file is read by index, a few MiB per call. Lists of a few MiB are fastest to fill: larger ones
     hold more freshly allocated memory at once (100 KiB records: 2.3 GB/s in 4 MiB lists, 1.1 GB/s in
     128 MiB lists, on the development machine).
+
+    ``reader`` is the file already opened by :func:`open_range` (e.g. to ask its format first); it is
+    read and left open. Without it, the file is opened and closed here.
 
     Raises
     ------
@@ -604,24 +675,21 @@ def read_range(
     """
     if batch < 1 or batch_bytes < 1:
         raise ValueError("batch and batch_bytes must be at least 1")
-    if item.shard is not None and item.directory is not None:
-        reader = open_shard(
-            item.directory,
-            item.shard,
-            format=item.format or "",
-            compression=item.compression or "",
-            check_crc=check_crc,
-        )
+    if reader is None:
+        with open_range(item, check_crc=check_crc) as opened:
+            yield from _range_chunks(opened, item, batch, batch_bytes)
     else:
-        reader = open_records(
-            item.path, format=item.format, compression=item.compression, check_crc=check_crc
-        )
-    with reader:
-        whole = item.start == 0 and (
-            item.stop is None or not reader.supports_random_access or item.stop == len(reader)
-        )
-        records = iter(reader) if whole else _indexed(reader, item)
-        yield from _chunks(records, batch, batch_bytes)
+        yield from _range_chunks(reader, item, batch, batch_bytes)
+
+
+def _range_chunks(
+    reader: RecordReader, item: ReadRange, batch: int, batch_bytes: int
+) -> Iterator[list[bytes]]:
+    whole = item.start == 0 and (
+        item.stop is None or not reader.supports_random_access or item.stop == len(reader)
+    )
+    records = iter(reader) if whole else _indexed(reader, item)
+    yield from _chunks(records, batch, batch_bytes)
 
 
 _READ_BYTES = 4 << 20

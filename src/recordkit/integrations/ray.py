@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from recordkit.datasets.manifest import Manifest, Shard
-from recordkit.datasets.plan import ReadRange, absolute_path, plan_reads, read_range
+from recordkit.datasets.plan import ReadRange, absolute_path, open_range, plan_reads, read_range
 from recordkit.datasets.shardfile import write_shard
 from recordkit.datasets.tasks import commit_manifest, prepare_output, task_shard_path
 from recordkit.errors import RecordKitError
@@ -131,9 +131,11 @@ class RecordDatasource(Datasource):
         spec, check_crc, column = self._spec, self._check_crc, self._column
 
         def read() -> Iterator[pa.Table]:
-            for batch in _blocks(group, check_crc=check_crc):
+            for payload, batch in _blocks(group, check_crc=check_crc):
                 yield (
-                    _raw_table(batch, column) if spec is None else _parsed_table(batch, spec, group)
+                    _raw_table(batch, column)
+                    if spec is None
+                    else _parsed_table(batch, spec, payload)
                 )
 
         schema = pa.schema([(column, pa.binary())]) if spec is None else None
@@ -170,32 +172,42 @@ def _groups(ranges: list[ReadRange], tasks: int) -> list[list[ReadRange]]:
 
 def _range_bytes(item: ReadRange) -> int | None:
     """The bytes a range occupies in its file: exact for whole files, proportional for parts."""
-    total: int | None
     if item.shard is not None:
-        whole, total = item.shard.size, item.shard.records
+        whole = item.shard.size
     elif is_url(item.path):
         return None
     else:
-        # A part of an FFRecord file without a manifest: the file's count is not kept in the range.
-        whole, total = os.path.getsize(item.path), (item.stop if item.start == 0 else None)
-    if item.records is None or item.records == total:
-        return whole
-    return None if not total else whole * item.records // total
+        whole = os.path.getsize(item.path)
+    share = item.share()
+    return None if share is None else round(whole * share)
 
 
-def _blocks(group: Iterable[ReadRange], *, check_crc: bool) -> Iterator[list[bytes]]:
-    """The records of ``group``, in lists of about ``_BLOCK_BYTES`` (at least one record each)."""
+def _blocks(
+    group: Iterable[ReadRange], *, check_crc: bool
+) -> Iterator[tuple[str | None, list[bytes]]]:
+    """The records of ``group`` in lists of about ``_BLOCK_BYTES`` (at least one record each), with the
+    payload kind of the files they come from (as each opened file says, not its name).
+
+    A list never mixes payload kinds: records of a file of another kind start a new list.
+    """
     pending: list[bytes] = []
     size = 0
+    kind: str | None = None
     for item in group:
-        for batch in read_range(item, check_crc=check_crc, batch=_BATCH):
-            pending.extend(batch)
-            size += sum(map(len, batch))
-            if size >= _BLOCK_BYTES:
-                yield pending
+        with open_range(item, check_crc=check_crc) as reader:
+            payload = get_format(reader.format).payload
+            if pending and payload != kind:
+                yield kind, pending
                 pending, size = [], 0
+            kind = payload
+            for batch in read_range(item, batch=_BATCH, reader=reader):
+                pending.extend(batch)
+                size += sum(map(len, batch))
+                if size >= _BLOCK_BYTES:
+                    yield kind, pending
+                    pending, size = [], 0
     if pending:
-        yield pending
+        yield kind, pending
 
 
 def _binary_array(records: Sequence[bytes]) -> pa.Array:
@@ -234,23 +246,13 @@ def _check_spec(spec: Mapping[str, Spec]) -> None:
             )
 
 
-def _parsed_table(
-    records: list[bytes], spec: Mapping[str, Spec], group: list[ReadRange]
-) -> pa.Table:
-    """Parse ``records`` (Examples, or OFRecords when the files' format holds them) into Arrow columns."""
+def _parsed_table(records: list[bytes], spec: Mapping[str, Spec], payload: str | None) -> pa.Table:
+    """Parse ``records`` into Arrow columns: OFRecords when their files' format holds them, else Examples."""
     from recordkit.decode.parsing import parse_examples, parse_ofrecords
 
-    name = group[0].format or _suffix_format(group[0].path)
-    ofrecord = name is not None and get_format(name).payload == "ofrecord"
-    columns = (parse_ofrecords if ofrecord else parse_examples)(records, spec)
+    parse = parse_ofrecords if payload == "ofrecord" else parse_examples
+    columns = parse(records, spec)
     return pa.table({name: _arrow_column(value) for name, value in columns.items()})
-
-
-def _suffix_format(path: str) -> str | None:
-    from recordkit.formats import format_for_path
-
-    found = format_for_path(path)
-    return found[0].name if found else None
 
 
 def _arrow_column(value: Any) -> pa.Array:
