@@ -730,3 +730,27 @@ def test_the_recordkit_script_starts_through_the_guarded_entry_point():
     pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text("utf-8")
     scripts = pyproject.split("[project.scripts]", 1)[1].split("\n[", 1)[0]
     assert scripts.strip() == 'recordkit = "recordkit.__main__:run"'
+
+
+def test_a_typed_error_ends_with_its_class_in_every_command(capsys, tmp_path):
+    flip = tmp_path / "flip.ofrecord"
+    with rk.open(flip, "w") as writer:
+        writer.write(b"\xff\xfe not an OFRecord")
+    cat = run_cli(capsys, "cat", "--json", "--payload", "ofrecord", flip)
+    assert cat.code == 1
+    assert cat.err.startswith(
+        f"recordkit: error: {flip}: record 0 is not a valid ofrecord payload: "
+    )
+    assert cat.err.endswith(" [DecodeError]\n")
+    verify = run_cli(capsys, "verify", "--decode", "--payload", "ofrecord", flip)
+    assert verify.code == 1
+    assert verify.out.startswith(f"{flip}: CORRUPT: record 0: ")
+    assert verify.out.endswith(" [DecodeError]\n")
+    unknown = run_cli(capsys, "count", "--format", "nope", flip)
+    assert unknown.code == 2
+    assert unknown.err.endswith(" [UnknownFormatError]\n")
+    missing = run_cli(capsys, "count", tmp_path / "missing.tfrecord")  # not recordkit's: no class
+    assert (
+        missing.err
+        == f"recordkit: error: {tmp_path / 'missing.tfrecord'}: No such file or directory\n"
+    )

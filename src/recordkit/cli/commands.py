@@ -406,9 +406,11 @@ def cmd_cat(args: argparse.Namespace) -> int:
                 else:
                     line = record_text(kind or "raw", index, record)
             except rk.DecodeError as exc:
-                raise CliError(
+                # Printed as every command prints a typed error (describe_error), with its class.
+                raise rk.DecodeError(
                     f"{' '.join(args.files)}: record {index} is not a valid {kind} payload: {exc}",
-                    code=EXIT_CORRUPT,
+                    index=index,
+                    feature=exc.feature,
                 ) from exc
             print(line)
     return EXIT_OK

@@ -239,16 +239,20 @@ def damage_line(path: str, exc: rk.CorruptRecordError | rk.DecodeError) -> str:
 
 
 def describe_error(exc: BaseException) -> str:
-    """Return a one-line description of ``exc`` for stderr: what failed, where, and the error class."""
-    if isinstance(exc, (rk.ManifestError, ValueError)) and "split=" in str(exc):
+    """Return a one-line description of ``exc`` for stderr: what failed, where, and for one of
+    recordkit's typed errors (:mod:`recordkit.errors`) its class, ``MESSAGE [ErrorClass]``.
+
+    Every command prints an error that stops it, or a file it could not read, with this line; damage
+    reported in a file's place has the line of :func:`damage_line`, which ends with the class too.
+    """
+    tag = f" [{type(exc).__name__}]" if isinstance(exc, rk.RecordKitError) else ""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, (rk.ManifestError, ValueError)) and "split=" in text:
         # The library's message speaks of the Python argument split=; on the command line it is --split.
-        text = str(exc).replace("with split=", "with --split").replace("split=", "--split=")
-        return f"{text} [{type(exc).__name__}]" if isinstance(exc, rk.ManifestError) else text
-    if isinstance(exc, rk.CorruptRecordError):
-        return f"{exc} [{type(exc).__name__}]"
-    if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
-        return f"{exc.filename}: {exc.strerror}"
-    if isinstance(exc, rk.UnknownFormatError):
+        text = text.replace("with split=", "with --split").replace("split=", "--split=")
+    elif isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
+        text = f"{exc.filename}: {exc.strerror}"
+    elif isinstance(exc, rk.UnknownFormatError):
         # The library's message speaks of the Python argument; on the command line it is an option.
-        return str(exc).replace("pass format=", "pass --format")
-    return str(exc) or type(exc).__name__
+        text = text.replace("pass format=", "pass --format")
+    return text + tag
