@@ -128,12 +128,12 @@ def test_written_shards_read_back_as_the_same_multiset(payloads, written, fmt):
 
 def test_a_large_shard_is_read_as_several_partitions(payloads, written):
     out, _ = written("ffrecord")
-    bag = rkd.read_records(out, records_per_partition=10_000)
+    bag = rkd.read_records(out, records_per_range=10_000)
     assert bag.npartitions == 12
     assert bag.map_partitions(lambda part: [len(part)]).compute() == [10_000, 10_000, 5_000] * 4
     assert counted(bag) == Counter(payloads["ffrecord"])
     # A lone FFRecord file (no manifest) is split by its header's count too.
-    single = rkd.read_records(out / "part-00001.ffr", records_per_partition=7_000)
+    single = rkd.read_records(out / "part-00001.ffr", records_per_range=7_000)
     assert single.map_partitions(lambda part: [len(part)]).compute() == [7_000] * 3 + [4_000]
     first = single.map_partitions(lambda part: [part[0]]).compute()
     assert first == [payloads["ffrecord"][N // 4 + start] for start in range(0, 25_000, 7_000)]
@@ -144,9 +144,9 @@ def test_files_without_a_known_count_are_one_partition_each(client, tmp_path):
     out = tmp_path / "data"
     rkd.write_records(db.from_sequence(records, npartitions=4), out, format="tfrecord")
     # Through the manifest the count is known and the indexed shards are split ...
-    assert rkd.read_records(out, records_per_partition=400).npartitions == 12
-    # ... but plain files found by a glob are read whole, whatever records_per_partition says.
-    bag = rkd.read_records(str(out / "*.tfrecord"), records_per_partition=400)
+    assert rkd.read_records(out, records_per_range=400).npartitions == 12
+    # ... but plain files found by a glob are read whole, whatever records_per_range says.
+    bag = rkd.read_records(str(out / "*.tfrecord"), records_per_range=400)
     assert bag.npartitions == 4
     assert bag.compute() == records
 

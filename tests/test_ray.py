@@ -203,7 +203,7 @@ def test_spec_columns_equal_parse(fmt, tmp_path, examples, ofrecords):
     parse = rk.parse_ofrecords if fmt == "ofrecord" else rk.parse_examples
     out = tmp_path / "out"
     rkray.write_records(_dataset(records), out, format=fmt)
-    read = rkray.read_records(str(out), spec=SPEC, records_per_task=700)
+    read = rkray.read_records(str(out), features=SPEC, records_per_range=700)
     batches = list(read.iter_batches(batch_format="numpy", batch_size=None))
     ours = {name: np.concatenate([b[name] for b in batches]) for name in SPEC}
     parsed = parse(records, SPEC)
@@ -226,7 +226,7 @@ def test_fixed_shapes_are_tensor_columns_and_fixed_size_lists(tmp_path):
         "pair": rk.FixedLen((2,), bytes),
         "id": rk.FixedLen((), np.int64),
     }
-    read = rkray.read_records(str(path), spec=spec)
+    read = rkray.read_records(str(path), features=spec)
     assert str(read.schema().types[1]) == "fixed_size_list<item: binary>[2]"
     batch = read.take_batch(500, batch_format="numpy")
     assert batch["grid"].shape == (500, 2, 3)
@@ -239,7 +239,7 @@ def test_fixed_shapes_are_tensor_columns_and_fixed_size_lists(tmp_path):
 
 def test_sequence_specs_are_refused():
     with pytest.raises(TypeError, match="FixedLenSequence"):
-        rkray.read_records("x.tfrecord", spec={"s": rk.FixedLenSequence((), np.int64)})
+        rkray.read_records("x.tfrecord", features={"s": rk.FixedLenSequence((), np.int64)})
 
 
 def _task_rows(source, parallelism):
@@ -256,7 +256,7 @@ def test_a_large_shard_is_read_by_several_tasks(fmt, tmp_path, examples):
     else:  # a TFRecord shard listed in a manifest with its count
         rkray.write_records(_dataset(records, blocks=1), tmp_path / "one", format=fmt)
         source = str(tmp_path / "one")
-    datasource = rkray.RecordDatasource(source, records_per_task=1_500)
+    datasource = rkray.RecordDatasource(source, records_per_range=1_500)
     assert _task_rows(datasource, 1) == [1_500] * 6 + [1_000]
     assert _task_rows(rkray.RecordDatasource(source), 4) == [2_500] * 4
     # Ray asked for 4 blocks gets 4 read tasks, each one block (records of a few MB fit in one).
@@ -264,7 +264,7 @@ def test_a_large_shard_is_read_by_several_tasks(fmt, tmp_path, examples):
     assert dataset.num_blocks() == 4
     assert "4 tasks executed" in dataset.stats()
     assert _read_bytes(dataset) == collections.Counter(records)
-    assert _read_bytes(rkray.read_records(source, records_per_task=1_500)) == collections.Counter(
+    assert _read_bytes(rkray.read_records(source, records_per_range=1_500)) == collections.Counter(
         records
     )
 
@@ -273,7 +273,7 @@ def test_tfrecord_without_manifest_is_one_task_per_file(tmp_path, examples):
     for i in range(3):
         with rk.open(tmp_path / f"f{i}.tfrecord", "w") as writer:
             writer.write_many(examples[i * 100 : (i + 1) * 100])
-    tasks = rkray.RecordDatasource(str(tmp_path), records_per_task=10).get_read_tasks(8)
+    tasks = rkray.RecordDatasource(str(tmp_path), records_per_range=10).get_read_tasks(8)
     assert [task.metadata.num_rows for task in tasks] == [None] * 3
     assert [task.metadata.size_bytes for task in tasks] == [
         os.path.getsize(tmp_path / f"f{i}.tfrecord") for i in range(3)
@@ -444,7 +444,7 @@ def test_images_are_decoded_into_tensor_columns(tmp_path):
             rk.encode_example({"id": i, "image": _png(p)}) for i, p in enumerate(pixels)
         )
     spec = {"id": rk.FixedLen((), np.int64), "image": rk.Image()}
-    read = rkray.read_records(str(path), spec=spec, records_per_task=3)
+    read = rkray.read_records(str(path), features=spec, records_per_range=3)
     assert "VariableShapedTensor" in str(read.schema().types[1])
     rows = sorted(read.take_all(), key=lambda row: row["id"])
     assert [row["id"] for row in rows] == list(range(len(pixels)))
@@ -460,7 +460,9 @@ def test_images_are_decoded_into_tensor_columns(tmp_path):
         np.testing.assert_array_equal(image, want)
 
     gray = rkray.read_records(
-        str(path), spec={"image": rk.Image(size=(8, 8), color_space="GRAY")}, records_per_task=3
+        str(path),
+        features={"image": rk.Image(size=(8, 8), color_space="GRAY")},
+        records_per_range=3,
     )
     images = gray.take_batch(len(pixels), batch_format="numpy")["image"]
     assert images.shape == (len(pixels), 8, 8, 1)

@@ -120,7 +120,9 @@ def _contenders(
         },
         "read": {
             "recordkit": lambda: _consume(rkray.read_records(files, **blocks)),
-            "recordkit spec=": lambda: _consume(rkray.read_records(files, spec=spec, **blocks)),
+            "recordkit features=": lambda: _consume(
+                rkray.read_records(files, features=spec, **blocks)
+            ),
             "ray read_tfrecords": lambda: _consume(ray.data.read_tfrecords(files, **blocks)),
             "floor: ray read_binary_files": floor,
         },

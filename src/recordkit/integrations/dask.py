@@ -40,19 +40,19 @@ __all__ = ["read_records", "write_records"]
 
 
 def read_records(
-    paths: Any,
+    sources: Any,
     *,
     format: str | None = None,
     split: str | None = None,
     check_crc: bool = True,
-    records_per_partition: int | None = None,
+    records_per_range: int | None = None,
     decode: Callable[[bytes], Any] | None = None,
 ) -> dask.bag.Bag:
     """Read record files as a bag: one partition per file, or per range of a large random-access shard.
 
     Parameters
     ----------
-    paths
+    sources
         What :func:`recordkit.open` accepts: files, directories, glob patterns, fsspec URLs, a dataset
         directory with a manifest, or a list of them. The workers must be able to open the same paths; a
         relative local path is relative to the calling process's working directory.
@@ -62,9 +62,10 @@ def read_records(
         The split of a dataset directory whose manifest has several.
     check_crc
         Verify each record's checksum while reading.
-    records_per_partition
+    records_per_range
         Split each random-access shard whose count is known (a manifest's shards, FFRecord files) into
-        partitions of at most this many records. Default: 100,000. TFRecord and OFRecord files without a
+        read ranges of at most this many records (as :func:`recordkit.datasets.plan_reads` does), each
+        range one partition. Default: 100,000. TFRecord and OFRecord files without a
         manifest, and compressed files, are one partition each: their count is only known by reading them.
     decode
         A function applied to each record (``bytes``) on the worker, e.g. :func:`recordkit.decode_example`.
@@ -82,7 +83,7 @@ def read_records(
     Listing the files, reading the manifest and reading FFRecord headers (to count their records) happen
     on the calling machine, when the bag is made; no record is read there.
     """
-    planned = plan_reads(paths, format=format, split=split, records_per_range=records_per_partition)
+    planned = plan_reads(sources, format=format, split=split, records_per_range=records_per_range)
     ranges = [item.absolute() for item in planned]
     if not ranges:
         return dask.bag.from_sequence([], npartitions=1)

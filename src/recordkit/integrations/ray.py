@@ -65,35 +65,35 @@ class RecordDatasource(Datasource):
 
     def __init__(
         self,
-        paths: Any,
+        sources: Any,
         *,
         format: str | None = None,
         split: str | None = None,
-        spec: Mapping[str, Spec] | None = None,
+        features: Mapping[str, Spec] | None = None,
         check_crc: bool = True,
-        records_per_task: int | None = None,
+        records_per_range: int | None = None,
         column: str = COLUMN,
     ) -> None:
-        self._paths = paths
+        self._sources = sources
         self._format = format
         self._split = split
-        self._spec = dict(spec) if spec is not None else None
-        if self._spec is not None:
-            _check_spec(self._spec)
+        self._features = dict(features) if features is not None else None
+        if self._features is not None:
+            _check_features(self._features)
         self._check_crc = check_crc
-        self._records_per_task = records_per_task
+        self._records_per_range = records_per_range
         self._column = column
         self._plans: dict[int, list[ReadRange]] = {}
 
     def _plan(self, min_ranges: int = 1) -> list[ReadRange]:
-        if self._records_per_task is not None:
+        if self._records_per_range is not None:
             min_ranges = 1
         if min_ranges not in self._plans:
             planned = plan_reads(
-                self._paths,
+                self._sources,
                 format=self._format,
                 split=self._split,
-                records_per_range=self._records_per_task,
+                records_per_range=self._records_per_range,
                 min_ranges=min_ranges,
             )
             self._plans[min_ranges] = [item.absolute() for item in planned]
@@ -114,31 +114,31 @@ class RecordDatasource(Datasource):
         per_task_row_limit: int | None = None,
         data_context: Any = None,
     ) -> list[ReadTask]:
-        """Cut the sources into at most ``parallelism`` read tasks (more when ``records_per_task`` asks).
+        """Cut the sources into at most ``parallelism`` read tasks (more when ``records_per_range`` asks).
 
-        With ``records_per_task``, each planned range is a task. Otherwise random-access shards are cut so
+        With ``records_per_range``, each planned range is a task. Otherwise random-access shards are cut so
         that there are about ``parallelism`` ranges, and consecutive ranges are grouped into that many
         tasks.
         """
         ranges = self._plan(max(1, parallelism))
-        if self._records_per_task is not None:
+        if self._records_per_range is not None:
             groups = [[item] for item in ranges]
         else:
             groups = _groups(ranges, max(1, parallelism))
         return [self._task(group, per_task_row_limit) for group in groups]
 
     def _task(self, group: list[ReadRange], limit: int | None) -> ReadTask:
-        spec, check_crc, column = self._spec, self._check_crc, self._column
+        features, check_crc, column = self._features, self._check_crc, self._column
 
         def read() -> Iterator[pa.Table]:
             for payload, batch in _blocks(group, check_crc=check_crc):
                 yield (
                     _raw_table(batch, column)
-                    if spec is None
-                    else _parsed_table(batch, spec, payload)
+                    if features is None
+                    else _parsed_table(batch, features, payload)
                 )
 
-        schema = pa.schema([(column, pa.binary())]) if spec is None else None
+        schema = pa.schema([(column, pa.binary())]) if features is None else None
         return _read_task(read, group, schema, limit)
 
 
@@ -228,11 +228,11 @@ def _raw_table(records: Sequence[bytes], column: str) -> pa.Table:
 # -- parsed columns ------------------------------------------------------------------------------------
 
 
-def _check_spec(spec: Mapping[str, Spec]) -> None:
+def _check_features(features: Mapping[str, Spec]) -> None:
     from recordkit.decode.images import Image
     from recordkit.decode.specs import FixedLen, FixedLenSequence, VarLen
 
-    for name, feature in spec.items():
+    for name, feature in features.items():
         if isinstance(feature, FixedLenSequence):
             raise TypeError(
                 f"feature {name!r}: read_records does not take FixedLenSequence specs: each block would "
@@ -246,12 +246,14 @@ def _check_spec(spec: Mapping[str, Spec]) -> None:
             )
 
 
-def _parsed_table(records: list[bytes], spec: Mapping[str, Spec], payload: str | None) -> pa.Table:
+def _parsed_table(
+    records: list[bytes], features: Mapping[str, Spec], payload: str | None
+) -> pa.Table:
     """Parse ``records`` into Arrow columns: OFRecords when their files' format holds them, else Examples."""
     from recordkit.decode.parsing import parse_examples, parse_ofrecords
 
     parse = parse_ofrecords if payload == "ofrecord" else parse_examples
-    columns = parse(records, spec)
+    columns = parse(records, features)
     return pa.table({name: _arrow_column(value) for name, value in columns.items()})
 
 
@@ -407,13 +409,13 @@ def _encoder(encode: Callable[[dict[str, Any]], Any] | str | None) -> Callable[.
 
 
 def read_records(
-    paths: Any,
+    sources: Any,
     *,
     format: str | None = None,
     split: str | None = None,
-    spec: Mapping[str, Spec] | None = None,
+    features: Mapping[str, Spec] | None = None,
     check_crc: bool = True,
-    records_per_task: int | None = None,
+    records_per_range: int | None = None,
     override_num_blocks: int | None = None,
     column: str = COLUMN,
     **ray_options: Any,
@@ -422,7 +424,7 @@ def read_records(
 
     Parameters
     ----------
-    paths
+    sources
         What :func:`recordkit.open` accepts: files, directories, globs, fsspec URLs, a dataset directory
         with a manifest (or a tensorflow-datasets directory), or a list. Files are read on the Ray
         workers, which must be able to open them.
@@ -430,21 +432,23 @@ def read_records(
         ``"tfrecord"``, ``"ofrecord"`` or ``"ffrecord"``, when suffixes and content do not tell.
     split
         A dataset directory's split.
-    spec
-        Without it, each row holds one record, as ``bytes``, in the column ``column``. With it (feature
-        name -> :class:`~recordkit.FixedLen`, :class:`~recordkit.VarLen` or :class:`~recordkit.Image`),
-        records are parsed per batch with :func:`recordkit.parse_examples`
-        (:func:`recordkit.parse_ofrecords` for OFRecord files) into one column per feature: scalars as
-        plain columns, fixed shapes as Ray tensor columns, ``bytes`` and ``str`` of a fixed shape as
-        fixed-size lists, VarLen features as Arrow lists (Ray's numpy batches show them as object arrays
-        of 1-D arrays). Images are decoded on the workers into ``uint8`` arrays: with ``size``, a Ray
-        tensor column of shape ``(height, width, channels)``; without, a Ray tensor column of variable
-        shape, each row its image's own ``(H, W, channels)``. ``FixedLenSequence`` raises ``TypeError``.
+    features
+        The feature spec (feature name -> :class:`~recordkit.FixedLen`, :class:`~recordkit.VarLen` or
+        :class:`~recordkit.Image`), named as in :func:`recordkit.parse_examples`. Without it, each row
+        holds one record, as ``bytes``, in the column ``column``. With it, records are parsed per batch
+        with :func:`recordkit.parse_examples` (:func:`recordkit.parse_ofrecords` for files the workers
+        find to be OFRecord files) into one column per feature: scalars as plain columns, fixed shapes as
+        Ray tensor columns, ``bytes`` and ``str`` of a fixed shape as fixed-size lists, VarLen features
+        as Arrow lists (Ray's numpy batches show them as object arrays of 1-D arrays). Images are decoded
+        on the workers into ``uint8`` arrays: with ``size``, a Ray tensor column of shape ``(height,
+        width, channels)``; without, a Ray tensor column of variable shape, each row its image's own
+        ``(H, W, channels)``. ``FixedLenSequence`` raises ``TypeError``.
     check_crc
         Verify every record's checksum.
-    records_per_task
-        Cut random-access shards (FFRecord files, and shards listed in a manifest) into read tasks of at
-        most this many records, one task each. Default: about as many tasks as Ray's read parallelism.
+    records_per_range
+        Cut random-access shards (FFRecord files, and shards listed in a manifest) into read ranges of at
+        most this many records (as :func:`recordkit.datasets.plan_reads` does), each range one read task.
+        Default: about as many tasks as Ray's read parallelism.
     override_num_blocks
         Ray's read parallelism (the number of read tasks wanted), as for Ray's own readers.
     column
@@ -462,15 +466,16 @@ def read_records(
     ManifestError
         The dataset's manifest is unreadable, or names another format (raised while planning, here).
     UnknownFormatError
-        A file's format cannot be told.
+        A file's format cannot be told, or the files mix formats or compressions (as for
+        :func:`recordkit.open`).
     """
     source = RecordDatasource(
-        paths,
+        sources,
         format=format,
         split=split,
-        spec=spec,
+        features=features,
         check_crc=check_crc,
-        records_per_task=records_per_task,
+        records_per_range=records_per_range,
         column=column,
     )
     dataset: ray.data.Dataset = read_datasource(
