@@ -475,6 +475,8 @@ DOC_PAGES = {
     "docs/datasets.md": DocPage(needs={6: ("tensorflow",)}, check=_check_datasets),
     "docs/errors.md": DocPage(),
     "docs/formats/ffrecord.md": DocPage(files=_ffrecord_files),
+    # The plugin module, its use, and its conformance suite (which needs pytest), as one script.
+    "docs/formats/plugins.md": DocPage(needs={2: ("pytest",)}),
     "docs/formats/tfds.md": DocPage(needs={2: ("tensorflow_datasets",)}),
     "docs/images.md": DocPage(files=_jpeg_files, needs={0: ("PIL",), 1: ("PIL",)}),
     "docs/index.md": DocPage(files=_example_files),

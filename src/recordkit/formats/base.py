@@ -43,7 +43,6 @@ Frame writers buffer frames and write them in large chunks; :meth:`FrameWriter.c
 
 from __future__ import annotations
 
-import functools
 import io
 import itertools
 import os
@@ -57,6 +56,7 @@ from dataclasses import dataclass
 from typing import IO, Any, ClassVar, Protocol, TypeAlias
 
 from recordkit.errors import NoLengthError, TruncatedRecordError, UnsupportedOperationError
+from recordkit.formats._counting import CountsRecords
 from recordkit.formats.compression import NAMES as COMPRESSION_NAMES
 from recordkit.formats.resync import Resync, Skip
 from recordkit.support.heap import keep_freed_memory
@@ -595,54 +595,12 @@ class IndexedFrameReader(FrameReader):
         return data
 
 
-def _counting_write(write: Callable[[Any, bytes], None]) -> Callable[[Any, bytes], None]:
-    """``write`` of a :class:`FrameWriter` subclass, counting the record once it was accepted."""
-
-    @functools.wraps(write)
-    def counted(self: FrameWriter, data: bytes) -> None:
-        if self._writing:  # called by the writer's own write_many (or write): the outer call counts
-            write(self, data)
-            return
-        self._writing = True
-        try:
-            write(self, data)
-        finally:
-            self._writing = False
-        self._count += 1
-
-    counted._counts_records = True  # type: ignore[attr-defined]
-    return counted
-
-
-def _counting_write_many(
-    write_many: Callable[[Any, Iterable[bytes]], int],
-) -> Callable[[Any, Iterable[bytes]], int]:
-    """``write_many`` of a :class:`FrameWriter` subclass, counting the records it says it wrote."""
-
-    @functools.wraps(write_many)
-    def counted(self: FrameWriter, records: Iterable[bytes]) -> int:
-        if self._writing:
-            return write_many(self, records)
-        self._writing = True
-        try:
-            written = write_many(self, records)
-        finally:
-            self._writing = False
-        self._count += written
-        return written
-
-    counted._counts_records = True  # type: ignore[attr-defined]
-    return counted
-
-
-class FrameWriter(ABC):
+class FrameWriter(CountsRecords, ABC):
     """Writes records to one binary file object (which it never closes).
 
     Subclasses implement :meth:`write`, :meth:`flush` and :meth:`close`, and may override
-    :meth:`write_many` and :meth:`abort`. The record count (:attr:`count`) is kept by this class, not by
-    subclasses: each ``write`` and ``write_many`` a subclass defines is wrapped when the class is created,
-    so that a record is counted once it was accepted (a ``write`` that raises counts nothing; a
-    ``write_many`` counts the number it returns), once, however the two call each other.
+    :meth:`write_many` and :meth:`abort`. They never count records: :attr:`count` is kept by the base class
+    (a ``write`` that raises counts nothing; a ``write_many`` counts the number it returns).
 
     Parameters
     ----------
@@ -651,30 +609,10 @@ class FrameWriter(ABC):
     """
 
     BUFFER_SIZE: ClassVar[int] = 1 << 20
-    _count: int = 0
-    _writing: bool = False
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "count" in cls.__dict__:
-            raise TypeError(
-                f"{cls.__name__} defines count, which FrameWriter keeps itself: remove it"
-            )
-        write = cls.__dict__.get("write")
-        if callable(write) and not getattr(write, "_counts_records", False):
-            setattr(cls, "write", _counting_write(write))  # noqa: B010 - mypy refuses a method assignment
-        write_many = cls.__dict__.get("write_many")
-        if callable(write_many) and not getattr(write_many, "_counts_records", False):
-            setattr(cls, "write_many", _counting_write_many(write_many))  # noqa: B010
 
     def __init__(self, fileobj: IO[bytes]) -> None:
         self.fileobj = fileobj
         self._count = 0
-
-    @property
-    def count(self) -> int:
-        """The number of records written so far (kept by this class; subclasses cannot set it)."""
-        return self._count
 
     @abstractmethod
     def write(self, data: bytes) -> None:
@@ -697,7 +635,7 @@ class FrameWriter(ABC):
     def close(self) -> None:
         """Finish the file (write what is buffered, trailers, headers). Idempotence is the caller's job."""
 
-    def abort(self) -> None:  # noqa: B027 - most writers have nothing to discard
+    def abort(self) -> None:
         """Discard buffered data and temporary resources after a failure."""
 
 
@@ -748,9 +686,10 @@ class RecordFormat(ABC):
         ``tf.train.Example``; ``"ofrecord"``: OneFlow's ``OFRecord``), or ``None`` for any bytes.
         ``recordkit convert`` converts payloads to it, and record batches are parsed as it.
     shard_pattern
-        The name ``recordkit convert`` gives the shards it writes into a directory: ``{index}`` counts from
-        0, ``{count}`` is the number of shards. Default: ``part-{index:05d}-of-{count:05d}`` and the first
-        extension (TensorFlow's naming).
+        The name ``recordkit convert`` gives the shards it writes into a directory, with
+        :class:`~recordkit.datasets.ShardWriter`'s fields: ``{shard}`` counts from 0, ``{num_shards}`` is
+        the number of shards. Default: ``part-{shard:05d}-of-{num_shards:05d}`` and the first extension
+        (TensorFlow's naming).
     sniff_priority
         Sniffers are tried from the highest priority down: a format whose sniffer verifies a checksum (few
         false positives) ranks above one that only guesses from the structure.
@@ -768,7 +707,7 @@ class RecordFormat(ABC):
         super().__init_subclass__(**kwargs)
         if not cls.shard_pattern:
             suffix = cls.extensions[0] if cls.extensions else ""
-            cls.shard_pattern = "part-{index:05d}-of-{count:05d}" + suffix
+            cls.shard_pattern = "part-{shard:05d}-of-{num_shards:05d}" + suffix
 
     def resync(self, buffer: Any, size: int) -> Resync | None:
         """Return how :meth:`salvage` finds intact frames in ``buffer`` after damage (``None``: it cannot)."""

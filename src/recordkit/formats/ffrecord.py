@@ -526,7 +526,7 @@ class FFRecordFormat(RecordFormat):
         random_access=True, checksums=True, empty_records=True, self_indexed=True
     )
     overhead: ClassVar[int] = 12
-    shard_pattern: ClassVar[str] = "PART_{index:05d}.ffr"
+    shard_pattern: ClassVar[str] = "PART_{shard:05d}.ffr"
     sniff_priority: ClassVar[int] = 20
 
     def salvage(self, buffer: Any, size: int, skip: Skip) -> Iterator[bytes]:

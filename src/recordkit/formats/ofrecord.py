@@ -203,7 +203,7 @@ class OFRecordFormat(RecordFormat):
     capabilities: ClassVar[Capabilities] = Capabilities(random_access=True, sidecar_index=True)
     overhead: ClassVar[int] = 8
     payload: ClassVar[str | None] = "ofrecord"
-    shard_pattern: ClassVar[str] = "part-{index}"
+    shard_pattern: ClassVar[str] = "part-{shard}"
     sniff_priority: ClassVar[int] = 10
 
     def sniff(self, head: bytes, size: int | None) -> bool | int:
