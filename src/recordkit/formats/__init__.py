@@ -2,9 +2,7 @@
 
 Each format is a :class:`~recordkit.formats.base.RecordFormat` subclass registered here by name. The
 built-in formats are registered at the bottom of this module, one explicit line each; a third-party format
-is added with :func:`register_format`, or found through the ``recordkit.formats`` entry-point group of the
-installed distributions (see :data:`ENTRY_POINT_GROUP`), loaded the first time a name, a suffix or a file's
-head matches no registered format, and by :func:`available_formats`.
+is added with :func:`register_format`.
 
 Examples
 --------
@@ -20,28 +18,19 @@ Examples
 from __future__ import annotations
 
 import re
-import threading
-import types
-import warnings
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from recordkit.errors import RecordKitWarning, UnknownFormatError
-from recordkit.formats import _crc
+from recordkit.errors import UnknownFormatError
 from recordkit.formats.base import RecordFormat
 from recordkit.formats.compression import SUFFIXES
 from recordkit.formats.ffrecord import FFRecordFormat
 from recordkit.formats.ofrecord import OFRecordFormat
 from recordkit.formats.tfrecord import TFRecordFormat
-from recordkit.support.caller import user_stacklevel
-
-if TYPE_CHECKING:
-    from importlib.metadata import EntryPoint
 
 __all__ = [
-    "ENTRY_POINT_GROUP",
+    "SNIFF_LIMIT",
     "RecordFormat",
     "available_formats",
-    "checksum_backends",
     "detect_format",
     "format_for_path",
     "get_format",
@@ -51,62 +40,8 @@ __all__ = [
 
 _REGISTRY: dict[str, RecordFormat] = {}
 
-ENTRY_POINT_GROUP = "recordkit.formats"
-"""The entry-point group through which installed distributions add formats.
-
-Each entry point names a :class:`~recordkit.formats.base.RecordFormat` subclass or instance
-(``"lrec = lrec_plugin:LRecFormat"``), or a module that registers its formats when imported
-(``"lrec = lrec_plugin"``). They are loaded once, the first time a format name, a file suffix or a file's
-first bytes match no registered format, or :func:`available_formats` is called. A plugin that fails to load
-gives a :class:`~recordkit.errors.RecordKitWarning` naming it, never an error."""
-
-_plugins_loaded = False
-_plugins_lock = threading.RLock()
-
-
-def _load_plugins() -> bool:
-    """Load the formats of the ``recordkit.formats`` entry points, once; return whether any was added."""
-    global _plugins_loaded
-    with _plugins_lock:
-        if _plugins_loaded:
-            return False
-        _plugins_loaded = True
-        from importlib.metadata import entry_points
-
-        before = set(_REGISTRY)
-        for entry in entry_points(group=ENTRY_POINT_GROUP):
-            _load_entry(entry)
-        return set(_REGISTRY) != before
-
-
-def _load_entry(entry: EntryPoint) -> None:
-    """Register the format(s) of one entry point; a broken one gives a warning naming it."""
-    try:
-        _register_entry(entry.load())
-    except Exception as exc:  # noqa: BLE001 - a broken plugin must never break recordkit
-        warnings.warn(
-            f"the recordkit format plugin {entry.name!r} ({entry.value}) could not be loaded and is "
-            f"ignored: {type(exc).__name__}: {exc}",
-            RecordKitWarning,
-            stacklevel=user_stacklevel(),
-        )
-
-
-def _register_entry(loaded: object) -> None:
-    """Register what an entry point names: a format class or instance (a module registered itself)."""
-    if isinstance(loaded, types.ModuleType):
-        return
-    fmt = loaded() if isinstance(loaded, type) and issubclass(loaded, RecordFormat) else loaded
-    if not isinstance(fmt, RecordFormat):
-        raise TypeError(
-            f"expected a RecordFormat subclass or instance, or a module, not {type(loaded).__name__}"
-        )
-    name = fmt.name.lower()
-    present = _REGISTRY.get(name)
-    if present is None:
-        _REGISTRY[name] = fmt
-    elif type(present) is not type(fmt):
-        raise ValueError(f"a format named {name!r} is already registered")
+SNIFF_LIMIT = 1 << 26
+"""The most bytes a sniffer may ask :func:`detect_format` for (64 MiB)."""
 
 
 def register_format(cls: type[RecordFormat], *, replace: bool = False) -> type[RecordFormat]:
@@ -140,8 +75,6 @@ def get_format(name: str) -> RecordFormat:
         If no format has that name; the message lists the available ones.
     """
     found = _REGISTRY.get(str(name).lower())
-    if found is None and _load_plugins():
-        found = _REGISTRY.get(str(name).lower())
     if found is None:
         raise UnknownFormatError(
             f"unknown record format {name!r}; available formats: {', '.join(available_formats())}",
@@ -151,25 +84,8 @@ def get_format(name: str) -> RecordFormat:
 
 
 def available_formats() -> list[str]:
-    """Return the names of the registered formats (the entry points' loaded first), sorted."""
-    _load_plugins()
+    """Return the names of the registered formats, sorted."""
     return sorted(_REGISTRY)
-
-
-def checksum_backends() -> dict[str, str]:
-    """Return the checksum implementations in use, by checksum.
-
-    ``"crc32c"`` (TFRecord's) is ``"google-crc32c"`` (fast, ``pip install recordkit[fast]``),
-    ``"crcmod-c"`` or ``"crcmod-python"`` (correct but a few MB/s; a
-    :class:`~recordkit.errors.SlowCRCWarning` says so once); ``"crc32"`` (FFRecord's) is ``"isal"`` or
-    ``"zlib"``.
-
-    Examples
-    --------
-    >>> sorted(checksum_backends())
-    ['crc32', 'crc32c']
-    """
-    return {"crc32c": _crc.CRC32C_BACKEND, "crc32": _crc.CRC32_BACKEND}
 
 
 def suffix_compression(path: str) -> str | None:
@@ -211,21 +127,29 @@ def format_for_path(path: str) -> tuple[RecordFormat, str | None] | None:
     compression = suffix_compression(lowered)
     if compression is not None:
         lowered = lowered[: lowered.rindex(".")]
-    while True:
-        for fmt in _REGISTRY.values():
-            if lowered.endswith(fmt.extensions) and (
-                compression is None or compression in fmt.capabilities.compression
-            ):
-                return fmt, compression
-        if not _load_plugins():
-            return None
+    for fmt in _REGISTRY.values():
+        if lowered.endswith(fmt.extensions) and (
+            compression is None or compression in fmt.capabilities.compression
+        ):
+            return fmt, compression
+    return None
 
 
-def detect_format(head: bytes, size: int | None = None) -> str | None:
+def detect_format(
+    head: bytes,
+    size: int | None = None,
+    *,
+    more: Callable[[int], bytes] | None = None,
+    limit: int = SNIFF_LIMIT,
+) -> str | None:
     """Return the name of the format whose sniffer recognises ``head``, or ``None``.
 
     Sniffers are tried by :attr:`~recordkit.formats.base.RecordFormat.sniff_priority`, highest first
-    (formats of equal priority in the order they were registered).
+    (formats of equal priority in the order they were registered). A sniffer that answers with a number
+    of bytes instead of ``True`` or ``False`` (an FFRecord header longer than ``head``) is asked again,
+    once, with that many bytes from ``more``, when no sniffer recognised ``head`` itself: those second
+    tries are made in the same order. This is the one detection order of recordkit (``recordkit.open``
+    sniffs a file without a known suffix with it).
 
     Parameters
     ----------
@@ -234,12 +158,24 @@ def detect_format(head: bytes, size: int | None = None) -> str | None:
         whole header to be recognised).
     size
         The file size, when known; sniffers use it to reject lengths that do not fit.
+    more
+        ``more(n)`` returns the first ``n`` bytes of the file (fewer at its end); without it, a sniffer
+        that needs more than ``head`` does not recognise the file.
+    limit
+        The most bytes a sniffer may ask ``more`` for (:data:`SNIFF_LIMIT`, 64 MiB).
     """
-    for name, fmt in sorted(_REGISTRY.items(), key=lambda item: -item[1].sniff_priority):
-        if fmt.sniff(head, size) is True:
+    ordered = sorted(_REGISTRY.items(), key=lambda item: -item[1].sniff_priority)
+    wanting: list[tuple[str, RecordFormat, int]] = []
+    for name, fmt in ordered:
+        verdict = fmt.sniff(head, size)
+        if verdict is True:
             return name
-    # A format of an installed plugin may recognise it (the entry points are loaded once).
-    return detect_format(head, size) if _load_plugins() else None
+        if verdict is not False and more is not None and len(head) < verdict <= limit:
+            wanting.append((name, fmt, int(verdict)))
+    for name, fmt, wanted in wanting:
+        if more is not None and fmt.sniff(more(wanted), size) is True:
+            return name
+    return None
 
 
 register_format(TFRecordFormat)

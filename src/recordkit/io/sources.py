@@ -27,7 +27,6 @@ from recordkit.formats.base import RecordFormat, Source, normalize_compression
 from recordkit.io.mapped import MappedFile
 
 __all__ = [
-    "SNIFF_LIMIT",
     "SNIFF_SIZE",
     "Opened",
     "check_compression",
@@ -37,9 +36,8 @@ __all__ = [
 ]
 
 SNIFF_SIZE = 1 << 16
-"""How many leading bytes are read to recognise a file's format (more for a large FFRecord header)."""
-SNIFF_LIMIT = 1 << 26
-"""The most a sniffer may ask for (64 MiB)."""
+"""How many leading bytes are read to recognise a file's format (more for a large FFRecord header, up to
+:data:`recordkit.formats.SNIFF_LIMIT`)."""
 
 
 def is_url(path: str) -> bool:
@@ -174,20 +172,9 @@ def _head(source: Source, n: int) -> bytes:
 
 
 def _sniff(source: Source) -> RecordFormat:
-    size = source.size
-    head = _head(source, SNIFF_SIZE)
-    name = detect_format(head, size)
-    if name is None and source.random_access:
-        # A sniffer may need more bytes (an FFRecord header); give each one what it asks for, once.
-        for candidate in available_formats():
-            fmt = get_format(candidate)
-            wanted = fmt.sniff(head, size)
-            needs_more = (
-                wanted is not True and wanted is not False and len(head) < wanted <= SNIFF_LIMIT
-            )
-            if needs_more and fmt.sniff(_head(source, int(wanted)), size) is True:
-                name = candidate
-                break
+    """The format ``source``'s first bytes show (:func:`~recordkit.formats.detect_format`'s order)."""
+    more = (lambda n: _head(source, n)) if source.random_access else None
+    name = detect_format(_head(source, SNIFF_SIZE), source.size, more=more)
     if name is None:
         where = source.path or "the file object"
         raise UnknownFormatError(
