@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from _data_files import make_files
 
+import recordkit as rk
 from recordkit.data import Dataset
 
 torch = pytest.importorskip("torch")
@@ -218,6 +219,31 @@ def test_map_dataset_reads_a_batch_of_indices(ffr_files):
     assert custom[[2, 9]] == [(2, len(records[2]), records[2]), (9, len(records[9]), records[9])]
     joined = MapDataset(paths, process=lambda idx, data: b"|".join(data))
     assert joined[[0, 1]] == records[0] + b"|" + records[1]
+
+
+def test_map_dataset_takes_slices_and_negative_indexes_as_open_does(tmp_path):
+    paths, records = make_files(tmp_path, [5, 0, 8, 3], [".ffr"])
+    ds = MapDataset(paths)
+    with rk.open(paths) as reader:  # the oracle: what recordkit.open's reader returns
+        for key in (slice(2, 9), slice(None, None, -3), slice(-4, None), slice(5, 2), slice(None)):
+            assert ds[key] == reader[key]
+        assert ds[-1] == reader[-1]
+    seen = []
+
+    def record_indices(indices, data):
+        seen.append(list(indices))
+        return data
+
+    spy = MapDataset(paths, process=record_indices)
+    n = len(records)
+    assert spy[-1] == records[-1]
+    assert spy[[-2, 0]] == [records[-2], records[0]]
+    assert spy[n - 3 :] == records[n - 3 :]
+    assert seen == [[n - 1], [n - 2, 0], [n - 3, n - 2, n - 1]]
+    with pytest.raises(IndexError):
+        spy[-n - 1]
+    with pytest.raises(IndexError):
+        spy[[n]]
 
 
 def test_map_dataset_refuses_sequential_files(tmp_path):

@@ -19,6 +19,7 @@ used: both the ``fork`` and the ``spawn`` start methods work.
 from __future__ import annotations
 
 import functools
+import operator
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -245,6 +246,15 @@ def torch_dataset(dataset: Dataset) -> RecordIterable:
     return RecordIterable(dataset)
 
 
+def _normalize(index: Any, total: int) -> int:
+    """``index`` as a position in ``range(total)`` (negative: from the end), as :func:`recordkit.open` does."""
+    i = operator.index(index)
+    position = i + total if i < 0 else i
+    if not 0 <= position < total:
+        raise IndexError(f"record index {i} out of range for {total} records")
+    return position
+
+
 class MapDataset(torch_data.Dataset[Any]):
     """A map-style dataset over random-access record files, read a batch of indexes at a time.
 
@@ -253,7 +263,11 @@ class MapDataset(torch_data.Dataset[Any]):
     ``process=``; by default the raw ``bytes`` are returned. ``process`` returns the batch either as a
     list of samples, one per index, or as a dict of columns, each holding one entry per index (what
     :func:`recordkit.parse_examples` returns). An ``int`` index returns a single processed record (for
-    columns: a dict of that record's entries). Use it with :func:`dataloader`, which samples batches of
+    columns: a dict of that record's entries). A slice is the batch of its indexes: ``dataset[2:5]`` is
+    ``dataset[[2, 3, 4]]`` (with the default ``process``, a list of records, as ``reader[2:5]`` of
+    :func:`recordkit.open`). Negative indexes count from the end, as for :func:`recordkit.open`, and
+    ``process`` is given the indexes they stand for (``dataset[-1]`` hands it ``[len(dataset) - 1]``); an
+    index out of range raises ``IndexError``. Use it with :func:`dataloader`, which samples batches of
     indexes.
 
     Parameters
@@ -309,14 +323,18 @@ class MapDataset(torch_data.Dataset[Any]):
         """The raw records at ``indices`` (negative indexes count from the end), in request order."""
         return self._records.read(indices)
 
-    def __getitem__(self, index: int | Sequence[int]) -> Any:
+    def __getitem__(self, index: int | slice | Sequence[int]) -> Any:
+        """The processed record at ``index``, or the processed batch of a list of indexes or a slice."""
         try:
+            total = len(self)
+            if isinstance(index, slice):
+                return self._batch(list(range(*index.indices(total))))
             if isinstance(index, (int, np.integer)):
-                batch = self._batch([int(index)])
+                batch = self._batch([_normalize(index, total)])
                 if isinstance(batch, Mapping):
                     return {key: column[0] for key, column in batch.items()}
                 return batch[0]
-            return self._batch([int(i) for i in index])
+            return self._batch([_normalize(i, total) for i in index])
         except RecordKitError as err:
             _mark_in_worker(err)
             raise
