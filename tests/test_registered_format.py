@@ -8,18 +8,23 @@ hook, and nothing else in recordkit is told about it.
 from __future__ import annotations
 
 import io
+import os
 import struct
+import subprocess
+import sys
 import zlib
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import IO, Any, ClassVar
 
 import pytest
 from _cli import run_cli
+from _markdown import python_blocks
 
 import recordkit as rk
 from recordkit import formats, recover
 from recordkit.data import Dataset
-from recordkit.errors import ChecksumError, CorruptRecordError, DataLossWarning
+from recordkit.errors import ChecksumError, CorruptRecordError, DataLossWarning, RecordKitWarning
 from recordkit.formats.base import (
     Capabilities,
     FrameWriter,
@@ -376,6 +381,111 @@ class TestMinimalWriterConformance(FormatConformance):
         return TestConformance.damage_checksums(self, data, records)  # type: ignore[arg-type]
 
 
+PLUGINS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "formats" / "plugins.md"
+
+
+def _install_fake_distribution(
+    site: Path, name: str, entry_points: str, modules: dict[str, str]
+) -> None:
+    """Lay out an installed distribution in ``site``, as pip would: its modules and a dist-info folder
+    with METADATA and entry_points.txt."""
+    info = site / f"{name}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    for module, code in modules.items():
+        (site / f"{module}.py").write_text(code, encoding="utf-8")
+
+
+def _recordkit_command(site: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
+    return subprocess.run(
+        [sys.executable, "-m", "recordkit", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_an_installed_plugin_is_found_through_its_entry_point(tmp_path):
+    """The plugin of docs/formats/plugins.md, installed as a distribution declaring the entry point,
+    is loaded by the recordkit command: info, convert (both ways) and verify work on its files; a broken
+    plugin beside it is named in a warning and left out."""
+    site = tmp_path / "site"
+    plugin = python_blocks(PLUGINS_PAGE)[0]
+    _install_fake_distribution(
+        site,
+        "fake_plugin",
+        "[recordkit.formats]\nlrec = lrec_plugin:LRecFormat\n",
+        {"lrec_plugin": plugin},
+    )
+    _install_fake_distribution(
+        site,
+        "broken_plugin",
+        "[recordkit.formats]\nbroken = broken_plugin:Missing\n",
+        {"broken_plugin": "raise RuntimeError('this plugin is broken')\n"},
+    )
+    data = tmp_path / "data.lrec"
+    _write(data)  # the test's own registration of the same framing
+    result = _recordkit_command(site, tmp_path, "info", "data.lrec")
+    assert result.returncode == 0, result.stderr
+    assert "lrec" in result.stdout
+    assert "10" in result.stdout
+    assert "'broken'" in result.stderr
+    assert "this plugin is broken" in result.stderr
+    result = _recordkit_command(site, tmp_path, "verify", "data.lrec")
+    assert result.returncode == 0, result.stderr
+    result = _recordkit_command(site, tmp_path, "convert", "data.lrec", "copy.tfrecord")
+    assert result.returncode == 0, result.stderr
+    with rk.open(tmp_path / "copy.tfrecord") as reader:
+        assert list(reader) == RECORDS
+    result = _recordkit_command(site, tmp_path, "convert", "copy.tfrecord", "back.lrec")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "back.lrec").read_bytes() == data.read_bytes()
+    # By content alone: a name no format claims.
+    (tmp_path / "unnamed.bin").write_bytes(data.read_bytes())
+    result = _recordkit_command(site, tmp_path, "info", "unnamed.bin")
+    assert result.returncode == 0, result.stderr
+    assert "lrec" in result.stdout
+    # Without the distribution on the path, the command does not know the format.
+    result = _recordkit_command(tmp_path / "nowhere", tmp_path, "info", "data.lrec")
+    assert result.returncode != 0
+
+
+def test_entry_points_are_loaded_lazily_and_a_broken_one_warns(monkeypatch):
+    """The registry loads the group once, on a name it does not know; a broken entry point warns."""
+    from importlib.metadata import EntryPoint
+
+    loaded: list[str] = []
+
+    class Fake(EntryPoint):
+        def load(self) -> Any:
+            loaded.append(self.name)
+            return super().load()
+
+    fakes = [
+        Fake("lrec2", f"{__name__}:MinimalFormat", formats.ENTRY_POINT_GROUP),
+        Fake("nothing", "builtins:len", formats.ENTRY_POINT_GROUP),
+    ]
+    monkeypatch.setattr(formats, "_plugins_loaded", False)
+    monkeypatch.setattr(
+        "importlib.metadata.entry_points",
+        lambda group: fakes if group == formats.ENTRY_POINT_GROUP else [],
+    )
+    assert formats.get_format("tfrecord").name == "tfrecord"
+    assert loaded == []  # a known name loads nothing
+    with pytest.warns(RecordKitWarning, match="'nothing'") as caught:
+        assert formats.get_format("lrecmin").name == "lrecmin"
+    assert loaded == ["lrec2", "nothing"]
+    assert caught[0].filename == __file__
+    assert "lrecmin" in formats.available_formats()
+    assert loaded == ["lrec2", "nothing"]  # once
+
+
 def test_sniffers_that_need_more_bytes_are_asked_again_by_priority(tmp_path):
     """A sniffer's request for more bytes is answered in sniff_priority order, as its first try was."""
     wanted = 1 << 17  # more than the first bytes recordkit reads to sniff
@@ -412,3 +522,11 @@ def test_sniffers_that_need_more_bytes_are_asked_again_by_priority(tmp_path):
         assert rk.io.reading_format(opened.source) == ("zzz", "")
     finally:
         opened.close()
+
+
+def test_shard_patterns_use_the_shard_writer_fields():
+    """Every format names its shards with ShardWriter's fields, {shard} and {num_shards}."""
+    for name in formats.available_formats():
+        pattern = formats.get_format(name).shard_pattern
+        assert pattern.format(shard=3, num_shards=7) != pattern.format(shard=4, num_shards=7), name
+    assert formats.get_format("lrec").shard_pattern == "part-{shard:05d}-of-{num_shards:05d}.lrec"

@@ -2,7 +2,9 @@
 
 Each format is a :class:`~recordkit.formats.base.RecordFormat` subclass registered here by name. The
 built-in formats are registered at the bottom of this module, one explicit line each; a third-party format
-is added with :func:`register_format`.
+is added with :func:`register_format`, or found through the ``recordkit.formats`` entry-point group of the
+installed distributions (see :data:`ENTRY_POINT_GROUP`), loaded the first time a name, a suffix or a file's
+head matches no registered format, and by :func:`available_formats`.
 
 Examples
 --------
@@ -18,19 +20,30 @@ Examples
 from __future__ import annotations
 
 import re
+import threading
+import types
+import warnings
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from recordkit.errors import UnknownFormatError
+from recordkit.errors import RecordKitWarning, UnknownFormatError
+from recordkit.formats import _crc
 from recordkit.formats.base import RecordFormat
 from recordkit.formats.compression import SUFFIXES
 from recordkit.formats.ffrecord import FFRecordFormat
 from recordkit.formats.ofrecord import OFRecordFormat
 from recordkit.formats.tfrecord import TFRecordFormat
+from recordkit.support.caller import user_stacklevel
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "SNIFF_LIMIT",
     "RecordFormat",
     "available_formats",
+    "checksum_backends",
     "detect_format",
     "format_for_path",
     "get_format",
@@ -42,6 +55,63 @@ _REGISTRY: dict[str, RecordFormat] = {}
 
 SNIFF_LIMIT = 1 << 26
 """The most bytes a sniffer may ask :func:`detect_format` for (64 MiB)."""
+
+ENTRY_POINT_GROUP = "recordkit.formats"
+"""The entry-point group through which installed distributions add formats.
+
+Each entry point names a :class:`~recordkit.formats.base.RecordFormat` subclass or instance
+(``"lrec = lrec_plugin:LRecFormat"``), or a module that registers its formats when imported
+(``"lrec = lrec_plugin"``). They are loaded once, the first time a format name, a file suffix or a file's
+first bytes match no registered format, or :func:`available_formats` is called. A plugin that fails to load
+gives a :class:`~recordkit.errors.RecordKitWarning` naming it, never an error."""
+
+_plugins_loaded = False
+_plugins_lock = threading.RLock()
+
+
+def _load_plugins() -> bool:
+    """Load the formats of the ``recordkit.formats`` entry points, once; return whether any was added."""
+    global _plugins_loaded
+    with _plugins_lock:
+        if _plugins_loaded:
+            return False
+        _plugins_loaded = True
+        from importlib.metadata import entry_points
+
+        before = set(_REGISTRY)
+        for entry in entry_points(group=ENTRY_POINT_GROUP):
+            _load_entry(entry)
+        return set(_REGISTRY) != before
+
+
+def _load_entry(entry: EntryPoint) -> None:
+    """Register the format(s) of one entry point; a broken one gives a warning naming it."""
+    try:
+        _register_entry(entry.load())
+    except Exception as exc:  # noqa: BLE001 - a broken plugin must never break recordkit
+        warnings.warn(
+            f"the recordkit format plugin {entry.name!r} ({entry.value}) could not be loaded and is "
+            f"ignored: {type(exc).__name__}: {exc}",
+            RecordKitWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+
+def _register_entry(loaded: object) -> None:
+    """Register what an entry point names: a format class or instance (a module registered itself)."""
+    if isinstance(loaded, types.ModuleType):
+        return
+    fmt = loaded() if isinstance(loaded, type) and issubclass(loaded, RecordFormat) else loaded
+    if not isinstance(fmt, RecordFormat):
+        raise TypeError(
+            f"expected a RecordFormat subclass or instance, or a module, not {type(loaded).__name__}"
+        )
+    name = fmt.name.lower()
+    present = _REGISTRY.get(name)
+    if present is None:
+        _REGISTRY[name] = fmt
+    elif type(present) is not type(fmt):
+        raise ValueError(f"a format named {name!r} is already registered")
 
 
 def register_format(cls: type[RecordFormat], *, replace: bool = False) -> type[RecordFormat]:
@@ -75,6 +145,8 @@ def get_format(name: str) -> RecordFormat:
         If no format has that name; the message lists the available ones.
     """
     found = _REGISTRY.get(str(name).lower())
+    if found is None and _load_plugins():
+        found = _REGISTRY.get(str(name).lower())
     if found is None:
         raise UnknownFormatError(
             f"unknown record format {name!r}; available formats: {', '.join(available_formats())}",
@@ -84,8 +156,25 @@ def get_format(name: str) -> RecordFormat:
 
 
 def available_formats() -> list[str]:
-    """Return the names of the registered formats, sorted."""
+    """Return the names of the registered formats (the entry points' loaded first), sorted."""
+    _load_plugins()
     return sorted(_REGISTRY)
+
+
+def checksum_backends() -> dict[str, str]:
+    """Return the checksum implementations in use, by checksum.
+
+    ``"crc32c"`` (TFRecord's) is ``"google-crc32c"`` (fast, ``pip install recordkit[fast]``),
+    ``"crcmod-c"`` or ``"crcmod-python"`` (correct but a few MB/s; a
+    :class:`~recordkit.errors.SlowCRCWarning` says so once); ``"crc32"`` (FFRecord's) is ``"isal"`` or
+    ``"zlib"``.
+
+    Examples
+    --------
+    >>> sorted(checksum_backends())
+    ['crc32', 'crc32c']
+    """
+    return {"crc32c": _crc.CRC32C_BACKEND, "crc32": _crc.CRC32_BACKEND}
 
 
 def suffix_compression(path: str) -> str | None:
@@ -127,12 +216,14 @@ def format_for_path(path: str) -> tuple[RecordFormat, str | None] | None:
     compression = suffix_compression(lowered)
     if compression is not None:
         lowered = lowered[: lowered.rindex(".")]
-    for fmt in _REGISTRY.values():
-        if lowered.endswith(fmt.extensions) and (
-            compression is None or compression in fmt.capabilities.compression
-        ):
-            return fmt, compression
-    return None
+    while True:
+        for fmt in _REGISTRY.values():
+            if lowered.endswith(fmt.extensions) and (
+                compression is None or compression in fmt.capabilities.compression
+            ):
+                return fmt, compression
+        if not _load_plugins():
+            return None
 
 
 def detect_format(
@@ -175,7 +266,8 @@ def detect_format(
     for name, fmt, wanted in wanting:
         if more is not None and fmt.sniff(more(wanted), size) is True:
             return name
-    return None
+    # A format of an installed plugin may recognise it (the entry points are loaded once).
+    return detect_format(head, size, more=more, limit=limit) if _load_plugins() else None
 
 
 register_format(TFRecordFormat)
