@@ -208,6 +208,23 @@ def test_salvage_writes_only_intact_records(tmp_path):
     assert src.read_bytes() == bytes(data)  # the source is untouched
 
 
+@pytest.mark.parametrize("fmt", ["tfrecord", "ofrecord", "ffrecord"])
+def test_salvage_and_scan_warnings_point_at_the_callers_line(tmp_path, fmt):
+    """The DataLossWarning of salvage, whose records a writer inside recordkit consumes, names the line
+    that called salvage, as scan's names the caller's loop."""
+    data = bytearray(_file_bytes(RECORDS, fmt))
+    data[len(data) // 2] ^= 0x01
+    src = tmp_path / f"damaged.{fmt}"
+    src.write_bytes(bytes(data))
+    with pytest.warns(DataLossWarning) as caught:
+        recover.salvage(src, tmp_path / f"fixed.{fmt}")
+    assert [w.filename for w in caught] == [__file__]
+    with pytest.warns(DataLossWarning) as caught, recover.scan(src) as records:
+        for _ in records:
+            pass
+    assert [w.filename for w in caught] == [__file__]
+
+
 def test_salvage_of_an_unknown_format_creates_nothing(tmp_path):
     src = tmp_path / "mystery.bin"
     src.write_bytes(b"not a record file at all")

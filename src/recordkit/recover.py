@@ -42,6 +42,7 @@ from recordkit.formats import format_for_path, get_format
 from recordkit.formats.base import READ_CHUNK
 from recordkit.formats.compression import MEMBERS, decompressor
 from recordkit.io.sources import Opened, open_source, reading_format
+from recordkit.support.caller import user_stacklevel
 from recordkit.support.closing import Closing
 
 __all__ = ["SalvageReport", "SkippedRange", "Scan", "salvage", "scan"]
@@ -309,7 +310,8 @@ class Scan(Closing):
         self._used = True
         yield from self._records
         if self._warn and not self.report.clean:
-            warnings.warn(self.report.summary(), DataLossWarning, stacklevel=2)
+            # The caller's line, however deep the loop that consumed the records (salvage's writer).
+            warnings.warn(self.report.summary(), DataLossWarning, stacklevel=user_stacklevel())
 
     def close(self) -> None:
         """Release the file (and temporary files). Idempotent."""
