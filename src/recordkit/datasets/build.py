@@ -71,6 +71,8 @@ def build_manifest(
         The files mix formats or compressions.
     CorruptRecordError
         A file is damaged.
+    FileNotFoundError
+        The directory holds no record file (of ``format``).
     """
     directory = os.fspath(directory)
     files = [f for f in expand_sources(directory, format=format) if isinstance(f, str)]
@@ -94,7 +96,8 @@ def build_manifest(
             "pass format=",
             path=directory,
         )
-    found_format, found_compression = kinds.pop() if kinds else (format or "tfrecord", "")
+    # expand_sources raised FileNotFoundError for a directory without record files: there is one kind.
+    found_format, found_compression = kinds.pop()
     manifest = Manifest(
         format=found_format,
         compression=found_compression,

@@ -375,8 +375,9 @@ def _pending_name(final: str) -> str:
 
 def _move(source: str, target: str) -> None:
     if is_url(source):
-        fs, inner = require_fsspec().core.url_to_fs(source)
-        fs.mv(inner, fs._strip_protocol(target))
+        fsspec = require_fsspec()
+        fs, inner = fsspec.core.url_to_fs(source)
+        fs.mv(inner, fsspec.core.url_to_fs(target)[1])
     else:
         os.replace(source, target)
 
