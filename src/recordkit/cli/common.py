@@ -125,10 +125,11 @@ def expand_inputs(
     list (left over from an earlier write) are not read. With ``whole_datasets``, it contributes itself,
     read as one sequence in the order :func:`recordkit.open` reads it. Any other directory or glob is
     expanded by :func:`recordkit.io.expand_sources`: a directory contributes its files whose suffix names a
-    record format (with ``--format``: that format), or, when it has none, its files without such a suffix
-    (OneFlow's ``part-0``, ``part-1``, ...); hidden files, sidecar ``*.idx`` indexes and links out of the
-    directory are left out. A quoted glob pattern is expanded here. A file that does not exist is returned
-    as given and reported when it is opened, beside the others.
+    record format (with ``--format``: that format), or, when no file there has a record suffix, its other
+    files (OneFlow's ``part-0``, ``part-1``, ...; names starting with ``_`` left out); hidden files, sidecar
+    ``*.idx`` indexes and links out of the directory are left out. A quoted glob pattern is expanded there
+    too (:mod:`recordkit.io.resolve`), not here. A file that does not exist is returned as given and
+    reported when it is opened, beside the others.
 
     Raises
     ------

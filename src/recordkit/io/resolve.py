@@ -4,8 +4,9 @@
 files to read, with their format and compression and, for a dataset, the manifest entries they are checked
 against. :func:`recordkit.open`, :class:`recordkit.data.Dataset`,
 :class:`recordkit.integrations.torch.MapDataset`, the ffrecord and OneFlow compatibility readers, the
-command line, :mod:`recordkit.recover` and the Ray and Dask readers all call it, so a source names the
-same records whichever of them reads it. :meth:`ResolvedSources.open` opens what it found as one
+command line and the Ray and Dask readers all call it, so a source names the same records whichever of
+them reads it (:mod:`recordkit.recover` reads the one file it is given, through
+:func:`~recordkit.io.sources.open_source`). :meth:`ResolvedSources.open` opens what it found as one
 :class:`~recordkit.io.reader.RecordReader`.
 """
 
