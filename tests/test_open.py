@@ -148,6 +148,22 @@ def test_random_access_negative_indexes_slices_and_read_order(tmp_path):
                 reader["1"]  # type: ignore[call-overload]
 
 
+def test_read_checks_the_type_of_every_index(tmp_path):
+    """A float, a string or None anywhere in read()'s list is refused as reader[i] refuses it."""
+    import numpy as np
+
+    records = [b"r%d" % i for i in range(5)]
+    for name in ("a.tfrecord", "a.ofrecord", "a.ffr"):
+        write(tmp_path / name, records)
+        with rk.open(tmp_path / name) as reader, rk.open([tmp_path / name] * 2) as two:
+            for bad in (2.5, 2.0, "2", None):
+                for wanted in ([0, bad], [bad], [1, 0, bad, 3]):
+                    for r in (reader, two):
+                        with pytest.raises(TypeError):
+                            r.read(wanted)
+            assert reader.read([np.int64(4), 0, True]) == [b"r4", b"r0", b"r1"]
+
+
 def test_sequential_sources_refuse_random_access(tmp_path):
     write(tmp_path / "a.tfrecord.gz", RECORDS)
     with rk.open(tmp_path / "a.tfrecord.gz") as reader:

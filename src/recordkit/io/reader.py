@@ -631,7 +631,9 @@ class RecordReader(_RecordFile):
         self._check_random_access("read(indices)")
         total = self._length()
         wanted = indices if type(indices) is list else list(indices)
-        if wanted and (min(wanted) < 0 or max(wanted) >= total or type(wanted[0]) is not int):
+        # Every index must be an int (map(type) and the set run in C); anything else, or one out of
+        # range, goes through _normalize, which raises TypeError or IndexError as reader[i] does.
+        if wanted and (set(map(type, wanted)) != {int} or min(wanted) < 0 or max(wanted) >= total):
             wanted = [self._normalize(i, total) for i in wanted]
         if len(self._frames) == 1:
             self._check_count(0)
