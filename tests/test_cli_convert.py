@@ -119,7 +119,7 @@ def test_shards_of_a_directory_are_read_in_natural_order(capsys, tmp_path):
 def test_custom_pattern_and_gzip_suffix(capsys, tmp_path, golden_dir):
     src = golden_dir / "tfrecord" / "raw.tfrecord"
     out = tmp_path / "custom"
-    result = run_cli(capsys, "convert", src, out, "--pattern", "shard-{index:02d}-of-{count}.ffr",
+    result = run_cli(capsys, "convert", src, out, "--pattern", "shard-{shard:02d}-of-{num_shards}.ffr",
                      "--shards", "2")  # fmt: skip
     assert result.code == 0, result.err
     # Without --to, a directory gets the first source's format (TFRecord), whatever the names say.
@@ -139,7 +139,7 @@ def test_custom_pattern_and_gzip_suffix(capsys, tmp_path, golden_dir):
     assert _read(gz / names[0]) + _read(gz / names[1]) == _read(src)
 
 
-@pytest.mark.parametrize("pattern", ["part-{shard}", "part-{index:d", "same-name"])
+@pytest.mark.parametrize("pattern", ["part-{index}", "part-{shard:d", "same-name", "p-{num}"])
 def test_bad_patterns_are_usage_errors(capsys, tmp_path, golden_dir, pattern):
     out = tmp_path / "out"
     result = run_cli(capsys, "convert", golden_dir / "tfrecord" / "raw.tfrecord", out,
@@ -147,6 +147,46 @@ def test_bad_patterns_are_usage_errors(capsys, tmp_path, golden_dir, pattern):
     assert result.code == 2
     assert "--pattern" in result.err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("pattern", "hint"),
+    [
+        ("part-{index:05d}", "{index} is now {shard}"),
+        ("p{shard}-of-{count}", "{count} is now {num_shards}"),
+    ],
+)
+def test_a_pattern_with_the_old_fields_names_the_new_ones(
+    capsys, tmp_path, golden_dir, pattern, hint
+):
+    out = tmp_path / "out"
+    result = run_cli(capsys, "convert", golden_dir / "tfrecord" / "raw.tfrecord", out,
+                     "--pattern", pattern, "--shards", "2")  # fmt: skip
+    assert result.code == 2
+    assert hint in result.err
+    assert "use the fields {shard} (from 0) and {num_shards}" in result.err
+    assert not out.exists()
+
+
+def test_a_pattern_has_the_fields_of_shardwriter(capsys, tmp_path, golden_dir):
+    """``--pattern`` and ``ShardWriter``'s pattern name the same shards."""
+    src = golden_dir / "tfrecord" / "raw.tfrecord"
+    pattern = "s-{shard:03d}-of-{num_shards:03d}.tfrecord"
+    result = run_cli(
+        capsys, "convert", src, tmp_path / "cli", "--pattern", pattern, "--shards", "3"
+    )
+    assert result.code == 0, result.err
+    records = _read(src)
+    size = -(-len(records) // 3)
+    with rk.ShardWriter(tmp_path / "writer" / pattern, max_records=size) as writer:
+        writer.write_many(records)
+    names = sorted(
+        p.name for p in (tmp_path / "cli").iterdir() if not p.name.startswith((".", "_"))
+    )
+    assert names == [f"s-{i:03d}-of-003.tfrecord" for i in range(3)]
+    assert names == sorted(
+        p.name for p in (tmp_path / "writer").iterdir() if not p.name.startswith((".", "_"))
+    )
 
 
 def test_existing_output_needs_force(capsys, tmp_path, golden_dir):

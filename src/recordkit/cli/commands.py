@@ -537,7 +537,10 @@ def _add_convert(commands: Any) -> None:
     help = "output compression (TFRecord only)"
     p.add_argument("--compression", choices=("none", "gzip", "zlib"), help=help)
     p.add_argument("--shards", type=_positive, default=1, metavar="N", help="write N files")
-    help = "shard file name, with {index} and {count}, e.g. part-{index:05d} (default: per format, see the docs)"
+    help = (
+        "shard file name, with {shard} and {num_shards}, e.g. part-{shard:05d} (default: per "
+        "format, see the docs)"
+    )
     p.add_argument("--pattern", help=help)
     payload = p.add_mutually_exclusive_group()
     help = (

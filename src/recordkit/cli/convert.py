@@ -41,17 +41,25 @@ def shard_sizes(total: int, shards: int) -> list[int]:
     return [base + (i < extra) for i in range(shards)]
 
 
-def _shard_names(pattern: str, count: int) -> list[str]:
-    """The ``count`` file names ``pattern`` gives (``{index}`` and ``{count}`` filled in)."""
+_OLD_FIELDS = {"index": "shard", "count": "num_shards"}
+"""The shard-name fields ``--pattern`` once had, and the ones that replace them (:class:`~recordkit.ShardWriter`'s
+spelling)."""
+
+
+def _shard_names(pattern: str, count: int, *, given: str = "--pattern") -> list[str]:
+    """The ``count`` file names ``pattern`` gives (``{shard}`` and ``{num_shards}`` filled in, as
+    :class:`~recordkit.ShardWriter` fills its pattern); ``given`` says where it comes from."""
+    fields = "use the fields {shard} (from 0) and {num_shards}, e.g. part-{shard:05d}"
     try:
-        names = [pattern.format(index=i, count=count) for i in range(count)]
-    except (KeyError, IndexError, ValueError) as exc:
-        raise CliError(
-            f"bad --pattern {pattern!r} ({exc}): use the fields {{index}} and {{count}}, "
-            "e.g. part-{index:05d}"
-        ) from exc
+        names = [pattern.format(shard=i, num_shards=count) for i in range(count)]
+    except KeyError as exc:
+        old = _OLD_FIELDS.get(str(exc.args[0]))
+        hint = f": {{{exc.args[0]}}} is now {{{old}}}" if old is not None else ""
+        raise CliError(f"bad {given} {pattern!r} (unknown field {exc}{hint}): {fields}") from exc
+    except (IndexError, ValueError) as exc:
+        raise CliError(f"bad {given} {pattern!r} ({exc}): {fields}") from exc
     if len(set(names)) != len(names):
-        raise CliError(f"--pattern {pattern!r} gives the same file name to several shards")
+        raise CliError(f"{given} {pattern!r} gives the same file name to several shards")
     return names
 
 
@@ -76,10 +84,13 @@ def _outputs(args: argparse.Namespace, source_format: str) -> tuple[str, list[st
         fmt = found[0]
     if not directory:
         return fmt.name, [args.dst]
-    pattern = args.pattern or fmt.shard_pattern + _COMPRESSION_SUFFIX.get(
-        args.compression or "", ""
-    )
-    return fmt.name, [os.path.join(args.dst, name) for name in _shard_names(pattern, args.shards)]
+    if args.pattern is not None:
+        names = _shard_names(args.pattern, args.shards)
+    else:
+        suffix = _COMPRESSION_SUFFIX.get(args.compression or "", "")
+        given = f"shard_pattern of the {fmt.name} format"
+        names = _shard_names(fmt.shard_pattern + suffix, args.shards, given=given)
+    return fmt.name, [os.path.join(args.dst, name) for name in names]
 
 
 def _records(paths: list[InputPath]) -> Iterator[bytes]:
