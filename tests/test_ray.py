@@ -467,3 +467,14 @@ def test_images_are_decoded_into_tensor_columns(tmp_path):
     images = gray.take_batch(len(pixels), batch_format="numpy")["image"]
     assert images.shape == (len(pixels), 8, 8, 1)
     assert images.dtype == np.uint8
+
+
+def test_suffixless_oneflow_parts_are_parsed_as_ofrecords(tmp_path):
+    records = [rk.encode_ofrecord({"id": i}) for i in range(6)]
+    for k in range(2):  # OneFlow's part files carry no suffix
+        with rk.open(tmp_path / f"part-{k}", "w", format="ofrecord") as writer:
+            writer.write_many(records[3 * k : 3 * k + 3])
+    features = {"id": rk.FixedLen((), np.int64)}
+    rows = rkray.read_records(str(tmp_path), features=features).take_all()
+    expected = rk.parse_ofrecords(records, features)["id"].tolist()
+    assert sorted(int(row["id"]) for row in rows) == expected
