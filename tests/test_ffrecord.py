@@ -474,3 +474,31 @@ def test_the_legacy_format_warning_points_at_the_line_of_the_user(golden_dir):
     with pytest.warns(LegacyFormatWarning) as also:
         assert len(rk.open(legacy)) == 1
     assert {warning.filename for warning in [*caught, *also]} == {__file__}
+
+
+def test_read_into_fills_the_buffers_it_is_given(tmp_path):
+    """FFRecordFrameReader.read_into: the drop-in's reading, from a local file and from a file object."""
+    records = [b"alpha", b"", b"gamma" * 1000, b"delta"]
+    path = tmp_path / "a.ffr"
+    with rk.open(path, "w") as writer:
+        writer.write_many(records)
+    data = bytearray(path.read_bytes())
+    with (
+        rk.open(path) as reader,
+        rk.open(io.BytesIO(bytes(data)), format="ffrecord") as from_object,
+    ):
+        for frames in (reader.frame_reader(0), from_object.frame_reader(0)):
+            got = frames.read_into([3, 0, 1, 2, 0], bytearray)
+            assert all(type(buffer) is bytearray for buffer in got)
+            assert got == [records[i] for i in (3, 0, 1, 2, 0)]
+    start = int.from_bytes(data[12 + 4 * 4 + 8 * 2 : 12 + 4 * 4 + 8 * 3], "little")
+    data[start] ^= 1  # a payload byte of sample 2
+    path.write_bytes(bytes(data))
+    with rk.open(path) as reader:
+        with pytest.raises(ChecksumError) as info:
+            reader.frame_reader(0).read_into([2], bytearray)
+        assert (info.value.index, info.value.offset) == (2, start)
+    with rk.open(path, check_crc=False) as reader:
+        assert reader.frame_reader(0).read_into([2], bytearray)[0] == bytes(
+            data[start : start + 5000]
+        )

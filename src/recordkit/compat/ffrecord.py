@@ -33,11 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recordkit.formats.base import SHRUNK
 from recordkit.io import RecordReader, RecordWriter, ResolvedSources, resolve_sources
 from recordkit.io import open as _open
 from recordkit.support.closing import Closing
-from recordkit.support.heap import keep_freed_memory
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -45,49 +43,9 @@ if TYPE_CHECKING:
 __all__ = ["FileReader", "FileWriter", "dump"]
 
 
-def _as_array(data: bytes) -> npt.NDArray[np.uint8]:
-    """Return ``data`` as a writable uint8 array (what the C++ bindings return)."""
-    return np.frombuffer(bytearray(data), dtype=np.uint8)
-
-
-def _read_into(fd: int, sample: npt.NDArray[np.uint8], offset: int) -> bool:
-    """Fill ``sample`` from the file at ``offset``; return whether the file held that many bytes."""
-    got = os.preadv(fd, (sample.data,), offset)
-    if got == len(sample):
-        return True
-    view = sample.data  # one call reads at most about 2 GiB: read the rest piece by piece
-    while got < len(view):
-        n = os.preadv(fd, (view[got:],), offset + got)
-        if not n:
-            return False
-        got += n
-    return True
-
-
-def _read_samples(frames: Any, indices: Iterable[int], check: bool) -> list[npt.NDArray[np.uint8]]:
-    """Return the samples ``indices`` of one FFRecord file as writable uint8 arrays.
-
-    Each sample is read by the kernel straight into its own array (as the C++ reader reads each sample
-    into its own buffer) and checked there: no intermediate ``bytes``.
-    """
-    keep_freed_memory()
-    source = frames.source
-    fd = source.descriptor() if hasattr(os, "preadv") else None
-    if fd is None:
-        return [_as_array(data) for data in frames.read_many(list(indices))]
-    offsets, size, base = frames.offsets, frames.size, source.base
-    last = len(offsets) - 1
-    empty, read_into, verify = np.empty, _read_into, frames.verify
-    samples = []
-    for i in indices:
-        start = offsets[i]
-        sample = empty((offsets[i + 1] if i < last else size) - start, np.uint8)
-        if not read_into(fd, sample, base + start):
-            raise frames.truncated(SHRUNK, i, start)
-        if check:
-            verify(sample, i, start)
-        samples.append(sample)
-    return samples
+def _sample(n: int) -> npt.NDArray[np.uint8]:
+    """A writable uint8 array of ``n`` bytes for one sample (what the C++ bindings return)."""
+    return np.empty(n, np.uint8)
 
 
 def _resolve(fname: Any) -> ResolvedSources:
@@ -163,12 +121,12 @@ class FileReader(Closing):
         wanted = self._indexes(indices)
         parts = self._parts
         if len(parts) == 1:
-            return _read_samples(parts[0], wanted, self.check_data)
+            return parts[0].read_into(wanted, _sample)  # type: ignore[no-any-return]
         starts = self._starts
         samples: list[npt.NDArray[np.uint8]] = []
         for i in wanted:
             part = bisect_right(starts, i) - 1
-            samples += _read_samples(parts[part], (i - starts[part],), self.check_data)
+            samples += parts[part].read_into((i - starts[part],), _sample)
         return samples
 
     def read_one(self, index: int) -> npt.NDArray[np.uint8]:
