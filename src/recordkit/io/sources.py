@@ -209,8 +209,8 @@ def resolve_format(
         return fmt, compression
     by_suffix = format_for_path(path) if path else None
     if by_suffix is not None:
-        fmt, suffix_compression = by_suffix
-        return fmt, compression if compression is not None else suffix_compression
+        fmt, named = by_suffix
+        return fmt, compression if compression is not None else named
     if source is None:
         raise UnknownFormatError(
             f"cannot tell the record format of {path or 'the file object'} from its name: pass format= "
