@@ -206,8 +206,15 @@ def test_layer_rule(module: str, forbidden: tuple[str, ...]) -> None:
 
 
 def test_import_recordkit_loads_only_errors_and_version() -> None:
+    """Besides them, only the loader of the lazy names (recordkit.support.lazy, which imports importlib)."""
     loaded = {m for m in loaded_after_import("recordkit") if m.startswith("recordkit")}
-    assert loaded == {"recordkit", "recordkit.errors", "recordkit._version"}
+    assert loaded == {
+        "recordkit",
+        "recordkit.errors",
+        "recordkit._version",
+        "recordkit.support",
+        "recordkit.support.lazy",
+    }
 
 
 def test_rules_name_real_modules() -> None:

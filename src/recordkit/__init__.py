@@ -34,6 +34,7 @@ from recordkit.errors import (
     TruncatedRecordError,
     UnknownFormatError,
 )
+from recordkit.support.lazy import lazy_names
 
 if TYPE_CHECKING:
     from recordkit.datasets import ShardWriter
@@ -124,23 +125,15 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import the module behind a public name on first access (PEP 562)."""
-    module_name = _LAZY.get(name)
-    if module_name is None:
-        if not name.startswith("_"):
-            # A public subpackage, so that ``rk.datasets.Manifest`` works after ``import recordkit``.
-            try:
-                return importlib.import_module(f"recordkit.{name}")
-            except ModuleNotFoundError as exc:
-                if exc.name != f"recordkit.{name}":
-                    raise
-        raise AttributeError(f"module 'recordkit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
+def _subpackage(name: str) -> Any:
+    """A public subpackage, so that ``rk.datasets.Manifest`` works after ``import recordkit``."""
+    if not name.startswith("_"):
+        try:
+            return importlib.import_module(f"recordkit.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"recordkit.{name}":
+                raise
+    raise AttributeError(f"module 'recordkit' has no attribute {name!r}")
 
 
-def __dir__() -> list[str]:
-    """List the public names, including the ones not loaded yet."""
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY, fallback=_subpackage)

@@ -13,8 +13,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from recordkit.support.lazy import lazy_names
 
 if TYPE_CHECKING:
     from recordkit.datasets.build import (
@@ -39,9 +40,10 @@ if TYPE_CHECKING:
     from recordkit.datasets.tasks import commit_manifest, prepare_output, task_shard_path
     from recordkit.datasets.writer import ShardWriter
 
-# Public name -> module that defines it, imported on first use so that the manifest module can be loaded by the
-# reader without the writer and planner, which are built on the reader.
-_HOMES = {
+# Public name -> the module that defines it (recordkit.datasets, whose __all__ lists them, is their home),
+# imported on first use so that the manifest module can be loaded by the reader without the writer and
+# planner, which are built on the reader.
+_DEFINED_IN = {
     name: f"recordkit.datasets.{module}"
     for module, names in {
         "build": "ShardCheck ShardRepair build_manifest load_dataset repair_dataset verify_dataset",
@@ -80,16 +82,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Load a public name from its module on first use (PEP 562)."""
-    module = _HOMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'recordkit.datasets' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """List the public names, including the ones not loaded yet."""
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _DEFINED_IN)

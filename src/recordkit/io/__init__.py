@@ -21,9 +21,10 @@ Examples
 
 from __future__ import annotations
 
-import importlib
 import os
 from typing import TYPE_CHECKING, Any, Literal, overload
+
+from recordkit.support.lazy import lazy_names
 
 if TYPE_CHECKING:
     from recordkit.io.reader import RecordReader, open_shard
@@ -50,8 +51,9 @@ if TYPE_CHECKING:
         write_index,
     )
 
-# Public name -> module that defines it, imported on first use (PEP 562).
-_HOMES = {
+# Public name -> the module that defines it (recordkit.io, whose __all__ lists them, is their home), imported
+# on first use (PEP 562).
+_DEFINED_IN = {
     name: f"recordkit.io.{module}"
     for module, names in {
         "reader": "RecordReader open_shard",
@@ -87,19 +89,7 @@ __all__ = [
 PathLike = str | os.PathLike[str]
 
 
-def __getattr__(name: str) -> Any:
-    """Load a public name from its module on first use (PEP 562)."""
-    module = _HOMES.get(name)
-    if module is None:
-        raise AttributeError(f"module 'recordkit.io' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """List the public names, including the ones not loaded yet."""
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, globals(), _DEFINED_IN)
 
 
 @overload
