@@ -208,7 +208,8 @@ def test_an_index_path_is_refused_for_the_shards_of_a_dataset(tmp_path):
         for records in shards:
             writer.write_many(records)
     files = sorted((tmp_path / "d").glob("part-*.tfrecord"))
-    assert len(files) == 2 and files[0].stat().st_size == files[1].stat().st_size
+    assert len(files) == 2
+    assert files[0].stat().st_size == files[1].stat().st_size
     write_index(files[0], tmp_path / "first.index")
     for source in (tmp_path / "d", files):
         with pytest.raises(ValueError, match="index= takes a path only when reading a single file"):
