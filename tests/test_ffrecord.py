@@ -502,3 +502,13 @@ def test_read_into_fills_the_buffers_it_is_given(tmp_path):
         assert reader.frame_reader(0).read_into([2], bytearray)[0] == bytes(
             data[start : start + 5000]
         )
+
+
+def test_the_dropin_keeps_its_short_import_line() -> None:
+    """``from recordkit.ffrecord import ...`` is the drop-in's import line; it is the compat module itself."""
+    import recordkit.compat.ffrecord
+    from recordkit import ffrecord
+    from recordkit.ffrecord import FileReader
+
+    assert ffrecord is recordkit.compat.ffrecord
+    assert FileReader is recordkit.compat.ffrecord.FileReader

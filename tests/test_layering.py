@@ -256,7 +256,7 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("decode",),
     ("data",),
-    ("integrations", "compat"),
+    ("integrations", "compat", "ffrecord"),
     ("cli", "__main__", "testing", "__init__"),
 ]
 

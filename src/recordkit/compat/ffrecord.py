@@ -3,7 +3,7 @@
 Existing scripts keep working with only the import changed::
 
     # from ffrecord import FileReader, FileWriter
-    from recordkit.compat.ffrecord import FileReader, FileWriter
+    from recordkit.ffrecord import FileReader, FileWriter   # recordkit.compat.ffrecord is the same module
 
     with FileWriter("train.ffr", n=len(samples)) as writer:
         for sample in samples:
