@@ -54,14 +54,13 @@ _BYTES_ALIASES: Final = {
     "O",
 }
 _STR_ALIASES: Final = {str, np.str_, "str", "U"}
-# Feature oneof field number -> what it holds, for error messages.
-_TF_KIND_NAMES: Final = {1: "bytes_list", 2: "float_list", 3: "int64_list"}
+# Feature oneof field number -> what it holds, with its article, for error messages.
+_TF_KIND_NAMES: Final = {1: "a bytes_list", 2: "a float_list", 3: "an int64_list"}
 _OF_KIND_NAMES: Final = {
-    1: "bytes_list",
-    2: "float_list",
-    3: "double_list",
-    4: "int32_list",
-    5: "int64_list",
+    **_TF_KIND_NAMES,
+    3: "a double_list",
+    4: "an int32_list",
+    5: "an int64_list",
 }
 _TF_KIND_OF_DTYPE: Final = {np.dtype(np.int64): 3, np.dtype(np.float32): 2}
 _OF_NUMERIC: Final = frozenset(
@@ -126,7 +125,14 @@ def _default_array(
                 f"the default of a {value_type} feature must hold {kind.__name__} values"
             )
     else:
-        values = _numeric_default(np.asarray(default), value_type)
+        values = np.asarray(default)
+        if values.dtype.kind in "biu" and value_type.kind in "iu":  # integers must fit value_type
+            info = np.iinfo(value_type)
+            if values.size and (int(values.min()) < info.min or int(values.max()) > info.max):
+                raise ValueError(f"a default does not fit {value_type} ({info.min}..{info.max})")
+            values = values.astype(value_type)
+        else:  # floats go to floats only
+            values = values.astype(value_type, casting="same_kind", copy=False)
     if values.size == math.prod(shape):
         return values.reshape(shape)
     try:
@@ -135,16 +141,13 @@ def _default_array(
         raise ValueError(f"a default of shape {values.shape} does not fit shape {shape}") from None
 
 
-def _numeric_default(
-    values: np.ndarray[Any, Any], value_type: np.dtype[Any]
-) -> np.ndarray[Any, Any]:
-    """The default converted to ``value_type``: integers must fit it, floats go to floats only."""
-    if values.dtype.kind in "biu" and value_type.kind in "iu":
-        info = np.iinfo(value_type)
-        if values.size and (int(values.min()) < info.min or int(values.max()) > info.max):
-            raise ValueError(f"a default does not fit {value_type} ({info.min}..{info.max})")
-        return values.astype(value_type)
-    return values.astype(value_type, casting="same_kind", copy=False)
+def _set_shape_dtype_default(spec: Any, shape: Any, dtype: Any, default: Any) -> None:
+    """Set the normalised ``shape``, ``dtype`` and ``default`` of a frozen spec."""
+    object.__setattr__(spec, "shape", as_shape(shape))
+    object.__setattr__(spec, "dtype", as_value_type(dtype))
+    if default is not None:
+        default = _default_array(default, spec.shape, spec.dtype)
+    object.__setattr__(spec, "default", default)
 
 
 @dataclass(frozen=True)
@@ -171,11 +174,7 @@ class FixedLen:
     default: np.ndarray[Any, Any] | None = None
 
     def __init__(self, shape: Any, dtype: Any, *, default: Any = None) -> None:
-        object.__setattr__(self, "shape", as_shape(shape))
-        object.__setattr__(self, "dtype", as_value_type(dtype))
-        if default is not None:
-            default = _default_array(default, self.shape, self.dtype)
-        object.__setattr__(self, "default", default)
+        _set_shape_dtype_default(self, shape, dtype, default)
 
 
 @dataclass(frozen=True)
@@ -222,11 +221,7 @@ class FixedLenSequence:
     def __init__(
         self, shape: Any, dtype: Any, *, default: Any = None, allow_missing: bool = False
     ) -> None:
-        object.__setattr__(self, "shape", as_shape(shape))
-        object.__setattr__(self, "dtype", as_value_type(dtype))
-        if default is not None:
-            default = _default_array(default, self.shape, self.dtype)
-        object.__setattr__(self, "default", default)
+        _set_shape_dtype_default(self, shape, dtype, default)
         object.__setattr__(self, "allow_missing", bool(allow_missing))
 
 
@@ -285,20 +280,18 @@ class Ragged:
         i = index + rows if index < 0 else index
         if not 0 <= i < rows:
             raise IndexError(f"row {index} out of range for {rows} rows")
-        start, stop = int(self.row_splits[i]), int(self.row_splits[i + 1])
+        return self._values(int(self.row_splits[i]), int(self.row_splits[i + 1]))
+
+    def _values(self, first: int, last: int) -> Any:
+        """The values of flat positions ``first:last`` (a Ragged of those rows for nested values)."""
         if isinstance(self.values, Ragged):
-            return self.values._rows(start, stop)
-        return self.values[start:stop]
+            return self.values._rows(first, last)
+        return self.values[first:last]
 
     def _rows(self, start: int, stop: int) -> Ragged:
         splits = self.row_splits[start : stop + 1]
-        first, last = int(splits[0]), int(splits[-1])
-        values = (
-            self.values._rows(first, last)
-            if isinstance(self.values, Ragged)
-            else self.values[first:last]
-        )
-        return Ragged(values, splits - first)
+        first = int(splits[0])
+        return Ragged(self._values(first, int(splits[-1])), splits - first)
 
     def __iter__(self) -> Iterator[Any]:
         """Iterate over the rows."""
@@ -332,22 +325,13 @@ def pad_rows(
     n = len(counts)
     if n and width and (counts == width).all():
         return values.reshape(n, width)
-    out = (
-        np.full((n, width), fill, values.dtype)
-        if values.dtype != object
-        else _object_full((n, width), fill)
-    )
+    out = np.empty((n, width), values.dtype)
+    out[...] = fill
     total = int(counts.sum())
     if total:
         row_of = np.repeat(np.arange(n), counts)
         starts = np.cumsum(counts) - counts
         out[row_of, np.arange(total) - starts[row_of]] = values[:total]
-    return out
-
-
-def _object_full(shape: tuple[int, ...], fill: Any) -> np.ndarray[Any, Any]:
-    out = np.empty(shape, object)
-    out[...] = fill
     return out
 
 
@@ -366,11 +350,6 @@ def _is_utf8(value: bytes) -> bool:
 
 def _first(mask: npt.NDArray[np.bool_]) -> int:
     return int(np.argmax(mask))
-
-
-def _article(noun: str) -> str:
-    """``"an int64_list"``, ``"a float_list"``."""
-    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
 class ColumnReader:
@@ -421,7 +400,7 @@ class ColumnReader:
             raise self.error(
                 name,
                 i,
-                f"data type doesn't match: the record holds {_article(self.kind_names[int(kinds[i])])}, "
+                f"data type doesn't match: the record holds {self.kind_names[int(kinds[i])]}, "
                 f"the spec asks for {value_type}",
             )
         pieces: list[Piece] = []
@@ -503,10 +482,9 @@ class ColumnReader:
             )
         if len(pieces) == 1 and not missing.any():
             values = pieces[0][2]
-            if values.flags.writeable and values.flags.c_contiguous and values.dtype.isnative:
-                return values.reshape((n, *spec.shape))
-            native = np.array(values, values.dtype.newbyteorder("="), order="C")
-            return native.reshape((n, *spec.shape))
+            if not (values.flags.writeable and values.flags.c_contiguous and values.dtype.isnative):
+                values = np.array(values, values.dtype.newbyteorder("="), order="C")
+            return values.reshape((n, *spec.shape))
         out = np.empty((n, *spec.shape), _numpy_type(spec.dtype))
         rows_out = out.reshape(n, size)
         for rows, _, values in pieces:
