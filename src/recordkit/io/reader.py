@@ -54,12 +54,9 @@ def _index_loader(index: Any, opened: Opened) -> Callable[[], array[int]] | None
     if isinstance(index, _ShardIndex):
         return index.loader(opened)
     if index is None or index is True:
-        if opened.local_path is None:
+        index_path = None if opened.local_path is None else find_index(opened.local_path)
+        if index_path is None:
             return None
-        found = find_index(opened.local_path)
-        if found is None:
-            return None
-        index_path = found
     else:
         index_path = os.fspath(index)
     size = source.size
@@ -67,28 +64,26 @@ def _index_loader(index: Any, opened: Opened) -> Callable[[], array[int]] | None
 
 
 def _open_part(
-    src: Any,
-    *,
-    format: str | None,
-    compression: str | None,
-    check_crc: bool,
-    index: Any,
-    lenient: bool,
-    zero_copy: bool = False,
+    src: Any, spec: _Reopen, format: str | None, compression: str | None, index: Any
 ) -> tuple[FrameReader, Opened, RecordFormat, str]:
-    opened = open_source(src, zero_copy=zero_copy)
+    """Open one file of ``spec`` (its options) with ``index``; the format and compression as given."""
+    opened = open_source(src, zero_copy=spec.zero_copy)
     path = opened.source.path
     try:
         name, comp = reading_format(opened.source, format=format, compression=compression)
         fmt = get_format(name)
-        if zero_copy and comp:
+        if spec.zero_copy and comp:
             raise UnsupportedOperationError(
                 f"zero_copy=True needs an uncompressed file; {path} is {comp}-compressed (its records "
                 "exist only once inflated)"
             )
         offsets = None if comp else _index_loader(index, opened)
         frames = fmt.reader(
-            opened.source, check_crc=check_crc, lenient=lenient, compression=comp, offsets=offsets
+            opened.source,
+            check_crc=spec.check_crc,
+            lenient=spec.lenient,
+            compression=comp,
+            offsets=offsets,
         )
     except BaseException:
         opened.close()
@@ -269,11 +264,19 @@ def open_shard(
 
 
 def _open_shard(
-    file: str, shard: Shard, number: int, *, index: Any, listing: str | None, **options: Any
+    spec: _Reopen, number: int, format: str | None, compression: str | None
 ) -> tuple[FrameReader, Opened, RecordFormat, str]:
-    lister, remedy = changed_shard(listing)
+    """Open shard ``number`` of ``spec``, which must be present and have its manifest's size."""
+    assert spec.shards is not None
+    file, shard = spec.files[number], spec.shards[number]
+    index = spec.index
+    if spec.recount:
+        index = False  # counted from its own headers, not from an index
+    elif index in (None, True):
+        index = _ShardIndex(file, shard)
+    lister, remedy = changed_shard(spec.listing)
     try:
-        frames, opened, fmt, comp = _open_part(file, index=index, **options)
+        frames, opened, fmt, comp = _open_part(file, spec, format, compression, index)
     except FileNotFoundError:
         raise ManifestError(
             f"the shard {shard.path} listed in {lister} is missing", path=file, shard=number
@@ -282,7 +285,7 @@ def _open_shard(
     if size is not None and size != shard.size:
         opened.close()
         # TFDS records no shard sizes: the size is the one the file had when the dataset was opened.
-        said = "it had" if listing == TFDS_INFO else f"{lister} says"
+        said = "it had" if spec.listing == TFDS_INFO else f"{lister} says"
         raise ManifestError(
             f"the shard is {size} bytes, but {said} {shard.size}: {remedy}",
             path=file,
@@ -547,10 +550,7 @@ class RecordReader(_RecordFile):
 
     def _part_starts(self) -> list[int]:
         if self._starts is None:
-            starts = [0]
-            for frames in self._frames:
-                starts.append(starts[-1] + len(frames))
-            self._starts = starts
+            self._starts = list(itertools.accumulate(map(len, self._frames), initial=0))
         return self._starts
 
     def __len__(self) -> int:
@@ -676,32 +676,25 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
     checks: dict[int, _ShardCheck] = {}
     try:
         for i, file in enumerate(spec.files):
-            options: dict[str, Any] = {
-                "format": format,
-                "compression": compression,
-                "check_crc": spec.check_crc,
-                "lenient": spec.lenient,
-                "zero_copy": spec.zero_copy,
-            }
             if spec.shards is None:
-                frames, opened, fmt, comp = _open_part(file, index=spec.index, **options)
+                frames, opened, fmt, comp = _open_part(file, spec, format, compression, spec.index)
             else:
                 shard = spec.shards[i]
-                index = spec.index
-                if spec.recount:
-                    index = False  # counted from its own headers, not from an index
-                elif index in (None, True):
-                    index = _ShardIndex(file, shard)
-                frames, opened, fmt, comp = _open_shard(
-                    file, shard, i, index=index, listing=spec.listing, **options
-                )
+                frames, opened, fmt, comp = _open_shard(spec, i, format, compression)
                 if frames.random_access and not _unchanged(shard, opened):
                     changed = shard.fingerprint is not None and opened.info is not None
                     checks[i] = _ShardCheck(file, shard, i, spec.listing, changed)
             parts.append((frames, opened))
             formats.append((fmt.name, comp))
         if len(set(formats)) > 1:
-            raise _mixed_formats(spec.path, formats)
+            kinds = ", ".join(
+                f"{name} {comp or 'uncompressed'}" for name, comp in sorted(set(formats))
+            )
+            raise UnknownFormatError(
+                f"{spec.path + ': the' if spec.path else 'The'} files mix formats or compressions "
+                f"({kinds}); one reader reads one kind: open them one by one, or pass format= to read a "
+                "directory's files of one format"
+            )
     except BaseException:
         for _, opened in parts:
             opened.close()
@@ -720,14 +713,6 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
         counts=counts,
         order=spec.order,
         checks=checks,
-    )
-
-
-def _mixed_formats(path: str | None, formats: list[tuple[str, str]]) -> UnknownFormatError:
-    kinds = ", ".join(f"{name} {comp or 'uncompressed'}" for name, comp in sorted(set(formats)))
-    return UnknownFormatError(
-        f"{path + ': the' if path else 'The'} files mix formats or compressions ({kinds}); one reader reads "
-        "one kind: open them one by one, or pass format= to read a directory's files of one format"
     )
 
 

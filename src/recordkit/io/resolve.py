@@ -47,10 +47,6 @@ what :func:`resolve_sources` returned."""
 _GLOB_CHARS = frozenset("*?[")
 
 
-def _not_found(message: str, source: str) -> FileNotFoundError:
-    return FileNotFoundError(errno.ENOENT, message, source)
-
-
 def _is_record_name(path: str) -> bool:
     """Whether a listed or globbed file may hold records: sidecar indexes and manifests do not."""
     return not path.endswith(INDEX_SUFFIX) and os.path.basename(path) != MANIFEST_NAME
@@ -78,7 +74,7 @@ def _directory_files(directory: str, fmt: RecordFormat | None) -> list[str]:
         ]
     if not chosen:
         kind = "record" if fmt is None else fmt.name
-        raise _not_found(f"no {kind} files in this directory", directory)
+        raise FileNotFoundError(errno.ENOENT, f"no {kind} files in this directory", directory)
     return chosen
 
 
@@ -90,13 +86,17 @@ def _glob(pattern: str) -> list[str]:
         matches = [p for p in glob.glob(pattern) if os.path.isfile(p)]
     matches = [p for p in matches if _is_record_name(p)]
     if not matches:
-        raise _not_found("no file matches this pattern", pattern)
+        raise FileNotFoundError(errno.ENOENT, "no file matches this pattern", pattern)
     return matches
 
 
 def _expand_one(
-    source: str, fmt: RecordFormat | None, key: Callable[[str], Any], check: bool
-) -> list[str]:
+    item: Any, fmt: RecordFormat | None, key: Callable[[str], Any], check: bool
+) -> list[Any]:
+    """The files one source names (a file object: itself), see :func:`expand_sources`."""
+    if not isinstance(item, (str, os.PathLike)):
+        return [item]
+    source = os.fspath(item)
     if not is_url(source) and os.path.isdir(source):
         return sorted(_directory_files(source, fmt), key=key)
     if _GLOB_CHARS.intersection(source) and not source_exists(source):
@@ -169,13 +169,7 @@ def expand_sources(
         raise ValueError("no sources given: pass a file, a directory, a glob or a list of them")
     fmt = get_format(format) if format is not None else None
     key: Callable[[str], Any] = natural_key if natural else str
-    files: list[Any] = []
-    for item in items:
-        if isinstance(item, (str, os.PathLike)):
-            files.extend(_expand_one(os.fspath(item), fmt, key, check=not missing_ok))
-        else:
-            files.append(item)
-    return files
+    return [file for item in items for file in _expand_one(item, fmt, key, not missing_ok)]
 
 
 def _display_path(src: Any) -> str | None:
@@ -211,10 +205,18 @@ def find_dataset(
     if not isinstance(source, (str, os.PathLike)):
         return None
     path = os.fspath(source)
-    found = _read_dataset(path, None if all_splits else split)
-    if found is None or all_splits:
-        return found
-    directory, manifest = found
+    found = _manifest_file(path)
+    if found is None:
+        return None
+    directory = posixpath.dirname(found) if is_url(found) else os.path.dirname(found) or "."
+    if not is_url(found) and os.path.basename(found) == TFDS_INFO:
+        from recordkit.datasets.tfds import manifest_from_tfds
+
+        manifest = manifest_from_tfds(directory, split=None if all_splits else split)
+    else:
+        manifest = load_manifest(found)
+    if all_splits:
+        return directory, manifest
     try:
         return directory, manifest.select(split)
     except ManifestError as exc:
@@ -228,36 +230,15 @@ def _manifest_file(path: str) -> str | None:
     holding a manifest or a ``dataset_info.json``, a manifest file (any ``.json`` name), or a URL ending in
     ``/`` whose directory holds a manifest.
     """
+    if is_url(path) and path.endswith("/"):
+        candidate = path + MANIFEST_NAME
+        return candidate if source_exists(candidate) else None
     if is_url(path):
-        if path.endswith(".json"):
-            return path
-        if path.endswith("/"):
-            candidate = path + MANIFEST_NAME
-            return candidate if source_exists(candidate) else None
-        return None
+        return path if path.endswith(".json") else None
     if os.path.isdir(path):
-        for name in (MANIFEST_NAME, TFDS_INFO):
-            candidate = os.path.join(path, name)
-            if os.path.isfile(candidate):
-                return candidate
-        return None
-    if path.endswith(".json") and os.path.isfile(path):
-        return path
-    return None
-
-
-def _read_dataset(path: str, split: str | None) -> tuple[str, Manifest] | None:
-    found = _manifest_file(path)
-    if found is None:
-        return None
-    if is_url(found):
-        return posixpath.dirname(found), load_manifest(found)
-    directory = os.path.dirname(found) or "."
-    if os.path.basename(found) == TFDS_INFO:
-        from recordkit.datasets.tfds import manifest_from_tfds
-
-        return directory, manifest_from_tfds(directory, split=split)
-    return directory, load_manifest(found)
+        candidates = (os.path.join(path, name) for name in (MANIFEST_NAME, TFDS_INFO))
+        return next((candidate for candidate in candidates if os.path.isfile(candidate)), None)
+    return path if path.endswith(".json") and os.path.isfile(path) else None
 
 
 def _manifest_format(
