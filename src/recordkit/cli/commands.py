@@ -36,7 +36,6 @@ from recordkit.cli.common import (
     PROG,
     CliError,
     InputPath,
-    count_records,
     damage_line,
     describe_error,
     error,
@@ -79,9 +78,8 @@ def _payload_kind(
     """``--payload``, or the kind detected in the first ``--sample`` records (the format's own payload
     kind tried first); and ``records`` again, from the first."""
     head = list(itertools.islice(records, args.sample))
-    if args.payload != "auto":
-        return str(args.payload), itertools.chain(head, records)
-    kind = detect_payload(head, prefer=rk.get_format(reader.format).payload)
+    prefer = rk.get_format(reader.format).payload
+    kind = str(args.payload) if args.payload != "auto" else detect_payload(head, prefer=prefer)
     return kind, itertools.chain(head, records)
 
 
@@ -108,8 +106,8 @@ def _file_info(args: argparse.Namespace, path: InputPath) -> dict[str, Any]:
     with path.open() as reader:
         sizes: list[int] = []
         sample: list[bytes] = []
-        total = reader_len(reader)
-        for record in progress(reader, total=total, desc=path, enabled=not args.quiet):
+        records = progress(reader, total=reader_len(reader), desc=path, enabled=not args.quiet)
+        for record in records:
             sizes.append(len(record))
             if len(sample) < args.sample:
                 sample.append(record)
@@ -127,7 +125,7 @@ def _file_info(args: argparse.Namespace, path: InputPath) -> dict[str, Any]:
         info["index"], info["index_stale"] = _index_note(reader, path)
         kind = info["payload"] = _payload_kind(args, reader, iter(sample))[0]
     info["sampled"] = len(sample)
-    if kind is not None and kind != "raw":
+    if kind not in (None, "raw"):
         schema = Schema.of(kind, sample)
         info["undecodable"] = schema.undecodable
         info.update(schema.as_dict(lists=kind == "sequence_example"))
@@ -197,11 +195,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         return json.dumps(info) if args.json else _info_text(info)
 
     def damaged(path: str, exc: rk.CorruptRecordError) -> None:
-        if not args.json:
-            print(damage_line(path, exc))
-            return
-        fields = {"error": type(exc).__name__, "index": exc.index, "offset": exc.offset}
-        print(json.dumps({"path": path, **fields, "reason": exc.reason}))
+        where = {"error": type(exc).__name__, "index": exc.index, "offset": exc.offset}
+        line = json.dumps({"path": path, **where, "reason": exc.reason})
+        print(line if args.json else damage_line(path, exc))
 
     paths = expand_inputs(args.files, format=args.format, split=args.split)
     results = report_each(paths, functools.partial(_file_info, args), show, damaged)
@@ -209,17 +205,6 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 # -- count -----------------------------------------------------------------------------------------
-
-
-def _count_file(args: argparse.Namespace, path: InputPath) -> int:
-    """Count one file's records from its record headers (an FFRecord file's: its header).
-
-    A dataset's shard is opened with the checks :func:`recordkit.open` makes (present, its size) and
-    counted from its own headers, never taken from its manifest (``recount``): a count that differs from
-    its entry (or from ``dataset_info.json``) raises the ManifestError every reader raises for it.
-    """
-    with path.open(recount=True) as reader:
-        return count_records(reader, desc=path, enabled=not args.quiet)
 
 
 def cmd_count(args: argparse.Namespace) -> int:
@@ -233,7 +218,7 @@ def cmd_count(args: argparse.Namespace) -> int:
     paths = expand_inputs(args.files, format=args.format, split=args.split)
     results = report_each(
         paths,
-        functools.partial(_count_file, args),
+        lambda path: path.count_records(recount=True, enabled=not args.quiet),
         lambda path, n: f"{n:>12}  {path}",
         lambda path, exc: error(describe_error(exc)),
     )

@@ -8,6 +8,7 @@ module uses only public names.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,6 +25,7 @@ EXIT_OK, EXIT_CORRUPT, EXIT_ERROR = 0, 1, 2
 decode); a usage error or any other failure (bad arguments, a missing file, an unknown format)."""
 
 _T = TypeVar("_T")
+_P = TypeVar("_P", bound=str)
 
 
 class CliError(Exception):
@@ -75,6 +77,14 @@ class InputPath(str):
         if self.part is None:
             return self.resolved.open()
         return self.resolved.open_part(self.part, recount=recount)
+
+    def count_records(self, *, recount: bool = False, enabled: bool = False) -> int:
+        """Return the number of records: ``len(reader)`` with random access, else read through (with a
+        progress bar when ``enabled``); ``recount`` as for :meth:`open`."""
+        with self.open(recount=recount) as reader:
+            if reader.supports_random_access:
+                return len(reader)
+            return sum(1 for _ in progress(reader, total=None, desc=self, enabled=enabled))
 
 
 def resolve_input(
@@ -165,14 +175,10 @@ def progress(
     The bar is shown only when stderr is a terminal, so logs and pipes stay clean.
     """
     if enabled and sys.stderr.isatty():
-        try:
+        with contextlib.suppress(ImportError):
             from tqdm import tqdm
-        except ImportError:
-            pass
-        else:
-            bar = tqdm(items, total=total, desc=desc, unit=unit, unit_scale=True, leave=False)
-            yield from bar
-            return
+
+            items = tqdm(items, total=total, desc=desc, unit=unit, unit_scale=True, leave=False)
     yield from items
 
 
@@ -181,25 +187,16 @@ def reader_len(reader: rk.RecordReader) -> int | None:
     return len(reader) if reader.supports_random_access else None
 
 
-def count_records(reader: rk.RecordReader, *, desc: str = "", enabled: bool = False) -> int:
-    """Return the number of records: ``len(reader)`` with random access, else read through (with a
-    progress bar ``desc`` when ``enabled``)."""
-    n = reader_len(reader)
-    return (
-        sum(1 for _ in progress(reader, total=None, desc=desc, enabled=enabled)) if n is None else n
-    )
-
-
 def error(message: str) -> None:
     """Print ``recordkit: error: MESSAGE`` on stderr."""
     print(f"{PROG}: error: {message}", file=sys.stderr)
 
 
 def report_each(
-    paths: Iterable[str],
-    work: Callable[[str], _T],
-    show: Callable[[str, _T], str],
-    damaged: Callable[[str, Any], object],
+    paths: Iterable[_P],
+    work: Callable[[_P], _T],
+    show: Callable[[_P, _T], str],
+    damaged: Callable[[_P, Any], object],
 ) -> list[tuple[int, _T | None]]:
     """Run ``work(path)`` for each file of a command and print ``show(path, result)``; return each file's
     exit status and result (``None`` when it failed).

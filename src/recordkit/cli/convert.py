@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 
 import recordkit as rk
-from recordkit.cli.common import CliError, InputPath, count_records, expand_inputs, progress
+from recordkit.cli.common import CliError, InputPath, expand_inputs, progress
 from recordkit.cli.parquet import is_parquet, parquet_records, parquet_rows, write_parquet
 from recordkit.cli.payload import convert_payload, detect_payload
 from recordkit.datasets import MANIFEST_NAME, Shard, commit_manifest, prepare_output, write_shard
@@ -46,23 +46,6 @@ _OLD_FIELDS = {"index": "shard", "count": "num_shards"}
 spelling)."""
 
 
-def _shard_names(pattern: str, count: int, *, given: str = "--pattern") -> list[str]:
-    """The ``count`` file names ``pattern`` gives (``{shard}`` and ``{num_shards}`` filled in, as
-    :class:`~recordkit.ShardWriter` fills its pattern); ``given`` says where it comes from."""
-    fields = "use the fields {shard} (from 0) and {num_shards}, e.g. part-{shard:05d}"
-    try:
-        names = [pattern.format(shard=i, num_shards=count) for i in range(count)]
-    except KeyError as exc:
-        old = _OLD_FIELDS.get(str(exc.args[0]))
-        hint = f": {{{exc.args[0]}}} is now {{{old}}}" if old is not None else ""
-        raise CliError(f"bad {given} {pattern!r} (unknown field {exc}{hint}): {fields}") from exc
-    except (IndexError, ValueError) as exc:
-        raise CliError(f"bad {given} {pattern!r} ({exc}): {fields}") from exc
-    if len(set(names)) != len(names):
-        raise CliError(f"{given} {pattern!r} gives the same file name to several shards")
-    return names
-
-
 def _outputs(args: argparse.Namespace, source_format: str) -> tuple[str, list[str]]:
     """Return the output format and the output paths.
 
@@ -84,12 +67,21 @@ def _outputs(args: argparse.Namespace, source_format: str) -> tuple[str, list[st
         fmt = found[0]
     if not directory:
         return fmt.name, [args.dst]
-    if args.pattern is not None:
-        names = _shard_names(args.pattern, args.shards)
-    else:
-        suffix = _COMPRESSION_SUFFIX.get(args.compression or "", "")
+    pattern, given = args.pattern, "--pattern"
+    if pattern is None:
+        pattern = fmt.shard_pattern + _COMPRESSION_SUFFIX.get(args.compression or "", "")
         given = f"shard_pattern of the {fmt.name} format"
-        names = _shard_names(fmt.shard_pattern + suffix, args.shards, given=given)
+    fields = "use the fields {shard} (from 0) and {num_shards}, e.g. part-{shard:05d}"
+    try:
+        names = [pattern.format(shard=i, num_shards=args.shards) for i in range(args.shards)]
+    except KeyError as exc:
+        old = _OLD_FIELDS.get(str(exc.args[0]))
+        hint = f": {{{exc.args[0]}}} is now {{{old}}}" if old is not None else ""
+        raise CliError(f"bad {given} {pattern!r} (unknown field {exc}{hint}): {fields}") from exc
+    except (IndexError, ValueError) as exc:
+        raise CliError(f"bad {given} {pattern!r} ({exc}): {fields}") from exc
+    if len(set(names)) != len(names):
+        raise CliError(f"{given} {pattern!r} gives the same file name to several shards")
     return fmt.name, [os.path.join(args.dst, name) for name in names]
 
 
@@ -214,29 +206,19 @@ def run_convert(args: argparse.Namespace) -> int:
         with sources[0].open() as reader:
             fmt, outputs = _outputs(args, reader.format)
         kinds = _payload_kinds(args, sources, fmt)
-        total = 0
-        for path in sources:
-            with path.open() as reader:
-                total += count_records(reader)
+        total = sum(path.count_records() for path in sources)
         records = _records(sources)
         if kinds is not None:
             records = (
                 convert_payload(record, *kinds, lossy=args.lossy, index=index)
                 for index, record in enumerate(records)
             )
-    if not args.force:
-        existing = [path for path in outputs if os.path.exists(path)]
-        if outputs != [args.dst] and os.path.exists(os.path.join(args.dst, MANIFEST_NAME)):
-            existing.insert(0, os.path.join(args.dst, MANIFEST_NAME))
-        if existing:
-            raise CliError(f"{existing[0]} exists; pass --force to overwrite")
-    _write(
-        args,
-        fmt,
-        outputs,
-        total,
-        progress(records, total=total, desc="convert", enabled=not args.quiet),
-    )
+    manifest = [] if outputs == [args.dst] else [os.path.join(args.dst, MANIFEST_NAME)]
+    existing = [path for path in manifest + outputs if not args.force and os.path.exists(path)]
+    if existing:
+        raise CliError(f"{existing[0]} exists; pass --force to overwrite")
+    records = progress(records, total=total, desc="convert", enabled=not args.quiet)
+    _write(args, fmt, outputs, total, records)
     if not args.quiet:
         where = outputs[0] if len(outputs) == 1 else f"{len(outputs)} {fmt} files in {args.dst}"
         print(f"wrote {total} records to {where}")
