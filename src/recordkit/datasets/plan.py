@@ -25,6 +25,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -38,7 +39,7 @@ from recordkit.io import open as open_records
 from recordkit.io.sources import open_source
 
 if TYPE_CHECKING:
-    from recordkit.datasets.manifest import Manifest, Shard
+    from recordkit.datasets.manifest import Shard
     from recordkit.datasets.tfds import ReadOrder
     from recordkit.io.reader import RecordReader
 
@@ -212,21 +213,6 @@ def _balanced(total: int, shard: int, num_shards: int) -> tuple[int, int]:
     return shard * total // num_shards, (shard + 1) * total // num_shards
 
 
-def _ranges(pieces: Sequence[RangeUnit], lo: int, hi: int) -> list[RangeUnit]:
-    """The parts of ``pieces`` (sized, laid end to end) covering global positions ``[lo, hi)``."""
-    units = []
-    base = 0
-    for p in pieces:
-        n = len(p)
-        a, b = max(lo, base), min(hi, base + n)
-        if a < b:
-            units.append(RangeUnit(p.file, p.start + a - base, p.start + b - base))
-        base += n
-        if base >= hi:
-            break
-    return units
-
-
 def _sequential_units(pieces: Sequence[RangeUnit], shard: int, num_shards: int) -> list[RangeUnit]:
     whole, left = divmod(len(pieces), num_shards)
     units = list(pieces[shard : whole * num_shards : num_shards])
@@ -236,23 +222,6 @@ def _sequential_units(pieces: Sequence[RangeUnit], shard: int, num_shards: int) 
         p = pieces[whole * num_shards + group]
         units.append(RangeUnit(p.file, p.start + shard // left, p.stop, members))
     return units
-
-
-def _sized(units: list[RangeUnit], counts: Sequence[int | None]) -> list[RangeUnit]:
-    out = []
-    for u in units:
-        n = counts[u.file]
-        out.append(u if n is None or u.stop is not None else RangeUnit(u.file, u.start, n, u.step))
-    return out
-
-
-def _length(units: Sequence[Unit]) -> int | None:
-    total = 0
-    for u in units:
-        if not u.sized:
-            return None
-        total += len(u)
-    return total
 
 
 def _truncate(units: Sequence[Unit], n: int) -> list[Unit]:
@@ -268,7 +237,7 @@ def _truncate(units: Sequence[Unit], n: int) -> list[Unit]:
 
 def _cycle(units: Sequence[Unit], n: int) -> list[Unit]:
     """``n`` records taken from ``units`` repeated as often as needed."""
-    total = _length(units)
+    total = plan_length(units)
     if n <= 0 or not total:
         return []
     out: list[Unit] = []
@@ -341,15 +310,19 @@ def plan_pieces(
 
     def one(s: int) -> list[Unit]:
         # Within a shard, files are read in the epoch's file order.
-        units = _ranges(indexed, *_balanced(total, s, num_shards))
-        units.extend(_sized(_sequential_units(sequential, s, num_shards), counts))
+        # The pieces of ``indexed`` are sized: cut never asks for a count.
+        units = cut(indexed, lambda file: 0, *_balanced(total, s, num_shards))
+        units.extend(
+            u if u.sized or counts[u.file] is None else dataclasses.replace(u, stop=counts[u.file])
+            for u in _sequential_units(sequential, s, num_shards)
+        )
         units.sort(key=lambda u: rank_of[u.file])
         return list[Unit](units)
 
     mine = one(shard)
     if equal is None:
         return mine
-    sizes = [_length(one(s)) or 0 for s in range(num_shards)]
+    sizes = [plan_length(one(s)) or 0 for s in range(num_shards)]
     if equal == "drop":
         return _truncate(mine, min(sizes))
     target = max(sizes)
@@ -445,7 +418,9 @@ def global_length(total: int, shard: int, num_shards: int, equal: EqualShards = 
 
 def plan_length(units: Sequence[Unit]) -> int | None:
     """The number of records in a plan, or ``None`` if a unit's length is unknown."""
-    return _length(units)
+    if not all(u.sized for u in units):
+        return None
+    return sum(len(u) for u in units)
 
 
 # -- read ranges for distributed engines (Ray, Dask) ----------------------------------------------------
@@ -564,7 +539,18 @@ def plan_reads(
     resolved = resolve_sources(sources, format=format, split=split)
     if resolved.manifest is not None:
         assert resolved.directory is not None
-        whole = _manifest_files(resolved.directory, resolved.manifest)
+        whole = [
+            ReadRange(
+                path=shard_path(resolved.directory, shard),
+                stop=shard.records,
+                format=resolved.manifest.format,
+                compression=resolved.manifest.compression,
+                directory=resolved.directory,
+                shard=shard,
+                file_records=shard.records,
+            )
+            for shard in resolved.manifest.shards
+        ]
     else:
         whole = [_described_file(path, format) for path in resolved.files]
         kinds = [(item.format or "", item.compression or "") for item in whole]
@@ -581,21 +567,6 @@ def plan_reads(
         dataclasses.replace(item, start=unit.start, stop=unit.stop) if unit is not None else item
         for item in whole
         for unit in (RangeUnit(0, 0, item.stop).split(size) if _splittable(item) else [None])
-    ]
-
-
-def _manifest_files(directory: str, manifest: Manifest) -> list[ReadRange]:
-    return [
-        ReadRange(
-            path=shard_path(directory, shard),
-            stop=shard.records,
-            format=manifest.format,
-            compression=manifest.compression,
-            directory=directory,
-            shard=shard,
-            file_records=shard.records,
-        )
-        for shard in manifest.shards
     ]
 
 
@@ -675,21 +646,12 @@ def read_range(
     """
     if batch < 1 or batch_bytes < 1:
         raise ValueError("batch and batch_bytes must be at least 1")
-    if reader is None:
-        with open_range(item, check_crc=check_crc) as opened:
-            yield from _range_chunks(opened, item, batch, batch_bytes)
-    else:
-        yield from _range_chunks(reader, item, batch, batch_bytes)
-
-
-def _range_chunks(
-    reader: RecordReader, item: ReadRange, batch: int, batch_bytes: int
-) -> Iterator[list[bytes]]:
-    whole = item.start == 0 and (
-        item.stop is None or not reader.supports_random_access or item.stop == len(reader)
-    )
-    records = iter(reader) if whole else _indexed(reader, item)
-    yield from _chunks(records, batch, batch_bytes)
+    opened = open_range(item, check_crc=check_crc) if reader is None else nullcontext(reader)
+    with opened as file:
+        whole = item.start == 0 and (
+            item.stop is None or not file.supports_random_access or item.stop == len(file)
+        )
+        yield from _chunks(iter(file) if whole else _indexed(file, item), batch, batch_bytes)
 
 
 _READ_BYTES = 4 << 20
