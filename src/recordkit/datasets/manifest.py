@@ -265,13 +265,7 @@ def manifest_path(path: str | os.PathLike[str]) -> str:
     ``MANIFEST_NAME`` inside it.
     """
     path = os.fspath(path)
-    if path.endswith(".json"):
-        return path
-    return (
-        path.rstrip("/") + "/" + MANIFEST_NAME
-        if is_url(path)
-        else os.path.join(path, MANIFEST_NAME)
-    )
+    return path if path.endswith(".json") else _join(path, MANIFEST_NAME)
 
 
 def load_manifest(path: str | os.PathLike[str]) -> Manifest:
@@ -358,12 +352,10 @@ def merge_manifests(
         prefix = _relative_prefix(directory, root)
         for shard in manifest.shards:
             moved = shard.relocated(prefix)
-            known = merged.get(moved.path)
-            if known is not None and known != moved:
+            if merged.setdefault(moved.path, moved) != moved:
                 raise ManifestError(
                     f"two manifests describe the shard {moved.path} differently", path=directory
                 )
-            merged[moved.path] = moved
         if schema is None:
             schema = manifest.schema
         combined.update(manifest.metadata)
@@ -397,16 +389,14 @@ def changed_shard(listing: str | None) -> tuple[str, str]:
     ``listing`` is :func:`shard_listing`'s answer for the manifest.
     """
     if listing == TFDS_INFO:
-        remedy = (
+        return TFDS_INFO, (
             "it changed after tensorflow-datasets prepared the dataset: restore the shard, or prepare "
             "the dataset again with tfds (dataset_info.json is TFDS's own record of its shards)"
         )
-        return TFDS_INFO, remedy
-    remedy = (
+    return "the manifest", (
         "it changed after the manifest was written (recordkit manifest build describes it again; "
         "recordkit verify DIR --salvage repairs a damaged shard in place)"
     )
-    return "the manifest", remedy
 
 
 def shard_count_error(
@@ -429,9 +419,14 @@ def shard_count_error(
 
 def shard_path(directory: str, shard: Shard) -> str:
     """Return the path (or URL) of a manifest's shard, given the manifest's directory."""
+    return _join(directory, shard.path)
+
+
+def _join(directory: str, relative: str) -> str:
+    """``relative`` (``/`` separators) inside ``directory``, a local path or a URL."""
     if is_url(directory):
-        return directory.rstrip("/") + "/" + shard.path
-    return os.path.join(directory, *shard.path.split("/"))
+        return directory.rstrip("/") + "/" + relative
+    return os.path.join(directory, *relative.split("/"))
 
 
 def _load_item(item: Any) -> tuple[str, Manifest]:
@@ -463,12 +458,9 @@ def _shard_json(shard: Shard) -> dict[str, Any]:
     if shard.split is not None:
         entry["split"] = shard.split
     if shard.index is not None:
-        entry["index"] = {"path": shard.index.path, "sha256": shard.index.sha256}
+        entry["index"] = dataclasses.asdict(shard.index)
     if shard.fingerprint is not None:
-        entry["fingerprint"] = {
-            "mtime_ns": shard.fingerprint.mtime_ns,
-            "inode": shard.fingerprint.inode,
-        }
+        entry["fingerprint"] = dataclasses.asdict(shard.fingerprint)
     return entry
 
 
@@ -505,6 +497,11 @@ class _Fields:
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise self.error(f"{self.where}: {key!r} has the wrong type ({type(value).__name__})")
         return value
+
+    def child(self, key: str, where: str) -> _Fields | None:
+        """The object in field ``key`` (optional), with typed access; ``where`` names it in errors."""
+        value = self.get(key, dict, required=False)
+        return None if value is None else _Fields(value, where, self.path, self.shard)
 
     def count(self, key: str) -> int:
         value: int = self.get(key, int)
@@ -573,22 +570,14 @@ def _format_name(top: _Fields) -> str:
 
 def _parse_shard(entry: Any, path: str | None, i: int) -> Shard:
     fields = _Fields(entry, f"shard {i}", path, i)
-    index = None
-    index_json = fields.get("index", dict, required=False)
-    if index_json is not None:
-        index_fields = _Fields(index_json, f"the index of shard {i}", path, i)
+    index = fingerprint = None
+    if (index_fields := fields.child("index", f"the index of shard {i}")) is not None:
         index = IndexFile(
             path=index_fields.relative_path("path"),
             sha256=index_fields.digest("sha256", required=True) or "",
         )
-    fingerprint = None
-    fingerprint_json = fields.get("fingerprint", dict, required=False)
-    if fingerprint_json is not None:
-        fingerprint_fields = _Fields(fingerprint_json, f"the fingerprint of shard {i}", path, i)
-        fingerprint = Fingerprint(
-            mtime_ns=fingerprint_fields.get("mtime_ns", int),
-            inode=fingerprint_fields.count("inode"),
-        )
+    if (stat := fields.child("fingerprint", f"the fingerprint of shard {i}")) is not None:
+        fingerprint = Fingerprint(mtime_ns=stat.get("mtime_ns", int), inode=stat.count("inode"))
     return Shard(
         path=fields.relative_path("path"),
         records=fields.count("records"),
