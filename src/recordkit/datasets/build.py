@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import errno
 import hashlib
+import itertools
 import os
 import re
 import shutil
@@ -83,7 +84,8 @@ def build_manifest(
         own_split = split
         if own_split is None:
             name = os.path.relpath(path, directory).replace(os.sep, "/")
-            own_split = known_splits.get(name) or _split_from_name(os.path.basename(path))
+            tfds_name = _TFDS_NAME.fullmatch(os.path.basename(path))
+            own_split = known_splits.get(name) or (tfds_name and tfds_name["split"])
         shard, found_format, found_compression = describe_shard(
             path, root=directory, format=format, split=own_split, checksum=checksum
         )
@@ -117,11 +119,6 @@ def _previous_splits(directory: str) -> dict[str, str]:
     except (FileNotFoundError, ManifestError):
         return {}
     return {shard.path: shard.split for shard in previous.shards if shard.split is not None}
-
-
-def _split_from_name(name: str) -> str | None:
-    match = _TFDS_NAME.fullmatch(name)
-    return match.group("split") if match else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,11 +230,7 @@ def _problem(
 ) -> str | None:
     listing = shard_listing(manifest)
     with open_shard(
-        directory,
-        shard,
-        format=manifest.format,
-        compression=manifest.compression,
-        listing=listing,
+        directory, shard, format=manifest.format, compression=manifest.compression, listing=listing
     ) as reader:
         # Read to its end, the shard is checked against the count it is listed with: a ManifestError
         # (recordkit.datasets.manifest.shard_count_error) says how many it holds, who says otherwise,
@@ -405,9 +398,6 @@ def _salvage(path: str, manifest: Manifest) -> tuple[Any, str]:
 def _aside(path: str) -> str:
     """A free hidden name beside ``path`` for its damaged original: ``.<name>.damaged`` (then ``-1``, ...)."""
     directory, name = os.path.split(path)
-    candidate = os.path.join(directory, f".{name}{DAMAGED_SUFFIX}")
-    number = 0
-    while os.path.lexists(candidate):
-        number += 1
-        candidate = os.path.join(directory, f".{name}{DAMAGED_SUFFIX}-{number}")
-    return candidate
+    first = os.path.join(directory, f".{name}{DAMAGED_SUFFIX}")
+    later = (f"{first}-{number}" for number in itertools.count(1))
+    return next(c for c in itertools.chain([first], later) if not os.path.lexists(c))
