@@ -367,23 +367,21 @@ class RecordReader(_RecordFile):
     def __init__(
         self,
         parts: Sequence[tuple[FrameReader, Opened]],
+        reopen: _Reopen,
         *,
-        path: str | None,
         format: str,
         compression: str,
-        reopen: _Reopen | None = None,
-        counts: Sequence[int] | None = None,
-        order: ReadOrder | None = None,
         checks: Mapping[int, _ShardCheck] | None = None,
     ) -> None:
-        super().__init__(path=path, format=format, compression=compression)
+        super().__init__(path=reopen.path, format=format, compression=compression)
+        counts = None if reopen.shards is None else [shard.records for shard in reopen.shards]
         # A TFDS split's records come in TFDS's interleaved order, not file after file (needs counts).
-        self._order = order if counts is not None else None
+        self._order = reopen.order if counts is not None else None
         self._frames = [frames for frames, _ in parts]
         self._opened = [opened for _, opened in parts]
         # Record counts known without reading (a manifest's) make len() free, even of compressed files.
         # Each part is checked against its count when it is first read at random or read to its end.
-        self._counts = None if counts is None else list(counts)
+        self._counts = counts
         self._starts = None if counts is None else list(itertools.accumulate(counts, initial=0))
         self._counted: set[int] = set()
         # The shards that may have changed since the manifest was written (their fingerprint differs):
@@ -394,7 +392,7 @@ class RecordReader(_RecordFile):
         self._sequential = next((f for f in self._frames if not f.random_access), None)
         self.paths = [frames.path for frames in self._frames]
         # Zero-copy readers hand out views of their maps; close() releases them (see recordkit.io.mapped).
-        self._views = ViewLedger() if reopen is not None and reopen.zero_copy else None
+        self._views = ViewLedger() if reopen.zero_copy else None
         # A reader dropped without close() (e.g. inside a dataset object) still releases its files; views
         # it handed out then stay valid for as long as they live.
         self._release = weakref.finalize(self, close_all, list(self._opened))
@@ -427,7 +425,7 @@ class RecordReader(_RecordFile):
                 "cannot pickle a closed RecordReader: pickling reopens the files, which were closed"
             )
         spec = self._reopen
-        if spec is None or not all(isinstance(f, (str, os.PathLike)) for f in spec.files):
+        if not all(isinstance(f, (str, os.PathLike)) for f in spec.files):
             raise TypeError(
                 "cannot pickle a RecordReader over a file object: another process cannot reopen it; "
                 "open the reader from a path or URL instead"
@@ -517,9 +515,8 @@ class RecordReader(_RecordFile):
 
     def _count_mismatch(self, part: int, found: int) -> ManifestError:
         assert self._counts is not None
-        listing = None if self._reopen is None else self._reopen.listing
-        path = self._frames[part].path
-        return shard_count_error(path, part, found, self._counts[part], listing)
+        listing = self._reopen.listing
+        return shard_count_error(self._frames[part].path, part, found, self._counts[part], listing)
 
     def _check_count(self, part: int) -> None:
         """Before the first random access to a part with a known count: the file must hold that many.
@@ -562,10 +559,11 @@ class RecordReader(_RecordFile):
         from the manifest's raises :class:`~recordkit.errors.ManifestError`, as it does for every shard of
         a reader opened with ``recount=True`` (:meth:`~recordkit.io.ResolvedSources.open_part`).
         """
-        recount = self._reopen is not None and self._reopen.recount
         for part, frames in enumerate(self._frames):
             check = self._checks.get(part)
-            if (recount and frames.random_access) or (check is not None and check.changed):
+            if (self._reopen.recount and frames.random_access) or (
+                check is not None and check.changed
+            ):
                 self._check_count(part)
         return self._length()
 
@@ -703,17 +701,7 @@ def _read_files(spec: _Reopen, *, format: str | None, compression: str | None) -
         assert format is not None  # the manifest's
         formats.append((format, compression or ""))
     name, comp = formats[0]
-    counts = None if spec.shards is None else [shard.records for shard in spec.shards]
-    return RecordReader(
-        parts,
-        path=spec.path,
-        format=name,
-        compression=comp,
-        reopen=spec,
-        counts=counts,
-        order=spec.order,
-        checks=checks,
-    )
+    return RecordReader(parts, spec, format=name, compression=comp, checks=checks)
 
 
 def _reopen_reader(spec: _Reopen, format: str, compression: str) -> RecordReader:
