@@ -321,13 +321,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
     # Every argument is resolved before any is checked, so a usage error prints nothing else.
     groups: list[str | list[InputPath]] = []
     for path, dataset in zip(args.files, datasets, strict=True):
-        if dataset:
-            if args.split is not None:
-                # An unknown split is refused as every reading command refuses it (status 2).
-                resolve_input(path, format=args.format, split=args.split)
-            groups.append(path)
-        else:
-            groups.append(expand_inputs([path], format=args.format, split=args.split))
+        if dataset and args.split is not None:
+            # An unknown split is refused as every reading command refuses it (status 2).
+            resolve_input(path, format=args.format, split=args.split)
+        groups.append(
+            path if dataset else expand_inputs([path], format=args.format, split=args.split)
+        )
     files = [file for group in groups if not isinstance(group, str) for file in group]
     if args.salvage is not None and len(files) != 1:
         raise CliError("--salvage applies to a single file")
@@ -598,7 +597,7 @@ def _run(argv: Sequence[str] | None) -> int:
             # Each of recordkit's warnings is news about the data; others keep Python's filters.
             warnings.simplefilter("always", rk.RecordKitWarning)
             warnings.showwarning = _show_warning
-            code: int = args.func(args)
+            return int(args.func(args))
     except CliError as exc:
         error(str(exc))
         return exc.code
@@ -610,7 +609,6 @@ def _run(argv: Sequence[str] | None) -> int:
     except (rk.RecordKitError, OSError, ValueError, ImportError) as exc:
         error(describe_error(exc))
         return EXIT_ERROR
-    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

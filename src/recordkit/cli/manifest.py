@@ -61,8 +61,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         args.directory, format=args.format, split=args.split, checksum=checksum, save=False
     )
     if args.schema:
-        schema = _inferred_schema(args.directory, manifest)
-        manifest = dataclasses.replace(manifest, schema=schema)
+        manifest = dataclasses.replace(manifest, schema=_inferred_schema(args.directory, manifest))
     return _saved(args, manifest, os.path.join(args.directory, MANIFEST_NAME))
 
 
@@ -90,13 +89,10 @@ def cmd_show(args: argparse.Namespace) -> int:
         return EXIT_OK
     listing = shard_listing(manifest)
     tfds = manifest.metadata.get("tfds") if listing else None
+    what = ""
     if isinstance(tfds, dict):
-        print(
-            f"{args.directory}: tensorflow-datasets {tfds.get('name')} {tfds.get('version')} "
-            f"({listing}): {_summary(manifest)}"
-        )
-    else:
-        print(f"{args.directory}: {_summary(manifest)}")
+        what = f"tensorflow-datasets {tfds.get('name')} {tfds.get('version')} ({listing}): "
+    print(f"{args.directory}: {what}{_summary(manifest)}")
     for shard in manifest.shards:
         split = f"  [{shard.split}]" if shard.split is not None else ""
         print(f"{shard.records:>12}  {shard.size:>14} B  {shard.path}{split}")
@@ -105,16 +101,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def print_checks(directory: str, checks: list[ShardCheck]) -> int:
     """Print a line per checked shard of a dataset directory and a summary; return the exit status."""
-    bad = 0
     for check in checks:
         if check.ok:
             print(f"{check.path}: OK ({check.shard.records} records)")
-            continue
-        bad += 1
-        if isinstance(check.error, (rk.CorruptRecordError, rk.DecodeError)):
+        elif isinstance(check.error, (rk.CorruptRecordError, rk.DecodeError)):
             print(damage_line(check.path, check.error))
         else:
             print(f"{check.path}: CORRUPT: {check.problem}")
+    bad = sum(not check.ok for check in checks)
     print(f"{directory}: {len(checks)} shards: {len(checks) - bad} OK, {bad} bad")
     return EXIT_CORRUPT if bad else EXIT_OK
 

@@ -56,11 +56,7 @@ def _check_floats(path: str, batch: Any, first_row: int) -> None:
     pa = _pyarrow()[0]
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
         values = column
-        while (
-            pa.types.is_list(values.type)
-            or pa.types.is_large_list(values.type)
-            or (pa.types.is_fixed_size_list(values.type))
-        ):
+        while isinstance(values.type, (pa.ListType, pa.LargeListType, pa.FixedSizeListType)):
             values = values.flatten()
         if values.type != pa.float64():
             continue

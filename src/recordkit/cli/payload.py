@@ -89,9 +89,8 @@ def detect_payload(records: Sequence[bytes], *, prefer: str | None = None) -> st
     if not records:
         return None
     order = ["sequence_example", "example", "ofrecord"]
-    if (
-        prefer == "ofrecord"
-    ):  # (a preferred "example" keeps SequenceExample, its special case, first)
+    # OFRecord first when preferred (a preferred "example" keeps SequenceExample, its special case, first)
+    if prefer == "ofrecord":
         order.insert(0, order.pop())
     best, best_fits = "raw", len(records) // 2
     for kind in order:
@@ -313,10 +312,8 @@ def _count(stats: dict[str, dict[str, Any]], name: str, kinds: Iterable[str], le
     entry = stats.setdefault(name, new)
     entry["kind"].update(kinds)
     entry["present"] += 1
-    entry["min_len"], entry["max_len"] = (
-        min(entry["min_len"], length),
-        max(entry["max_len"], length),
-    )
+    entry["min_len"] = min(entry["min_len"], length)
+    entry["max_len"] = max(entry["max_len"], length)
 
 
 def _rows(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
