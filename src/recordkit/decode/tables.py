@@ -24,6 +24,8 @@ True
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -60,20 +62,16 @@ _INT64_MAX: Final = 2**63 - 1
 _INT32_MAX: Final = 2**31 - 1
 
 
-_PYARROW: list[Any] = []  # the pyarrow module, once imported
-
-
+@functools.cache
 def _pyarrow() -> Any:
     """Import pyarrow, or say how to install it."""
-    if not _PYARROW:
-        try:
-            import pyarrow
-        except ImportError as exc:
-            raise ImportError(
-                'recordkit\'s table functions need pyarrow: pip install "recordkit[arrow]"'
-            ) from exc
-        _PYARROW.append(pyarrow)
-    return _PYARROW[0]
+    try:
+        import pyarrow
+    except ImportError as exc:
+        raise ImportError(
+            'recordkit\'s table functions need pyarrow: pip install "recordkit[arrow]"'
+        ) from exc
+    return pyarrow
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -98,15 +96,9 @@ class _Bytes:
         first = int(self.lengths[0])
         return first if bool((self.lengths == first).all()) else None
 
-    def starts(self) -> npt.NDArray[np.int64]:
-        return np.cumsum(self.lengths) - self.lengths
-
     def grouped(self, counts: npt.NDArray[np.int64]) -> _Bytes:
         """Join consecutive items, ``counts[j]`` of them into item ``j`` (the data does not move)."""
-        ends = np.zeros(len(self.lengths) + 1, np.int64)
-        np.cumsum(self.lengths, out=ends[1:])
-        bounds = np.zeros(len(counts) + 1, np.int64)
-        np.cumsum(counts, out=bounds[1:])
+        ends, bounds = _splits(self.lengths), _splits(counts)
         return _Bytes(self.data, ends[bounds[1:]] - ends[bounds[:-1]])
 
     def only(self, keep: npt.NDArray[np.bool_]) -> _Bytes:
@@ -125,9 +117,7 @@ class _Bytes:
     def split(self) -> list[bytes]:
         """The items as ``bytes`` objects."""
         buffer = self.data.tobytes()
-        ends = np.cumsum(self.lengths)
-        starts = (ends - self.lengths).tolist()
-        return [buffer[a:b] for a, b in zip(starts, ends.tolist(), strict=True)]
+        return [buffer[a:b] for a, b in itertools.pairwise(_splits(self.lengths).tolist())]
 
 
 def _concat(parts: list[_Bytes]) -> _Bytes:
@@ -180,18 +170,26 @@ def _field(tag: int, payload: _Bytes, *, omit_empty: bool = False) -> _Bytes:
 # Columns to features
 
 
-@dataclass(frozen=True)
-class _Leaves:
-    """The values of one column: flat, in row order, with how many each (non-null) row holds."""
+_LIST_TYPES: Final = ("list", "large_list", "fixed_size_list")
+_BINARY_TYPES: Final = (
+    *("binary", "large_binary", "string", "large_string", "fixed_size_binary"),
+    *("binary_view", "string_view"),  # pyarrow 16 and later
+)
+_WHY_NOT: Final = (
+    (("temporal",), "convert dates and times to integers or strings first"),
+    (("decimal",), "convert decimals to floats or strings first"),
+    (("struct", "map"), "give each field a column of its own"),
+)
 
-    rows: npt.NDArray[np.bool_]  # which rows are not null
-    counts: npt.NDArray[np.int64]  # values per non-null row
-    numbers: np.ndarray[Any, Any] | None  # numeric values, or None for bytes
-    strings: _Bytes | None  # bytes values, one item per value
+
+def _is(kind: Any, *names: str) -> bool:
+    """Whether ``pyarrow.types.is_<name>(kind)`` holds for one of ``names`` (absent checks: false)."""
+    types = _pyarrow().types
+    return any(getattr(types, f"is_{name}", lambda _: False)(kind) for name in names)
 
 
 class _Column:
-    """Reads one Arrow column into :class:`_Leaves`, naming the column in every error."""
+    """Encodes one Arrow column as ``Feature`` messages, naming the column in every error."""
 
     def __init__(self, name: str, family: _messages._Family, first_row: int) -> None:
         self.name = name
@@ -204,123 +202,64 @@ class _Column:
             + (f" ({why})" if why else "")
         )
 
-    def leaves(self, array: Any) -> _Leaves:
+    def features(self, array: Any) -> tuple[npt.NDArray[np.bool_], _Bytes]:
+        """Which rows are not null, and the serialized ``Feature`` message of each of those rows."""
         pa = _pyarrow()
         array = self._plain(array)
-        if pa.types.is_null(array.type):
-            n = len(array)
-            return _Leaves(np.zeros(n, bool), np.zeros(0, np.int64), np.zeros(0, np.int64), None)
         rows = _validity(array)
         if not rows.all():
             array = array.filter(pa.array(rows))
-        if _is_list(array.type):
+        counts = np.ones(len(array), np.int64)
+        if _is(array.type, *_LIST_TYPES):
             counts = np.asarray(array.value_lengths().fill_null(0), np.int64)
-            values = self._plain(array.flatten())
-            if _is_list(values.type):
+            array = self._plain(array.flatten())
+            if _is(array.type, *_LIST_TYPES):
                 raise self.unsupported("a list of lists", "features are flat lists")
-            if values.null_count:
+            if array.null_count:
                 row = self.first_row + int(
                     np.flatnonzero(rows)[
-                        np.searchsorted(np.cumsum(counts), _first_null(values), "right")
+                        np.searchsorted(np.cumsum(counts), np.argmin(_validity(array)), "right")
                     ]
                 )
                 raise ValueError(
                     f"column {self.name!r}: row {row}: a list holds a null; features cannot hold nulls"
                 )
-        else:
-            counts = np.ones(len(array), np.int64)
-            values = array
-        numbers, strings = self._values(values)
-        return _Leaves(rows, counts, numbers, strings)
-
-    def _plain(self, array: Any) -> Any:
-        """Dictionary-encoded (pandas categorical) values decoded; unsupported types refused."""
-        pa = _pyarrow()
-        if pa.types.is_dictionary(array.type):
-            array = array.dictionary_decode()
-        kind = array.type
-        if not (
-            pa.types.is_null(kind)
-            or _is_list(kind)
-            or pa.types.is_boolean(kind)
-            or pa.types.is_integer(kind)
-            or pa.types.is_floating(kind)
-            or _is_binary(kind)
-        ):
-            raise self.unsupported(f"values of type {kind}", _why_not(kind))
-        return array
-
-    def _values(self, values: Any) -> tuple[np.ndarray[Any, Any] | None, _Bytes | None]:
-        pa = _pyarrow()
-        if _is_binary(values.type):
-            return None, _binary_items(values.cast(pa.large_binary()))
-        numbers = values.to_numpy(zero_copy_only=False)
+        family = self.family
+        if _is(array.type, *_BINARY_TYPES):
+            strings = _binary_items(array.cast(pa.large_binary()))
+            return rows, _field(family.tags["bytes_list"][0], _field(0x0A, strings).grouped(counts))
+        numbers = array.to_numpy(zero_copy_only=False)
         if numbers.dtype == np.uint64 and len(numbers) and int(numbers.max()) > _INT64_MAX:
             raise ValueError(
                 f"column {self.name!r}: a uint64 value does not fit in a signed 64-bit integer"
             )
-        return numbers, None
-
-    def feature(self, leaves: _Leaves) -> _Bytes:
-        """The serialized ``Feature`` message of every non-null row."""
-        family = self.family
-        if leaves.strings is not None:
-            values = _field(0x0A, leaves.strings).grouped(leaves.counts)
-            return _field(family.tags["bytes_list"][0], values)
-        numbers = leaves.numbers
-        assert numbers is not None
         kind: _messages.FeatureKind
         if numbers.dtype.kind == "f":
             kind = family.float64_kind if numbers.dtype.itemsize == 8 else "float_list"
             wire = _messages._WIRE_DTYPES[kind]
             with np.errstate(over="ignore"):  # beyond float32's range: infinities, as protobuf
                 raw = numbers.astype(wire).view(_UINT8)
-            payload = _Bytes(raw, leaves.counts * wire.itemsize)
+            payload = _Bytes(raw, counts * wire.itemsize)
         else:
             kind = family.int32_kind if numbers.dtype == np.int32 else "int64_list"
-            payload = _varints(numbers).grouped(leaves.counts)
-        return _field(family.tags[kind][0], _field(0x0A, payload, omit_empty=True))
+            payload = _varints(numbers).grouped(counts)
+        return rows, _field(family.tags[kind][0], _field(0x0A, payload, omit_empty=True))
 
-
-def _is_list(kind: Any) -> bool:
-    pa = _pyarrow()
-    return bool(
-        pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
-    )
-
-
-def _is_binary(kind: Any) -> bool:
-    pa = _pyarrow()
-    checks = [
-        "is_binary",
-        "is_large_binary",
-        "is_string",
-        "is_large_string",
-        "is_fixed_size_binary",
-    ]
-    checks += ["is_binary_view", "is_string_view"]
-    return any(getattr(pa.types, check, lambda _: False)(kind) for check in checks)
-
-
-def _why_not(kind: Any) -> str:
-    pa = _pyarrow()
-    if pa.types.is_temporal(kind):
-        return "convert dates and times to integers or strings first"
-    if pa.types.is_decimal(kind):
-        return "convert decimals to floats or strings first"
-    if pa.types.is_struct(kind) or pa.types.is_map(kind):
-        return "give each field a column of its own"
-    return ""
+    def _plain(self, array: Any) -> Any:
+        """Dictionary-encoded (pandas categorical) values decoded; unsupported types refused."""
+        if _pyarrow().types.is_dictionary(array.type):
+            array = array.dictionary_decode()
+        kind = array.type
+        if not _is(kind, "null", "boolean", "integer", "floating", *_LIST_TYPES, *_BINARY_TYPES):
+            why = next((why for names, why in _WHY_NOT if _is(kind, *names)), "")
+            raise self.unsupported(f"values of type {kind}", why)
+        return array
 
 
 def _validity(array: Any) -> npt.NDArray[np.bool_]:
     if not array.null_count:
         return np.ones(len(array), bool)
     return np.asarray(array.is_valid(), bool)
-
-
-def _first_null(values: Any) -> int:
-    return int(np.argmin(np.asarray(values.is_valid(), bool)))
 
 
 def _binary_items(values: Any) -> _Bytes:
@@ -337,14 +276,12 @@ def _binary_items(values: Any) -> _Bytes:
 
 def _entries(name: str, array: Any, family: _messages._Family, first_row: int) -> _Bytes:
     """The serialized ``map<string, Feature>`` entry of every row (empty for null rows)."""
-    column = _Column(name, family, first_row)
-    leaves = column.leaves(array)
-    feature = column.feature(leaves)
+    rows, feature = _Column(name, family, first_row).features(array)
     key = name.encode("utf-8")
     head = b"\x0a" + _messages._varint(len(key)) + key + b"\x12"
     n = len(feature.lengths)
     body = _concat([_Bytes.constant(head, n), _varints(feature.lengths), feature])
-    return _field(0x0A, body).spread(leaves.rows)
+    return _field(0x0A, body).spread(rows)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -361,8 +298,7 @@ def _as_table(table: Any) -> Any:
     if isinstance(table, Mapping):
         return _table_of_mapping(table)
     if type(table).__name__ == "DataFrame" and hasattr(table, "columns"):
-        columns = list(table.columns)
-        return _table_of_mapping({name: table[name] for name in columns}, len(table))
+        return _table_of_mapping({name: table[name] for name in table.columns}, len(table))
     raise TypeError(
         "expected a pyarrow Table or RecordBatch, a pandas DataFrame or a dict of columns, "
         f"not {type(table).__name__}"
@@ -481,11 +417,6 @@ def encode_ofrecords(table: Any) -> list[bytes]:
 # Tables out
 
 
-def _bitmap(valid: npt.NDArray[np.bool_]) -> Any:
-    pa = _pyarrow()
-    return pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
-
-
 def _leaf(values: np.ndarray[Any, Any], value_type: ValueType) -> Any:
     """Flat numpy values (numbers, or an object array of bytes or str) as an Arrow array.
 
@@ -517,21 +448,17 @@ def _fixed_lists(flat: Any, shape: tuple[int, ...], n: int, valid: Any = None) -
     return array
 
 
-def _lists(splits: npt.NDArray[np.int64], values: Any) -> Any:
-    """A list array: row ``i`` is ``values[splits[i]:splits[i + 1]]`` (large_list past 2**31 values)."""
-    pa = _pyarrow()
-    if int(splits[-1]) <= _INT32_MAX:
-        return pa.ListArray.from_arrays(pa.array(splits.astype(np.int32)), values)
-    return pa.LargeListArray.from_arrays(pa.array(splits), values)
-
-
 def _column_to_arrow(
     value: np.ndarray[Any, Any] | Ragged, value_type: ValueType | None = None, valid: Any = None
 ) -> Any:
     """A column as Arrow: ``value_type`` is the spec's (else read off the values), ``valid`` a bitmap."""
-    if isinstance(value, Ragged):
+    pa = _pyarrow()
+    if isinstance(value, Ragged):  # lists (large_list past 2**31 values)
         splits = np.asarray(value.row_splits, np.int64)
-        return _lists(splits, _column_to_arrow(value.values, value_type))
+        values = _column_to_arrow(value.values, value_type)
+        if int(splits[-1]) <= _INT32_MAX:
+            return pa.ListArray.from_arrays(pa.array(splits.astype(np.int32)), values)
+        return pa.LargeListArray.from_arrays(pa.array(splits), values)
     if value_type is None:
         value_type = value.dtype
         if value.dtype == object:
@@ -588,7 +515,7 @@ def _arrow_column(
         if null_missing and spec.default is None and not present.all():
             # a placeholder in the missing rows, hidden by the validity bitmap
             spec = FixedLen(spec.shape, spec.dtype, default=_fill_value(spec.dtype))
-            valid = _bitmap(present)
+            valid = _pyarrow().py_buffer(np.packbits(present, bitorder="little").tobytes())
         value: Any = reader.fixed(name, column, spec)
     elif isinstance(spec, VarLen):
         value = reader.ragged(name, column, spec)
