@@ -32,6 +32,7 @@ the JSON files; :func:`recordkit.open` reads the shards.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -170,13 +171,8 @@ def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None =
     # TFDS reads a split's shards CYCLE_LENGTH at a time, BLOCK_LENGTH records per turn, unless the
     # dataset disables shuffling: then it reads them one after the other (interleave_cycle_length=1).
     cycle = 1 if info.field("disable_shuffling", bool, False, "true or false") else CYCLE_LENGTH
-    metadata = {
-        "tfds": {
-            "name": name,
-            "version": info.string("version"),
-            "interleave": {"cycle_length": cycle, "block_length": BLOCK_LENGTH},
-        }
-    }
+    interleave = {"cycle_length": cycle, "block_length": BLOCK_LENGTH}
+    metadata = {"tfds": {"name": name, "version": info.string("version"), "interleave": interleave}}
     return Manifest(format=_FILE_FORMAT, compression="", shards=shards, metadata=metadata)
 
 
@@ -281,8 +277,7 @@ class ReadOrder:
 
     def runs(self) -> Iterator[tuple[int, int, int]]:
         """Yield ``(shard, start, stop)`` in order: records ``start`` to ``stop - 1`` of ``shard``."""
-        for segment in self.segments:
-            yield from segment.runs()
+        return itertools.chain.from_iterable(segment.runs() for segment in self.segments)
 
 
 def _interleave(
@@ -628,24 +623,14 @@ def _features_json(features: Any) -> dict[str, Any]:
             raise TypeError(f"a feature name must be a non-empty string, not {key!r}")
         if not isinstance(spec, (tuple, list)) or len(spec) != 2:
             raise TypeError(f"feature {key!r}: expected (dtype, shape), not {spec!r}")
-        tensors[key] = {
-            "pythonClassName": _TENSOR_CLASS,
-            "tensor": {
-                "dtype": _dtype_name(key, spec[0]),
-                "encoding": "none",
-                "shape": _shape_json(key, spec[1]),
-            },
-        }
+        dtype = spec[0] if isinstance(spec[0], str) else getattr(spec[0], "name", None)
+        if dtype not in _DTYPES:
+            raise ValueError(
+                f"feature {key!r}: dtype {spec[0]!r} is not one of {', '.join(sorted(_DTYPES))}"
+            )
+        tensor = {"dtype": str(dtype), "encoding": "none", "shape": _shape_json(key, spec[1])}
+        tensors[key] = {"pythonClassName": _TENSOR_CLASS, "tensor": tensor}
     return {"featuresDict": {"features": tensors}, "pythonClassName": _DICT_CLASS}
-
-
-def _dtype_name(key: str, dtype: Any) -> str:
-    name = dtype if isinstance(dtype, str) else getattr(dtype, "name", None)
-    if name not in _DTYPES:
-        raise ValueError(
-            f"feature {key!r}: dtype {dtype!r} is not one of {', '.join(sorted(_DTYPES))}"
-        )
-    return str(name)
 
 
 def _shape_json(key: str, shape: Any) -> dict[str, Any]:
