@@ -151,7 +151,10 @@ def decode_images(
     for i, data in enumerate(values):
         try:
             slot = None if stacked is None else stacked[i]
-            pixels = _decode_one(PILImageModule, data, spec, crop, slot)
+            # simplejpeg where it applies (straight into slot when it can), else Pillow
+            pixels = _decode_jpeg_fast(PILImageModule, data, spec, crop, slot)
+            if pixels is None:
+                pixels = _decode_pillow(PILImageModule, data, spec, crop)
         except _BadImage as exc:
             index = i if rows is None else int(rows[i])
             raise DecodeError(
@@ -162,15 +165,6 @@ def decode_images(
         elif pixels is not slot:
             stacked[i] = pixels
     return images if stacked is None else stacked
-
-
-def _decode_one(
-    pil: Any, data: bytes, spec: Image, crop: Cropper | None, slot: np.ndarray[Any, Any] | None
-) -> np.ndarray[Any, Any]:
-    """One image as ``(H, W, C)`` uint8 in ``spec``'s colour space and size (``slot`` itself if it
-    was decoded straight into it)."""
-    pixels = _decode_jpeg_fast(pil, data, spec, crop, slot)
-    return _decode_pillow(pil, data, spec, crop) if pixels is None else pixels
 
 
 @functools.lru_cache(maxsize=1)
@@ -382,27 +376,17 @@ def random_crop_window(
             and ratio_min <= crop_w / crop_h <= ratio_max
             and area_min <= crop_w * crop_h / total <= area_max
         ):
-            return _place(rng, height, width, crop_h, crop_w, fallback=False)
-    crop_h, crop_w = _fallback_size(height, width, area_max, ratio_min, ratio_max)
-    return _place(rng, height, width, crop_h, crop_w, fallback=True)
-
-
-def _fallback_size(
-    height: int, width: int, area_max: float, ratio_min: float, ratio_max: float
-) -> tuple[int, int]:
-    """The whole image with its aspect ratio clamped into range, shrunk to at most ``area_max``."""
-    crop_h, crop_w = height, width
-    if width / height > ratio_max:
-        crop_w = max(1, int(height * ratio_max))
-    elif width / height < ratio_min:
-        crop_h = max(1, int(width / ratio_min))
-    shrink = math.sqrt(min(1.0, area_max * height * width / (crop_h * crop_w)))
-    return max(1, int(crop_h * shrink)), max(1, int(crop_w * shrink))
-
-
-def _place(
-    rng: np.random.Generator, height: int, width: int, crop_h: int, crop_w: int, *, fallback: bool
-) -> CropWindow:
+            fallback = False
+            break
+    else:  # the whole image, its aspect ratio clamped into range, shrunk to at most area_max
+        crop_h, crop_w = height, width
+        if width / height > ratio_max:
+            crop_w = max(1, int(height * ratio_max))
+        elif width / height < ratio_min:
+            crop_h = max(1, int(width / ratio_min))
+        shrink = math.sqrt(min(1.0, area_max * height * width / (crop_h * crop_w)))
+        crop_h, crop_w = max(1, int(crop_h * shrink)), max(1, int(crop_w * shrink))
+        fallback = True
     top = int(rng.integers(0, height - crop_h + 1))
     left = int(rng.integers(0, width - crop_w + 1))
     return CropWindow(top, left, crop_h, crop_w, fallback)
