@@ -104,13 +104,9 @@ def _index_note(reader: rk.RecordReader, path: str) -> tuple[str | None, str | N
 
 def _file_info(args: argparse.Namespace, path: InputPath) -> dict[str, Any]:
     with path.open() as reader:
-        sizes: list[int] = []
-        sample: list[bytes] = []
         records = progress(reader, total=reader_len(reader), desc=path, enabled=not args.quiet)
-        for record in records:
-            sizes.append(len(record))
-            if len(sample) < args.sample:
-                sample.append(record)
+        sample = list(itertools.islice(records, args.sample))
+        sizes = [len(record) for record in itertools.chain(sample, records)]
         info: dict[str, Any] = {
             "path": path,
             "format": reader.format,
@@ -421,8 +417,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                 )
         written = write_index(path, args.output, format=fmt, hidden=args.hidden or None)
         if not args.quiet:
-            with path.open() as reader:
-                print(f"{path}: wrote {written} ({_records_text(len(reader))})")
+            print(f"{path}: wrote {written} ({_records_text(path.count_records())})")
     return EXIT_OK
 
 

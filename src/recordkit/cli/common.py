@@ -161,9 +161,7 @@ def expand_inputs(
         if resolved.manifest is not None and whole_datasets:
             inputs.append(InputPath(path, resolved, None))
         else:
-            inputs.extend(
-                InputPath(str(file), resolved, i) for i, file in enumerate(resolved.files)
-            )
+            inputs += [InputPath(str(file), resolved, i) for i, file in enumerate(resolved.files)]
     return inputs
 
 

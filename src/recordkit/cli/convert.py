@@ -157,19 +157,12 @@ def _write(
     if directory:
         # The old manifest goes now; the shards it named and the new one does not go at the commit.
         prepare_output(args.dst)
+    root = args.dst if directory else None
+    options = {"root": root, "format": fmt, "compression": args.compression, "index": directory}
     entries: list[Shard] = []
     try:
         for path, size in zip(outputs, shard_sizes(total, len(outputs)), strict=True):
-            entry = write_shard(
-                itertools.islice(records, size),
-                path,
-                root=args.dst if directory else None,
-                format=fmt,
-                compression=args.compression,
-                n=size,
-                index=directory,
-            )
-            entries.append(entry)
+            entries.append(write_shard(itertools.islice(records, size), path, n=size, **options))
         if directory:
             compression = resolve_format(None, outputs[0], fmt, args.compression)[1]
             commit_manifest(args.dst, entries, format=fmt, compression=compression or "")

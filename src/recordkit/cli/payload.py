@@ -279,9 +279,7 @@ class Schema:
         """The features' statistics, and the feature lists' when ``lists``, as JSON-ready lists; a kind
         is ``a|b`` when records disagree, ``float_list`` when every value was empty."""
         found = {"features": _rows(self.features)}
-        if lists:
-            found["feature_lists"] = _rows(self.feature_lists)
-        return found
+        return {**found, "feature_lists": _rows(self.feature_lists)} if lists else found
 
     def specs(self) -> dict[str, rk.FixedLen | rk.VarLen]:
         """Parse specs for the plain features, one table column each.
