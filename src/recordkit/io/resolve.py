@@ -54,12 +54,11 @@ def _is_record_name(path: str) -> bool:
 
 def _directory_files(directory: str, fmt: RecordFormat | None) -> list[str]:
     """The record files of ``directory``, unsorted (see :func:`expand_sources`)."""
-    entries = [
-        path
+    named = [
+        (path, format_for_path(path))
         for path in dataset_files(directory, "")
         if _is_record_name(path) and os.path.isfile(path)
     ]
-    named = [(path, format_for_path(path)) for path in entries]
     chosen = [path for path, found in named if found and (fmt is None or found[0] is fmt)]
     if not chosen and not any(found for _, found in named):
         # OneFlow's part-0, part-1, ...: no record suffix, the format is given or told by the content.

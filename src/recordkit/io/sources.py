@@ -9,10 +9,12 @@ reader and the writer) opens its files here.
 from __future__ import annotations
 
 import builtins
+import contextlib
+import dataclasses
 import os
 import re
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator
 from typing import Any
 
 from recordkit.errors import UnknownFormatError, UnsafePathError, UnsupportedOperationError
@@ -62,23 +64,17 @@ def require_fsspec() -> Any:
 # -- opening one file for reading -----------------------------------------------------------------
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class Opened:
     """A source plus the resources recordkit opened for it (closed by :meth:`close`); see :func:`open_source`.
 
     ``info`` is the ``os.fstat()`` of a local file, taken when it was opened (``None`` otherwise).
     """
 
-    def __init__(
-        self,
-        source: Source,
-        resources: Sequence[Any] = (),
-        local_path: str | None = None,
-        info: os.stat_result | None = None,
-    ) -> None:
-        self.source = source
-        self.resources = list(resources)
-        self.local_path = local_path
-        self.info = info
+    source: Source
+    resources: list[Any] = dataclasses.field(default_factory=list)
+    local_path: str | None = None
+    info: os.stat_result | None = None
 
     def close(self) -> None:
         """Close what recordkit opened (a file object passed in stays open)."""
@@ -97,7 +93,7 @@ def _open_local(path: str, zero_copy: bool = False) -> Opened:
     # Regular files are read with os.pread on the descriptor (see Source). They are memory-mapped only when
     # asked (zero_copy=True): a map of a file that another process truncates kills the reader with SIGBUS.
     file = builtins.open(path, "rb")  # noqa: SIM115 - owned by the returned Opened
-    try:
+    with _closed_on_error(file):
         info = os.fstat(file.fileno())
         regular = stat.S_ISREG(info.st_mode)
         if zero_copy and regular:
@@ -110,20 +106,23 @@ def _open_local(path: str, zero_copy: bool = False) -> Opened:
         source = Source(
             path=path, fileobj=file, seekable=regular, size=info.st_size if regular else None
         )
-    except BaseException:
-        file.close()
-        raise
-    return Opened(source, [file], path, info)
+        return Opened(source, [file], path, info)
 
 
 def _open_url(url: str) -> Opened:
     fs, fs_path = require_fsspec().core.url_to_fs(url)
     file = fs.open(fs_path, "rb")
+    with _closed_on_error(file):
+        return Opened(Source(path=url, fileobj=file, seekable=True, size=fs.size(fs_path)), [file])
+
+
+@contextlib.contextmanager
+def _closed_on_error(resource: Any) -> Iterator[None]:
+    """Close ``resource`` if the block raises (anything, ``KeyboardInterrupt`` too), and re-raise."""
     try:
-        size = fs.size(fs_path)
-        return Opened(Source(path=url, fileobj=file, seekable=True, size=size), [file])
+        yield
     except BaseException:
-        file.close()
+        resource.close()
         raise
 
 
@@ -205,7 +204,14 @@ def resolve_format(
     if format is not None:
         fmt = get_format(format)
         if compression is None and path:
-            compression = _named_compression(fmt, path)
+            # A name ending in .gz holds GZIP data whatever format= says; a format that cannot be
+            # compressed that way is refused rather than writing (or expecting) plain bytes under it.
+            compression = suffix_compression(path)
+            if compression is not None and compression not in fmt.capabilities.compression:
+                raise ValueError(
+                    f"{path}: the name says {compression} compression, which the {fmt.name} format "
+                    "does not support; pass compression='none' to use this name for an uncompressed file"
+                )
         return fmt, compression
     by_suffix = format_for_path(path) if path else None
     if by_suffix is not None:
@@ -240,21 +246,6 @@ def reading_format(
         comp = fmt.detect_compression(_head(source, 64)) if fmt.capabilities.compression else ""
     check_compression(fmt, comp)
     return fmt.name, comp
-
-
-def _named_compression(fmt: RecordFormat, path: str) -> str | None:
-    """Return the compression ``path``'s suffix names for a file of format ``fmt`` (``None``: none named).
-
-    A name ending in ``.gz`` holds GZIP data whatever ``format=`` says; a format that cannot be compressed
-    that way is refused rather than writing (or expecting) plain bytes under a compressed name.
-    """
-    named = suffix_compression(path)
-    if named is not None and named not in fmt.capabilities.compression:
-        raise ValueError(
-            f"{path}: the name says {named} compression, which the {fmt.name} format does not support; "
-            "pass compression='none' to use this name for an uncompressed file"
-        )
-    return named
 
 
 def check_compression(fmt: RecordFormat, compression: str) -> None:

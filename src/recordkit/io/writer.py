@@ -182,29 +182,22 @@ def open_writer(
     ValueError
         The compression does not fit the format.
     """
-    target: AtomicFile | UploadOnCommit | None
-    if isinstance(dst, (str, os.PathLike)):
-        path: str | None = os.fspath(dst)
-        fileobj = None
-    elif callable(getattr(dst, "write", None)):
-        name = getattr(dst, "name", None)
-        path = os.fspath(name) if isinstance(name, (str, os.PathLike)) else None
-        fileobj = dst
-    else:
+    is_path = isinstance(dst, (str, os.PathLike))
+    if not is_path and not callable(getattr(dst, "write", None)):
         raise TypeError(f"expected a path or a binary file object, not {type(dst).__name__}")
+    name = dst if is_path else getattr(dst, "name", None)
+    path = os.fspath(name) if isinstance(name, (str, os.PathLike)) else None
     fmt, comp = resolve_format(None, path, format, compression)
     comp = comp or ""
     check_compression(fmt, comp)
-    if fileobj is None:
+    target: AtomicFile | UploadOnCommit | None = None
+    if is_path:
         assert path is not None
         if is_url(path):
-            fs, fs_path = require_fsspec().core.url_to_fs(path)
-            target = UploadOnCommit(fs, fs_path)
+            target = UploadOnCommit(*require_fsspec().core.url_to_fs(path))
         else:
             target = AtomicFile(path, fsync=fsync)
-        fileobj = target.file
-    else:
-        target = None
+    fileobj = dst if target is None else target.file
     try:
         frames = fmt.writer(fileobj, compression=comp, level=level, n=n)
     except BaseException:
