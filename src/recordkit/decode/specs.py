@@ -10,6 +10,7 @@ OneFlow's decoders (:mod:`recordkit.compat.oneflow`) are built on them.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -42,18 +43,10 @@ __all__ = [
 #: The value type of a spec: a numpy dtype, or ``"bytes"`` / ``"str"`` for bytes lists.
 ValueType = Union[np.dtype[Any], str]  # noqa: UP007 - a runtime alias on Python 3.10
 
-_BYTES_ALIASES: Final = {
-    bytes,
-    np.bytes_,
-    object,
-    np.object_,
-    "bytes",
-    "object",
-    "string",
-    "S",
-    "O",
-}
-_STR_ALIASES: Final = {str, np.str_, "str", "U"}
+# The names of the non-numeric value types, in spec dtypes.
+_ALIASES: Final = dict.fromkeys(
+    (bytes, np.bytes_, object, np.object_, "bytes", "object", "string", "S", "O"), "bytes"
+) | dict.fromkeys((str, np.str_, "str", "U"), "str")
 # Feature oneof field number -> what it holds, with its article, for error messages.
 _TF_KIND_NAMES: Final = {1: "a bytes_list", 2: "a float_list", 3: "an int64_list"}
 _OF_KIND_NAMES: Final = {
@@ -73,13 +66,8 @@ def as_value_type(dtype: Any) -> ValueType:
 
     Raises ``TypeError`` for anything else.
     """
-    try:
-        if dtype in _BYTES_ALIASES:
-            return "bytes"
-        if dtype in _STR_ALIASES:
-            return "str"
-    except TypeError:  # unhashable, e.g. a structured dtype description
-        pass
+    with contextlib.suppress(KeyError, TypeError):  # TypeError: unhashable, e.g. a structured dtype
+        return _ALIASES[dtype]
     try:
         value_type: np.dtype[Any] = np.dtype(dtype)
     except TypeError as exc:
@@ -406,8 +394,18 @@ class ColumnReader:
         pieces: list[Piece] = []
         for kind, kind_pieces in sorted(column.pieces.items()):
             for rows, piece_counts, values in kind_pieces:
-                if kind == 1 and not isinstance(value_type, str):
-                    values, piece_counts = self._bytes_as_numbers(name, rows, piece_counts, values)
+                if kind == 1 and not isinstance(value_type, str):  # the bytes as int8 numbers
+                    not_one = piece_counts != 1
+                    if not_one.any():
+                        i = _first(not_one)
+                        raise self.error(
+                            name,
+                            int(rows[i]),
+                            "a bytes_list read as numbers must hold exactly 1 value, "
+                            f"found {piece_counts[i]}",
+                        )
+                    piece_counts = np.fromiter(map(len, values), np.int64, len(values))
+                    values = np.frombuffer(b"".join(values), np.int8)
                     counts = counts.copy()
                     counts[rows] = piece_counts
                 elif value_type == "str":
@@ -430,24 +428,6 @@ class ColumnReader:
         if not flat.flags.writeable or not flat.flags.c_contiguous:
             flat = flat.copy()
         return present, counts, flat
-
-    def _bytes_as_numbers(
-        self,
-        name: str,
-        rows: npt.NDArray[np.int64],
-        counts: npt.NDArray[np.int64],
-        flat: np.ndarray[Any, Any],
-    ) -> tuple[np.ndarray[Any, Any], npt.NDArray[np.int64]]:
-        not_one = counts != 1
-        if not_one.any():
-            i = _first(not_one)
-            raise self.error(
-                name,
-                int(rows[i]),
-                f"a bytes_list read as numbers must hold exactly 1 value, found {counts[i]}",
-            )
-        lengths = np.fromiter(map(len, flat), np.int64, len(flat))
-        return np.frombuffer(b"".join(flat), np.int8), lengths
 
     def _decode_utf8(
         self,
