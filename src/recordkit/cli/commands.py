@@ -128,12 +128,12 @@ def _file_info(args: argparse.Namespace, path: InputPath) -> dict[str, Any]:
     return info
 
 
-def _feature_table(rows: list[dict[str, Any]], length: str) -> list[str]:
+def _feature_table(title: str, rows: list[dict[str, Any]], length: str) -> list[str]:
     header = ("name", "kind", "present", f"min {length}", f"max {length}")
     keys = ("name", "kind", "present", "min_len", "max_len")
     lines = [header, *([str(row[key]) for key in keys] for row in rows)]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return [
+    return [title] + [
         "  "
         + "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in lines
@@ -172,11 +172,10 @@ def _info_text(info: dict[str, Any]) -> str:
     note = f"; {failed} of them did not decode" if failed else ""
     lines.append(f"  payload      {kind} (from the first {info['sampled']} records{note})")
     if "features" in info:
-        lines.append("  context features:" if kind == "sequence_example" else "  features:")
-        lines.extend(_feature_table(info["features"], "len"))
+        title = "  context features:" if kind == "sequence_example" else "  features:"
+        lines += _feature_table(title, info["features"], "len")
     if "feature_lists" in info:
-        lines.append("  feature lists:")
-        lines.extend(_feature_table(info["feature_lists"], "steps"))
+        lines += _feature_table("  feature lists:", info["feature_lists"], "steps")
     return "\n".join(lines)
 
 
@@ -596,14 +595,12 @@ def _run(argv: Sequence[str] | None) -> int:
     except CliError as exc:
         error(str(exc))
         return exc.code
-    except (rk.CorruptRecordError, rk.DecodeError) as exc:
-        error(describe_error(exc))
-        return EXIT_CORRUPT
     except BrokenPipeError:
         raise  # main's to handle: not an error of the input
     except (rk.RecordKitError, OSError, ValueError, ImportError) as exc:
         error(describe_error(exc))
-        return EXIT_ERROR
+        corrupt = isinstance(exc, (rk.CorruptRecordError, rk.DecodeError))  # the data's fault
+        return EXIT_CORRUPT if corrupt else EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -52,12 +52,8 @@ def _outputs(args: argparse.Namespace, source_format: str) -> tuple[str, list[st
     A directory's shards are named by ``--pattern``, else by the output format's
     :attr:`~recordkit.formats.base.RecordFormat.shard_pattern` (with the compression's suffix).
     """
-    directory = (
-        args.shards > 1
-        or args.pattern is not None
-        or os.path.isdir(args.dst)
-        or args.dst.endswith(("/", os.sep))
-    )
+    sharded = args.shards > 1 or args.pattern is not None
+    directory = sharded or os.path.isdir(args.dst) or args.dst.endswith(("/", os.sep))
     if args.to or directory:
         fmt = rk.get_format(args.to or source_format)
     else:

@@ -54,8 +54,7 @@ def parquet_rows(paths: Sequence[str]) -> int:
 def _check_floats(path: str, batch: Any, first_row: int) -> None:
     """Refuse float64 values that a float32 ``float_list`` would round (``--lossy`` allows them)."""
     pa = _pyarrow()[0]
-    for name, column in zip(batch.schema.names, batch.columns, strict=True):
-        values = column
+    for name, values in zip(batch.schema.names, batch.columns, strict=True):
         while isinstance(values.type, (pa.ListType, pa.LargeListType, pa.FixedSizeListType)):
             values = values.flatten()
         if values.type != pa.float64():
