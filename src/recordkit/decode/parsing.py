@@ -123,16 +123,12 @@ def parse_examples(
     return _parse_batch(records, features, ofrecord=False, to=to)
 
 
-def _first_row(value: Parsed) -> Any:
-    return value[0]
-
-
 def parse_example(record: Any, features: Mapping[str, Spec]) -> dict[str, Any]:
     """Parse one serialized Example, like ``tf.io.parse_single_example``: arrays without a batch axis.
 
     VarLen features come out as 1-D arrays. See :func:`parse_examples`.
     """
-    return {name: _first_row(value) for name, value in parse_examples([record], features).items()}
+    return {name: value[0] for name, value in parse_examples([record], features).items()}
 
 
 @overload
@@ -244,6 +240,6 @@ def parse_sequence_example(
     """
     context, sequence, _ = parse_sequence_examples([record], context_features, sequence_features)
     return (
-        {name: _first_row(value) for name, value in context.items()},
-        {name: _first_row(value) for name, value in sequence.items()},
+        {name: value[0] for name, value in context.items()},
+        {name: value[0] for name, value in sequence.items()},
     )

@@ -539,8 +539,7 @@ def _pad_items(
     size = math.prod(spec.shape)
     longest = int(items.max()) if n else 0
     if spec.default is None:
-        fill = _fill_value(spec.dtype)
-        rows = pad_rows(flat, items * size, longest * size, fill)
+        rows = pad_rows(flat, items * size, longest * size, _fill_value(spec.dtype))
         return rows.reshape((n, longest, *spec.shape))
     out = np.empty((n, longest, *spec.shape), _numpy_type(spec.dtype))
     out[...] = spec.default

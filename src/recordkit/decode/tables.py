@@ -432,17 +432,14 @@ def _leaf(values: np.ndarray[Any, Any], value_type: ValueType) -> Any:
     return pa.array(values)
 
 
-def _fixed_lists(flat: Any, shape: tuple[int, ...], n: int, valid: Any = None) -> Any:
+def _fixed_lists(array: Any, shape: tuple[int, ...], n: int, valid: Any = None) -> Any:
     """Nest flat values of ``n`` items of ``shape`` as fixed-size lists (a scalar shape: as they are)."""
     pa = _pyarrow()
-    array = flat
-    for i, size in enumerate(reversed(shape)):
-        outer = len(shape) - 1 - i
+    for outer in reversed(range(len(shape))):  # the validity bitmap goes on the outermost lists
         count = n * math.prod(shape[:outer])
         validity = valid if outer == 0 else None
-        array = pa.Array.from_buffers(
-            pa.list_(array.type, size), count, [validity], children=[array]
-        )
+        kind = pa.list_(array.type, shape[outer])
+        array = pa.Array.from_buffers(kind, count, [validity], children=[array])
     if not shape and valid is not None:
         array = pa.Array.from_buffers(array.type, n, [valid, *array.buffers()[1:]], offset=0)
     return array
