@@ -277,13 +277,11 @@ def _verify_dataset(args: argparse.Namespace, path: str) -> int:
 def _repair_datasets(args: argparse.Namespace, datasets: list[bool]) -> int:
     """``verify DIR... --salvage``: repair each dataset directory in place."""
     if not all(datasets):
+        one = "a file is not one: for a file, name where its intact records go: --salvage OUT"
+        many = "every argument must be one; salvage a file on its own: --salvage OUT"
         raise CliError(
             "--salvage without OUT repairs dataset directories (with a manifest) in place, and "
-            + (
-                "a file is not one: for a file, name where its intact records go: --salvage OUT"
-                if len(datasets) == 1
-                else "every argument must be one; salvage a file on its own: --salvage OUT"
-            )
+            + (one if len(datasets) == 1 else many)
         )
     if args.split is not None:
         raise CliError(
