@@ -59,8 +59,7 @@ def _index_loader(index: Any, opened: Opened) -> Callable[[], array[int]] | None
             return None
     else:
         index_path = os.fspath(index)
-    size = source.size
-    return lambda: load_index(index_path, size=size, path=source.path)
+    return functools.partial(load_index, index_path, size=source.size, path=source.path)
 
 
 def _open_part(
@@ -269,10 +268,8 @@ def _open_shard(
     """Open shard ``number`` of ``spec``, which must be present and have its manifest's size."""
     assert spec.shards is not None
     file, shard = spec.files[number], spec.shards[number]
-    index = spec.index
-    if spec.recount:
-        index = False  # counted from its own headers, not from an index
-    elif index in (None, True):
+    index = False if spec.recount else spec.index  # recount: from its own headers, not an index
+    if index in (None, True):
         index = _ShardIndex(file, shard)
     lister, remedy = changed_shard(spec.listing)
     try:
@@ -437,9 +434,8 @@ class RecordReader(_RecordFile):
     def __iter__(self) -> Iterator[bytes]:
         """Yield every record, file after file; a TFDS split's in TFDS's interleaved order."""
         self._check_open()
-        if self._views is not None:
-            return self._views.track(self._records())
-        return self._records()
+        records = self._records()
+        return records if self._views is None else self._views.track(records)
 
     def _records(self) -> Iterator[bytes]:
         # A generator method: the iterator holds the reader, whose finalizer would otherwise close the

@@ -32,7 +32,7 @@ from recordkit.datasets.manifest import (
 from recordkit.errors import ManifestError, UnsupportedOperationError
 from recordkit.formats import format_for_path, get_format
 from recordkit.formats.base import RecordFormat, normalize_compression
-from recordkit.io.reader import RecordReader, _read_files, _Reopen, open_shard
+from recordkit.io.reader import RecordReader, _read_files, _Reopen
 from recordkit.io.sources import dataset_files, is_url, natural_key, require_fsspec, source_exists
 
 if TYPE_CHECKING:
@@ -374,22 +374,18 @@ class ResolvedSources(NamedTuple):
         ``recordkit count`` reports). Other files are always counted from their own headers.
         """
         _check_index(index, self.files)
-        if self.manifest is not None:
-            assert self.directory is not None
-            assert self.format is not None
-            return open_shard(
-                self.directory,
-                self.manifest.shards[part],
-                format=self.format,
-                compression=self.compression or "",
-                check_crc=check_crc,
-                index=index,
-                lenient=lenient,
-                listing=shard_listing(self.manifest),
-                recount=recount,
-            )
-        file = self.files[part]
-        spec = _Reopen([file], _display_path(file), check_crc, index, lenient)
+        file = self.files[part]  # a dataset's: the path of its manifest's shard number part
+        shards = None if self.manifest is None else (self.manifest.shards[part],)
+        spec = _Reopen(
+            [file],
+            _display_path(file),
+            check_crc,
+            index,
+            lenient,
+            shards,
+            listing=shard_listing(self.manifest),
+            recount=recount,
+        )
         return _read_files(spec, format=self.format, compression=self.compression)
 
 

@@ -122,8 +122,10 @@ class RecordWriter(_RecordFile):
             if self._inspect is not None and self._target is not None:
                 self._target.file.flush()
                 self._inspect(self._target.temporary)
-            if isinstance(self._target, AtomicFile):
-                _remove_index(self._target.target)
+            if isinstance(self._target, AtomicFile):  # its indexes describe the file replaced
+                for index_path in index_paths(self._target.target):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.remove(index_path)
             if self._target is not None:
                 self._target.commit()
             else:
@@ -152,13 +154,6 @@ class RecordWriter(_RecordFile):
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<RecordWriter {self._format} {self._path!r} ({state})>"
-
-
-def _remove_index(path: str) -> None:
-    """Delete the sidecar indexes of ``path`` (both names): they describe the file about to be replaced."""
-    for index_path in index_paths(path):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(index_path)
 
 
 def open_writer(
