@@ -32,7 +32,6 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from recordkit.decode import columns as _columns
-from recordkit.decode.columns import as_records
 from recordkit.decode.images import Image
 from recordkit.decode.specs import (
     ColumnReader,
@@ -76,8 +75,7 @@ def _parse_batch(
     if to != "numpy":
         raise ValueError(f'to must be "numpy" or "arrow", not {to!r}')
     specs = _check_specs(features, (FixedLen, VarLen, FixedLenSequence, Image), "features")
-    batch = as_records(records)
-    columns = _columns.collect(batch, list(specs), ofrecord=ofrecord)
+    columns = _columns.collect(_columns.as_records(records), list(specs), ofrecord=ofrecord)
     reader = ColumnReader(ofrecord=ofrecord)
     return {name: reader.read(name, columns[name], spec) for name, spec in specs.items()}
 
@@ -180,9 +178,8 @@ def parse_sequence_examples(
     sequence_specs = _check_specs(
         sequence_features or {}, (FixedLenSequence, VarLen), "sequence_features"
     )
-    batch = as_records(records)
     context_columns, sequence_columns = _columns.collect_sequences(
-        batch, list(context_specs), list(sequence_specs)
+        _columns.as_records(records), list(context_specs), list(sequence_specs)
     )
     reader = ColumnReader(ofrecord=False)
     context = {

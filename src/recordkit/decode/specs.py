@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, Union, overload
 
 import numpy as np
 
-from recordkit.decode import columns as _columns
-from recordkit.decode.columns import Column, Piece
+from recordkit.decode.columns import Column, Piece, merge_pieces
 from recordkit.decode.images import Image, decode_images
 from recordkit.errors import DecodeError
 
@@ -409,7 +408,7 @@ class ColumnReader:
                     counts = counts.copy()
                     counts[rows] = piece_counts
                 elif value_type == "str":
-                    values = self._decode_utf8(name, rows, piece_counts, values)
+                    values = self._decode_utf8(name, (rows, piece_counts, values))
                 # NaN or out-of-range floats cast to integers give unspecified values, as C++
                 # static_cast does in OneFlow; numpy's RuntimeWarning about it is not for the caller.
                 with np.errstate(invalid="ignore", over="ignore"):
@@ -424,18 +423,14 @@ class ColumnReader:
         present, counts, pieces = self.values(name, column, value_type)
         if not pieces:
             return present, counts, np.zeros(0, _numpy_type(value_type))
-        flat = _columns.merge_pieces(pieces)[2]
+        flat = merge_pieces(pieces)[2]
         if not flat.flags.writeable or not flat.flags.c_contiguous:
             flat = flat.copy()
         return present, counts, flat
 
-    def _decode_utf8(
-        self,
-        name: str,
-        rows: npt.NDArray[np.int64],
-        counts: npt.NDArray[np.int64],
-        values: np.ndarray[Any, Any],
-    ) -> np.ndarray[Any, Any]:
+    def _decode_utf8(self, name: str, piece: Piece) -> np.ndarray[Any, Any]:
+        """The bytes values of ``piece`` decoded from UTF-8, as an object array of ``str``."""
+        rows, counts, values = piece
         out = np.empty(len(values), object)
         try:
             out[:] = [value.decode("utf-8") for value in values]

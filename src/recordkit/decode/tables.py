@@ -158,8 +158,7 @@ def _varints(values: npt.NDArray[Any]) -> _Bytes:
 
 def _field(tag: int, payload: _Bytes, *, omit_empty: bool = False) -> _Bytes:
     """A length-delimited field ``tag`` around each item; with ``omit_empty``, nothing for empty items."""
-    n = len(payload.lengths)
-    parts = [_Bytes.constant(bytes([tag]), n), _varints(payload.lengths)]
+    parts = [_Bytes.constant(bytes([tag]), len(payload.lengths)), _varints(payload.lengths)]
     if omit_empty:
         present = payload.lengths > 0
         parts = [part.only(present) for part in parts]
@@ -497,8 +496,8 @@ def to_arrow(batch: Mapping[str, np.ndarray[Any, Any] | Ragged]) -> pa.Table:
 class _ArrowReader(ColumnReader):
     """The numpy reader, except that ``str`` values stay UTF-8 bytes (Arrow checks them, in C)."""
 
-    def _decode_utf8(self, name: str, rows: Any, counts: Any, values: Any) -> Any:
-        return values
+    def _decode_utf8(self, name: str, piece: Any) -> Any:
+        return piece[2]
 
 
 def _arrow_column(
@@ -518,8 +517,7 @@ def _arrow_column(
         value = reader.ragged(name, column, spec)
     elif isinstance(spec, FixedLenSequence):
         counts, flat = reader.items(name, column, spec)
-        size = math.prod(spec.shape)
-        value = Ragged(flat.reshape(-1, *spec.shape), _splits(counts // size))
+        value = Ragged(flat.reshape(-1, *spec.shape), _splits(counts // math.prod(spec.shape)))
     else:
         raise TypeError(
             f"features[{name!r}]: {type(spec).__name__} specs cannot be parsed to Arrow"
