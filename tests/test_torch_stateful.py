@@ -12,6 +12,9 @@ from recordkit.data import Dataset
 from recordkit.errors import UnsupportedOperationError
 
 torch = pytest.importorskip("torch")
+# A DataLoader iterator left behind by an error is collected later, and joins each worker that is still
+# waiting for work for MP_STATUS_CHECK_INTERVAL (5 s) before terminating it; 1 s keeps those joins short.
+torch.utils.data._utils.MP_STATUS_CHECK_INTERVAL = 1.0
 stateful = pytest.importorskip("torchdata.stateful_dataloader")
 pytestmark = [
     pytest.mark.torch,
