@@ -203,7 +203,8 @@ def via_dataset(case: Case) -> list[bytes]:
 
 
 def via_map_dataset(case: Case) -> list[bytes]:
-    torch_module = pytest.importorskip("recordkit.integrations.torch")
+    pytest.importorskip("torch")
+    torch_module = importlib.import_module("recordkit.integrations.torch")
     if case.compression:
         pytest.skip(
             "MapDataset reads random-access files only (refused alike by Dataset's global shuffle)"
@@ -393,7 +394,8 @@ def test_dataset_takes_the_reading_options_of_open(
     assert list(Dataset(source, **options)) == expected
     with pytest.raises(ValueError, match="index= takes a path only"):
         list(Dataset(corpus["list"].source, index=os.fspath(source) + ".idx"))
-    torch_module = pytest.importorskip("recordkit.integrations.torch")
+    pytest.importorskip("torch")
+    torch_module = importlib.import_module("recordkit.integrations.torch")
     with torch_module.MapDataset(source, **options) as dataset:
         assert dataset[list(range(len(dataset)))] == expected
     with pytest.raises(ValueError, match="index= takes a path only"):

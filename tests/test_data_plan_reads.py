@@ -7,6 +7,7 @@ part of a file tells its share of the file's bytes.
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
@@ -96,7 +97,9 @@ def test_a_range_knows_its_share_of_its_file(tmp_path: Path) -> None:
 
 
 def test_ray_estimates_the_first_part_of_a_file_at_its_share(tmp_path: Path) -> None:
-    rkray = pytest.importorskip("recordkit.integrations.ray")
+    pytest.importorskip("ray.data")
+    pytest.importorskip("pyarrow")
+    rkray = importlib.import_module("recordkit.integrations.ray")
     path = _write(tmp_path / "a.ffr", _examples(100))
     size = os.path.getsize(path)
     planned = plan_reads(str(path), records_per_range=25)
@@ -109,7 +112,9 @@ def test_ray_estimates_the_first_part_of_a_file_at_its_share(tmp_path: Path) -> 
 def test_ray_blocks_take_the_payload_from_the_opened_file_and_never_mix_kinds(
     tmp_path: Path,
 ) -> None:
-    rkray = pytest.importorskip("recordkit.integrations.ray")
+    pytest.importorskip("ray.data")
+    pytest.importorskip("pyarrow")
+    rkray = importlib.import_module("recordkit.integrations.ray")
     oneflow = _write(tmp_path / "part-0", _ofrecords(3), format="ofrecord")  # no suffix
     tf = _write(tmp_path / "b.tfrecord", _examples(2))
     ranges = [ReadRange(str(oneflow)), ReadRange(str(tf)), ReadRange(str(oneflow))]
