@@ -34,7 +34,10 @@ def generate(out_root: Path) -> list[Path]:
     """Compile every proto into ``out_root`` and return the generated files, relative to it."""
     from grpc_tools import protoc  # imported here: only this script needs grpcio-tools
 
-    args = ["protoc", f"-I{PROTO_ROOT}", f"--python_out={out_root}", f"--pyi_out={out_root}"]
+    # The well-known types (google/protobuf/struct.proto) ship inside grpc_tools.
+    well_known = Path(protoc.__file__).parent / "_proto"
+    args = ["protoc", f"-I{PROTO_ROOT}", f"-I{well_known}"]
+    args += [f"--python_out={out_root}", f"--pyi_out={out_root}"]
     args += [str(p) for p in proto_files()]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")

@@ -1,0 +1,1 @@
+"""Generated protobuf classes; regenerate with protos/generate.py."""
