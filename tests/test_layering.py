@@ -244,7 +244,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("formats",),
     ("io.sources", "io.mapped", "io.atomic"),
     ("datasets.manifest", "datasets.tfds", "datasets.index"),
-    ("io.resolve", "io.reader", "io.writer", "io.__init__"),
+    ("io.resolve", "io.reader", "io.following", "io.writer", "io.__init__"),
     ("recover",),
     (
         "datasets.shardfile",

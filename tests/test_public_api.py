@@ -50,6 +50,7 @@ EXPECTED_ALL = [
     "encode_ofrecord",
     "encode_ofrecords",
     "encode_sequence_example",
+    "follow",
     "get_format",
     "open",
     "parse_example",

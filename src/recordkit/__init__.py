@@ -57,11 +57,11 @@ if TYPE_CHECKING:
     from recordkit.decode.specs import FixedLen, FixedLenSequence, Ragged, VarLen
     from recordkit.decode.tables import encode_examples, encode_ofrecords, to_arrow
     from recordkit.formats import available_formats, detect_format, get_format, register_format
-    from recordkit.io import RecordReader, RecordWriter, open
+    from recordkit.io import RecordReader, RecordWriter, follow, open
 
 # The home of each lazily loaded name (the module whose ``__all__`` lists it); see __getattr__ below.
 _HOMES = {
-    "recordkit.io": ("open", "RecordReader", "RecordWriter"),
+    "recordkit.io": ("open", "RecordReader", "RecordWriter", "follow"),
     "recordkit.datasets": ("ShardWriter",),
     "recordkit.decode.messages": (
         "encode_example",
@@ -113,6 +113,7 @@ __all__ = [
     "encode_ofrecord",
     "encode_ofrecords",
     "encode_sequence_example",
+    "follow",
     "get_format",
     "open",
     "parse_example",

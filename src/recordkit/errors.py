@@ -32,6 +32,7 @@ __all__ = [
     "CorruptRecordError",
     "DataLossWarning",
     "DecodeError",
+    "FileChangedError",
     "HeaderError",
     "LegacyFormatWarning",
     "ManifestError",
@@ -222,6 +223,15 @@ class ChecksumError(CorruptRecordError):
 
 class TruncatedRecordError(CorruptRecordError, EOFError):
     """The file ends inside a record (its header or its payload)."""
+
+
+class FileChangedError(CorruptRecordError):
+    """A file being followed as it grows changed in a way appending cannot explain.
+
+    Raised by :class:`recordkit.io.Follower` when the path now names another file (replaced or
+    rotated: a new inode or device), no file at all (removed), or a file shorter than what was already
+    read (truncated or rewritten). ``offset`` is how far the file had been read.
+    """
 
 
 class HeaderError(CorruptRecordError):

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "EVENT_FILE_PREFIX",
     "SNIFF_LIMIT",
     "RecordFormat",
     "available_formats",
@@ -194,6 +195,11 @@ def suffix_compression(path: str) -> str | None:
 # "-00003-of-00010" at the end of a name: the shard numbering of tensorflow-datasets and Beam.
 _SHARD_NUMBER = re.compile(r"-[0-9]+-of-[0-9]+$")
 
+EVENT_FILE_PREFIX = "events.out.tfevents."
+"""How the name of a TensorBoard event file starts (``events.out.tfevents.<time>.<host>...``, as TensorFlow,
+PyTorch and tensorboardX name them): TFRecord files of ``Event`` messages with no record suffix, which
+:func:`format_for_path` names TFRecord."""
+
 
 def format_for_path(path: str) -> tuple[RecordFormat, str | None] | None:
     """Return the format a file name's suffix selects, and the compression the suffix implies.
@@ -202,7 +208,7 @@ def format_for_path(path: str) -> tuple[RecordFormat, str | None] | None:
     ``"zlib"`` or ``"bzip2"`` for ``.gz``/``.gzip``/``.zlib``/``.bz2`` after a format suffix. Returns ``None`` if no format claims
     the suffix (or the format it names cannot be compressed that way). A shard number after the suffix,
     as tensorflow-datasets and Apache Beam write it (``mnist-train.tfrecord-00003-of-00010``), is passed
-    over.
+    over. A TensorBoard event file (a name starting with :data:`EVENT_FILE_PREFIX`) is TFRecord.
 
     Examples
     --------
@@ -210,6 +216,8 @@ def format_for_path(path: str) -> tuple[RecordFormat, str | None] | None:
     >>> fmt.name, compression
     ('tfrecord', 'gzip')
     >>> format_for_path("mnist-train.tfrecord-00003-of-00010")[0].name
+    'tfrecord'
+    >>> format_for_path("logs/run1/events.out.tfevents.1700000000.host.42.0")[0].name
     'tfrecord'
     """
     lowered = _SHARD_NUMBER.sub("", path.lower())
@@ -223,7 +231,16 @@ def format_for_path(path: str) -> tuple[RecordFormat, str | None] | None:
             ):
                 return fmt, compression
         if not _load_plugins():
-            return None
+            return _named_format(path, compression)
+
+
+def _named_format(path: str, compression: str | None) -> tuple[RecordFormat, str | None] | None:
+    """The format a file's whole name says, when its suffix says none (TensorBoard's event files)."""
+    name = path.replace("\\", "/").rsplit("/", 1)[-1]
+    tfrecord = _REGISTRY.get("tfrecord")
+    if tfrecord is not None and name.startswith(EVENT_FILE_PREFIX):
+        return tfrecord, compression
+    return None
 
 
 def detect_format(

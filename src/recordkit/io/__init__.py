@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from recordkit.support.lazy import lazy_names
 
 if TYPE_CHECKING:
+    from recordkit.io.following import Follower, Following, follow
     from recordkit.io.reader import RecordReader, open_shard
     from recordkit.io.resolve import (
         ResolvedSources,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 _DEFINED_IN = {
     name: f"recordkit.io.{module}"
     for module, names in {
+        "following": "Follower Following follow",
         "reader": "RecordReader open_shard",
         "resolve": "ResolvedSources Sources expand_sources find_dataset resolve_sources",
         "sources": "dataset_files is_url natural_key reading_format require_fsspec source_exists",
@@ -65,6 +67,8 @@ _DEFINED_IN = {
 }
 
 __all__ = [
+    "Follower",
+    "Following",
     "RecordReader",
     "RecordWriter",
     "ResolvedSources",
@@ -72,6 +76,7 @@ __all__ = [
     "dataset_files",
     "expand_sources",
     "find_dataset",
+    "follow",
     "index_problem",
     "is_url",
     "natural_key",
