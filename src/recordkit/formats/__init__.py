@@ -10,7 +10,7 @@ Examples
 --------
 >>> from recordkit.formats import available_formats, get_format
 >>> available_formats()
-['ffrecord', 'ofrecord', 'tfrecord']
+['arrayrecord', 'ffrecord', 'ofrecord', 'tfrecord']
 >>> get_format("TFRecord").extensions
 ('.tfrecord', '.tfrecords', '.tfrec', '.tfr')
 >>> detect_format(bytes.fromhex("0500000000000000eab2043e68656c6c6fbb1f1c19"))
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from recordkit.errors import RecordKitWarning, UnknownFormatError
 from recordkit.formats import _crc
+from recordkit.formats.arrayrecord import ArrayRecordFormat
 from recordkit.formats.base import RecordFormat
 from recordkit.formats.compression import SUFFIXES
 from recordkit.formats.ffrecord import FFRecordFormat
@@ -290,3 +291,4 @@ def detect_format(
 register_format(TFRecordFormat)
 register_format(OFRecordFormat)
 register_format(FFRecordFormat)
+register_format(ArrayRecordFormat)
