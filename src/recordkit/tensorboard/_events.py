@@ -1,0 +1,325 @@
+"""The summary values of an event file as columns: one row per ``Summary.Value``, found without protobuf.
+
+An event file holds one ``Event`` per record; nearly all of them have one layout: ``wall_time`` (field 1),
+``step`` (field 2, absent when 0), then a ``summary`` (field 5) holding one ``value`` with its ``tag``, one
+member of the ``value`` oneof (``simple_value``, ``image``, ``histo``, ``audio``, ``tensor``) and, maybe,
+its ``metadata``. Such records are read by :func:`index_events` for all records at once, each step of the
+wire walk one numpy operation over every record still on that layout; a record that leaves it anywhere
+(several values, another field order, unknown fields, negative steps, events that are not summaries) is
+parsed by protobuf instead, so that every record is read exactly as protobuf reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from google.protobuf.message import DecodeError as ProtobufDecodeError
+
+from recordkit._proto.tensorboard import event_pb2, summary_pb2
+from recordkit.errors import DecodeError
+
+__all__ = ["KIND_FIELDS", "Values", "decode_error", "index_events"]
+
+#: The ``Summary.Value`` oneof member of each field number.
+KIND_FIELDS = {
+    2: "simple_value",
+    3: "obsolete_old_style_histogram",
+    4: "image",
+    5: "histo",
+    6: "audio",
+    8: "tensor",
+}
+_KIND_NUMBERS = {name: number for number, name in KIND_FIELDS.items()}
+# Tag bytes of the length-delimited oneof members (fields 3, 4, 5, 6 and 8, wire type 2).
+_DELIMITED = np.array([0x1A, 0x22, 0x2A, 0x32, 0x42], np.uint8)
+_I64 = np.int64
+
+
+def decode_error(path: str, record: int, offset: int, why: str) -> DecodeError:
+    """A :class:`~recordkit.errors.DecodeError` naming the file, the record and its byte offset."""
+    return DecodeError(f"{path}: record {record} at byte {offset}: {why}", index=record)
+
+
+@dataclass
+class Values:
+    """The summary values of one event file, one row per value, in the order they were written.
+
+    ``kind`` is the field number of the ``Summary.Value`` oneof member set (0: none). Rows read by the
+    columnar walk have the position of that member's payload (``kstart``/``kend``; for ``simple_value``
+    its 4 bytes) and of the whole value (``vstart``/``vend``) in ``buffer``; rows protobuf parsed have -1
+    there and their message in ``parsed``.
+    """
+
+    path: str
+    buffer: Any
+    record: npt.NDArray[np.int64]
+    wall_time: npt.NDArray[np.float64]
+    step: npt.NDArray[np.int64]
+    tag: npt.NDArray[np.int64]
+    kind: npt.NDArray[np.int64]
+    vstart: npt.NDArray[np.int64]
+    vend: npt.NDArray[np.int64]
+    kstart: npt.NDArray[np.int64]
+    kend: npt.NDArray[np.int64]
+    tags: list[str]
+    #: Tag -> plugin name, from the first value with metadata naming a plugin.
+    plugins: dict[str, str] = field(default_factory=dict)
+    parsed: dict[int, Any] = field(default_factory=dict)
+    #: Payload offset of each record (for error messages).
+    starts: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, _I64))
+
+    def value(self, row: int) -> Any:
+        """The ``Summary.Value`` message of ``row``."""
+        parsed = self.parsed.get(row)
+        if parsed is not None:
+            return parsed
+        start, stop = int(self.vstart[row]), int(self.vend[row])
+        try:
+            return summary_pb2.Summary.Value.FromString(bytes(self.buffer[start:stop]))
+        except ProtobufDecodeError as exc:
+            raise self.error(row, f"malformed Summary.Value: {exc}") from None
+
+    def error(self, row: int, why: str) -> DecodeError:
+        """A :class:`~recordkit.errors.DecodeError` locating ``row``'s record."""
+        record = int(self.record[row])
+        return decode_error(self.path, record, int(self.starts[record]) - 12, why)
+
+
+def _varints(
+    data: npt.NDArray[np.uint8], pos: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    """Read one varint at each ``pos``: values, the positions after them, and which stayed before ``end``.
+
+    Varints of 10 bytes (negative numbers) and ones running past ``end`` are marked bad (the caller sends
+    their records to protobuf).
+    """
+    last = len(data) - 1
+    byte = data[np.minimum(pos, last)]
+    value = (byte & 0x7F).astype(_I64)
+    after = pos + 1
+    more = np.flatnonzero(byte >= 0x80)
+    good = pos < end
+    shift = 7
+    while len(more):
+        if shift > 56:
+            good[more] = False
+            break
+        byte = data[np.minimum(after[more], last)]
+        value[more] |= (byte & 0x7F).astype(_I64) << shift
+        after[more] += 1
+        more = more[byte >= 0x80]
+        shift += 7
+    good &= after <= end
+    return value, after, good
+
+
+def index_events(
+    buffer: Any,
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    path: str,
+) -> Values:
+    """Read the summary values of the event records at ``starts``/``lengths`` in ``buffer``."""
+    data = np.frombuffer(buffer, np.uint8)
+    n = len(starts)
+    rows = np.arange(n, dtype=_I64)
+    end = starts + lengths
+    keep = lengths >= 10
+    rows = rows[keep]
+    keep = data[starts[rows]] == 0x09  # wall_time, a double
+    rows = rows[keep]
+    s, e = starts[rows], end[rows]
+    wall = np.ndarray((max(len(data) - 7, 0),), "<f8", buffer, 0, (1,))[s + 1] if n else None
+    p = s + 9
+    keep = np.ones(len(rows), bool)
+    step = np.zeros(len(rows), _I64)
+    at = np.flatnonzero(data[p] == 0x10)  # step (p < e: the record is at least 10 bytes)
+    if len(at):
+        value, after, good = _varints(data, p[at] + 1, e[at])
+        step[at] = value
+        p[at] = after
+        keep[at] = good
+    keep &= (p < e) & (data[np.minimum(p, e - 1)] == 0x2A)  # summary
+    size, p, ok = _varints(data, p + 1, e)
+    keep &= ok & (p + size == e)
+    keep &= (p < e) & (data[np.minimum(p, e - 1)] == 0x0A)  # its one value
+    size, p, ok = _varints(data, p + 1, e)
+    keep &= ok & (p + size == e)
+    vstart = p
+    keep &= (p < e) & (data[np.minimum(p, e - 1)] == 0x0A)  # the value's tag
+    tag_length, tag_start, ok = _varints(data, p + 1, e)
+    keep &= ok
+    p = tag_start + tag_length
+    keep &= p < e  # a oneof member follows
+    member = data[np.minimum(p, e - 1)]
+    simple = member == 0x15
+    delimited = np.isin(member, _DELIMITED)
+    keep &= simple | delimited
+    size, kstart, ok = _varints(data, p + 1, e)
+    keep &= ok | simple
+    kstart = np.where(simple, p + 1, kstart)
+    kend = np.where(simple, p + 5, kstart + size)
+    keep &= kend <= e
+    # then nothing, or the metadata (field 9) up to the end
+    meta = keep & (kend < e)
+    keep &= ~meta | (data[np.minimum(kend, e - 1)] == 0x4A)
+    size, after, ok = _varints(data, kend + 1, e)
+    keep &= ~meta | (ok & (after + size == e))
+    meta &= keep
+
+    regular = rows[keep]
+    columns = {
+        "record": regular,
+        "wall_time": wall[keep] if wall is not None else np.zeros(0),
+        "step": step[keep],
+        "kind": (member[keep] >> 3).astype(_I64),
+        "vstart": vstart[keep],
+        "vend": e[keep],
+        "kstart": kstart[keep],
+        "kend": kend[keep],
+    }
+    tag_ids, tags = _tag_ids(buffer, data, tag_start[keep], tag_length[keep], path, regular, starts)
+    values = Values(
+        path=path,
+        buffer=buffer,
+        tag=tag_ids,
+        tags=tags,
+        starts=starts,
+        **columns,
+    )
+    with_meta = np.flatnonzero(meta[keep])
+    if len(with_meta):
+        # The first value of each tag that carries metadata names the tag's plugin.
+        _, first = np.unique(values.tag[with_meta], return_index=True)
+        for row in with_meta[np.sort(first)].tolist():
+            _note_plugin(values, values.tags[int(values.tag[row])], values.value(row))
+    irregular = np.ones(n, bool)
+    irregular[regular] = False
+    others = np.flatnonzero(irregular)
+    if len(others):
+        _parse_irregular(values, buffer, others, starts, end)
+    return values
+
+
+def _note_plugin(values: Values, tag: str, value: Any) -> None:
+    if tag not in values.plugins and value.HasField("metadata"):
+        name = value.metadata.plugin_data.plugin_name
+        if name:
+            values.plugins[tag] = name
+
+
+def _tag_ids(
+    buffer: Any,
+    data: npt.NDArray[np.uint8],
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    path: str,
+    records: npt.NDArray[np.int64],
+    record_starts: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.int64], list[str]]:
+    """Number the distinct tags: each tag is read as 8-byte words (at least 9 bytes follow every tag in
+    the buffer: a oneof member and the record's checksum), hashed, and checked word by word against the
+    first tag with its hash."""
+    ids = np.zeros(len(starts), _I64)
+    tags: list[str] = []
+    numbers: dict[str, int] = {}
+    if not len(starts):
+        return ids, tags
+    words_view = np.ndarray((max(len(data) - 7, 0),), "<u8", buffer, 0, (1,))
+    for length in np.unique(lengths).tolist():
+        group = np.flatnonzero(lengths == length)
+        at = starts[group]
+        count = max(1, -(-length // 8))
+        words = np.empty((len(group), count), np.uint64)
+        for j in range(count):
+            word = words_view[at + 8 * j]
+            left = length - 8 * j
+            if left < 8:
+                word = word & np.uint64((1 << (8 * max(left, 0))) - 1)
+            words[:, j] = word
+        key = words[:, 0].copy()
+        for j in range(1, count):
+            key = key * np.uint64(0x9E3779B97F4A7C15) + words[:, j]
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        if count > 1 and not (words == words[first[inverse]]).all():  # a hash collision
+            _, first, inverse = np.unique(
+                words.view(f"V{8 * count}").ravel(), return_index=True, return_inverse=True
+            )
+        local = np.empty(len(first), _I64)
+        for k, row in enumerate(first.tolist()):
+            start = int(at[row])
+            raw = bytes(buffer[start : start + length])
+            try:
+                name = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                record = int(records[group[row]])
+                raise decode_error(
+                    path, record, int(record_starts[record]) - 12, f"tag {raw!r} is not UTF-8"
+                ) from None
+            local[k] = numbers.setdefault(name, len(numbers))
+        ids[group] = local[inverse.ravel()]
+    tags = list(numbers)
+    return ids, tags
+
+
+def _parse_irregular(
+    values: Values,
+    buffer: Any,
+    records: npt.NDArray[np.int64],
+    starts: npt.NDArray[np.int64],
+    end: npt.NDArray[np.int64],
+) -> None:
+    """Parse the records off the common layout with protobuf and merge their values in, in file order."""
+    numbers = {tag: i for i, tag in enumerate(values.tags)}
+    found: dict[str, list[Any]] = {
+        key: [] for key in ("record", "wall_time", "step", "tag", "kind")
+    }
+    parsed: list[Any] = []
+    for record in records.tolist():
+        start, stop = int(starts[record]), int(end[record])
+        try:
+            event = event_pb2.Event.FromString(bytes(buffer[start:stop]))
+        except ProtobufDecodeError as exc:
+            raise decode_error(values.path, record, start - 12, f"malformed Event: {exc}") from None
+        if event.WhichOneof("what") != "summary":
+            continue
+        for value in event.summary.value:
+            found["record"].append(record)
+            found["wall_time"].append(event.wall_time)
+            found["step"].append(event.step)
+            found["tag"].append(numbers.setdefault(value.tag, len(numbers)))
+            member = value.WhichOneof("value")
+            found["kind"].append(_KIND_NUMBERS.get(member, 0) if member else 0)
+            parsed.append(value)
+    if not parsed:
+        return
+    values.tags = list(numbers)
+    extra = len(parsed)
+    merged_record = np.concatenate((values.record, np.array(found["record"], _I64)))
+    order = np.argsort(merged_record, kind="stable")
+    minus = np.full(extra, -1, _I64)
+    columns = {
+        "record": merged_record,
+        "wall_time": np.concatenate((values.wall_time, np.array(found["wall_time"], np.float64))),
+        "step": np.concatenate((values.step, np.array(found["step"], _I64))),
+        "tag": np.concatenate((values.tag, np.array(found["tag"], _I64))),
+        "kind": np.concatenate((values.kind, np.array(found["kind"], _I64))),
+        "vstart": np.concatenate((values.vstart, minus)),
+        "vend": np.concatenate((values.vend, minus)),
+        "kstart": np.concatenate((values.kstart, minus)),
+        "kend": np.concatenate((values.kend, minus)),
+    }
+    for name, column in columns.items():
+        setattr(values, name, column[order])
+    position = np.empty(len(order), _I64)
+    position[order] = np.arange(len(order))
+    base = len(merged_record) - extra
+    values.parsed = {int(position[base + i]): value for i, value in enumerate(parsed)}
+    # A tag's plugin: the first metadata seen (rows of the columnar walk first; differing metadata for
+    # one tag does not occur in what the writers write).
+    for row in sorted(values.parsed):
+        value = values.parsed[row]
+        _note_plugin(values, value.tag, value)

@@ -1,0 +1,299 @@
+"""Event files to pandas DataFrames: finding the runs, and each kind of summary as columns."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from google.protobuf.message import DecodeError as ProtobufDecodeError
+
+from recordkit._proto.tensorboard import hparams_pb2
+from recordkit.errors import DecodeError
+from recordkit.formats.bulk import tfrecord_frames
+from recordkit.tensorboard._events import Values, index_events
+from recordkit.tensorboard._tensors import to_array
+
+__all__ = [
+    "event_files",
+    "histogram_rows",
+    "hparam_rows",
+    "image_rows",
+    "is_event_file",
+    "load_runs",
+    "scalar_columns",
+    "tensor_rows",
+    "text_rows",
+]
+
+#: The run name of event files directly in the log directory, as TensorBoard names it.
+ROOT_RUN = "."
+_SIMPLE, _HISTO, _IMAGE, _TENSOR = 2, 5, 4, 8
+# The tensor layouts of nearly every scalar written as a tensor: the first 6 bytes of the TensorProto
+# (dtype, an empty shape, then the field holding the one value) -> (payload size, value dtype).
+_SCALAR_TENSORS = {
+    bytes.fromhex("080112002204"): (10, "<f4"),  # DT_FLOAT, tensor_content
+    bytes.fromhex("080112002a04"): (10, "<f4"),  # DT_FLOAT, float_val
+    bytes.fromhex("080212002208"): (14, "<f8"),  # DT_DOUBLE, tensor_content
+    bytes.fromhex("080212003208"): (14, "<f8"),  # DT_DOUBLE, double_val
+}
+
+
+def is_event_file(name: str) -> bool:
+    """Whether TensorBoard reads a file of this name: ``"tfevents"`` in its base name."""
+    return "tfevents" in os.path.basename(name)
+
+
+def event_files(logdir: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """``(run, path)`` of every event file under ``logdir`` (or of ``logdir`` itself, a file).
+
+    A run is a directory holding event files, named by its path relative to ``logdir`` with ``/``
+    separators (``"."`` for ``logdir`` itself), as TensorBoard names runs. Runs come sorted by name, and
+    a run's files by file name (which starts with the time they were created).
+    """
+    root = os.fspath(logdir)
+    if os.path.isfile(root):
+        return [(ROOT_RUN, root)]
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"no such file or directory: {root!r}")
+    found: list[tuple[str, str]] = []
+    for directory, subdirs, files in os.walk(root):
+        subdirs.sort()
+        names = sorted(name for name in files if is_event_file(name))
+        if names:
+            run = os.path.relpath(directory, root).replace(os.sep, "/")
+            found.extend((run, os.path.join(directory, name)) for name in names)
+    found.sort(key=lambda item: item[0])  # stable: a run's files keep their order
+    return found
+
+
+def read_values(path: str, check_crc: bool) -> Values:
+    """Read one event file and index its summary values."""
+    with open(path, "rb") as file:
+        data = file.read()
+    frames = tfrecord_frames(data, path=path, check_crc=check_crc)
+    return index_events(data, frames.starts, frames.lengths, path)
+
+
+def load_runs(
+    logdir: str | os.PathLike[str], check_crc: bool
+) -> Iterator[tuple[str, list[Values], dict[str, str]]]:
+    """Each run's name, its files' values, and its tags' plugins (the first metadata of the run wins)."""
+    runs: dict[str, list[str]] = {}
+    for run, path in event_files(logdir):
+        runs.setdefault(run, []).append(path)
+    for run, paths in runs.items():
+        files = [read_values(path, check_crc) for path in paths]
+        plugins: dict[str, str] = {}
+        for values in files:
+            for tag, name in values.plugins.items():
+                plugins.setdefault(tag, name)
+        yield run, files, plugins
+
+
+def _rows(
+    values: Values,
+    plugins: dict[str, str],
+    tags: Collection[str] | None,
+    kinds: dict[int, str | None],
+) -> npt.NDArray[np.int64]:
+    """The rows of the wanted tags whose oneof member is one of ``kinds`` (member -> plugin it must have,
+    ``None`` for any), tags filtered first."""
+    wanted = np.ones(len(values.tags), bool)
+    for i, tag in enumerate(values.tags):
+        wanted[i] = tags is None or tag in tags
+    ok_kind = np.zeros(9, bool)
+    ok_tag = np.zeros((9, len(values.tags)), bool)
+    for kind, plugin in kinds.items():
+        ok_kind[kind] = True
+        for i, tag in enumerate(values.tags):
+            ok_tag[kind, i] = wanted[i] and (plugin is None or plugins.get(tag) == plugin)
+    if not len(values.tags):
+        return np.zeros(0, np.int64)
+    member = np.minimum(values.kind, 8)
+    return np.flatnonzero(ok_kind[member] & ok_tag[member, values.tag])
+
+
+def scalar_columns(
+    values: Values, plugins: dict[str, str], tags: Collection[str] | None
+) -> dict[str, Any]:
+    """tag ids, step, wall_time, value of the scalars of one file: ``simple_value`` and the tensors of the
+    ``scalars`` plugin."""
+    rows = _rows(values, plugins, tags, {_SIMPLE: None, _TENSOR: "scalars"})
+    out = np.empty(len(rows), np.float64)
+    done = np.zeros(len(rows), bool)
+    buffer = values.buffer
+    kind, kstart, kend = values.kind[rows], values.kstart[rows], values.kend[rows]
+    floats = np.ndarray((max(len(buffer) - 3, 0),), "<f4", buffer, 0, (1,))
+    simple = np.flatnonzero((kind == _SIMPLE) & (kstart >= 0))
+    out[simple] = floats[kstart[simple]]
+    done[simple] = True
+    tensor = np.flatnonzero((kind == _TENSOR) & (kstart >= 0))
+    if len(tensor):
+        heads = np.ndarray((max(len(buffer) - 7, 0),), "<u8", buffer, 0, (1,))[kstart[tensor]]
+        heads &= np.uint64(0xFFFFFFFFFFFF)
+        sizes = kend[tensor] - kstart[tensor]
+        for prefix, (size, dtype) in _SCALAR_TENSORS.items():
+            key = np.frombuffer(prefix + b"\0\0", "<u8")[0]
+            match = tensor[(heads == key) & (sizes == size)]
+            view = np.ndarray((max(len(buffer) - 7, 0),), dtype, buffer, 0, (1,))
+            out[match] = view[kstart[match] + 6]
+            done[match] = True
+    for i in np.flatnonzero(~done).tolist():
+        row = int(rows[i])
+        value = values.value(row)
+        if value.WhichOneof("value") == "simple_value":
+            out[i] = value.simple_value
+            continue
+        array = _tensor(values, row, value)
+        if array.size != 1 or array.dtype.kind not in "biuf":
+            raise values.error(
+                row, f"tag {values.tags[int(values.tag[row])]!r}: a scalar summary holds {array!r}"
+            )
+        out[i] = float(array.reshape(-1)[0])
+    return {
+        "tag": values.tag[rows],
+        "step": values.step[rows],
+        "wall_time": values.wall_time[rows],
+        "value": out,
+    }
+
+
+def _tensor(values: Values, row: int, value: Any) -> npt.NDArray[Any]:
+    try:
+        return to_array(value.tensor)
+    except DecodeError as exc:
+        raise values.error(row, f"tag {value.tag!r}: {exc}") from None
+
+
+def _base(values: Values, row: int) -> dict[str, Any]:
+    return {
+        "tag": values.tags[int(values.tag[row])],
+        "step": int(values.step[row]),
+        "wall_time": float(values.wall_time[row]),
+    }
+
+
+def tensor_rows(
+    values: Values, plugins: dict[str, str], tags: Collection[str] | None
+) -> Iterable[dict[str, Any]]:
+    """One row per tensor summary value: ``value`` (an array; its item for a 0-d array) and ``plugin``."""
+    for row in _rows(values, plugins, tags, {_TENSOR: None}).tolist():
+        value = values.value(row)
+        array = _tensor(values, row, value)
+        tag = values.tags[int(values.tag[row])]
+        yield {
+            **_base(values, row),
+            "value": array.item() if array.ndim == 0 else array,
+            "plugin": plugins.get(tag, ""),
+        }
+
+
+def histogram_rows(
+    values: Values, plugins: dict[str, str], tags: Collection[str] | None
+) -> Iterable[dict[str, Any]]:
+    """One row per histogram: ``edges`` (k + 1 bucket edges) and ``counts`` (k), with the statistics."""
+    for row in _rows(values, plugins, tags, {_HISTO: None, _TENSOR: "histograms"}).tolist():
+        value = values.value(row)
+        if value.WhichOneof("value") == "histo":
+            histo = value.histo
+            limits = np.array(histo.bucket_limit, np.float64)
+            counts = np.array(histo.bucket, np.float64)
+            if len(limits) != len(counts):
+                raise values.error(
+                    row, f"tag {value.tag!r}: {len(limits)} limits, {len(counts)} buckets"
+                )
+            edges = (
+                np.concatenate(([histo.min], limits[:-1], [histo.max])) if len(counts) else limits
+            )
+            stats = (histo.min, histo.max, histo.num, histo.sum, histo.sum_squares)
+        else:
+            array = _tensor(values, row, value).astype(np.float64)
+            if array.ndim != 2 or array.shape[1] != 3:
+                raise values.error(row, f"tag {value.tag!r}: a histogram of shape {array.shape}")
+            counts = array[:, 2].copy()
+            edges = np.concatenate((array[:1, 0], array[:, 1])) if len(array) else np.zeros(0)
+            low = float(edges[0]) if len(edges) else np.nan
+            high = float(edges[-1]) if len(edges) else np.nan
+            stats = (low, high, float(counts.sum()), np.nan, np.nan)
+        yield {
+            **_base(values, row),
+            "edges": edges,
+            "counts": counts,
+            **dict(zip(("min", "max", "num", "sum", "sum_squares"), stats, strict=True)),
+        }
+
+
+def image_rows(
+    values: Values,
+    plugins: dict[str, str],
+    tags: Collection[str] | None,
+    decode: Callable[[list[bytes], str, list[int]], list[Any]],
+) -> Iterable[dict[str, Any]]:
+    """One row per image: ``index`` (its place in the summary's batch), ``image`` (decoded by ``decode``),
+    ``width`` and ``height`` as written."""
+    for row in _rows(values, plugins, tags, {_IMAGE: None, _TENSOR: "images"}).tolist():
+        value = values.value(row)
+        if value.WhichOneof("value") == "image":
+            image = value.image
+            encoded = [image.encoded_image_string]
+            width, height = image.width, image.height
+        else:
+            array = _tensor(values, row, value)
+            if array.ndim != 1 or array.dtype != object or len(array) < 2:
+                raise values.error(
+                    row, f"tag {value.tag!r}: an image summary of shape {array.shape}"
+                )
+            try:
+                width, height = int(array[0]), int(array[1])
+            except ValueError:
+                raise values.error(row, f"tag {value.tag!r}: image size {array[:2]!r}") from None
+            encoded = list(array[2:])
+        record = int(values.record[row])
+        decoded = decode(encoded, value.tag, [record] * len(encoded))
+        for index, pixels in enumerate(decoded):
+            yield {
+                **_base(values, row),
+                "index": index,
+                "image": pixels,
+                "width": width,
+                "height": height,
+            }
+
+
+def text_rows(
+    values: Values, plugins: dict[str, str], tags: Collection[str] | None
+) -> Iterable[dict[str, Any]]:
+    """One row per text summary: ``value``, a ``str`` (an array of them for a text tensor of several)."""
+    for row in _rows(values, plugins, tags, {_TENSOR: "text"}).tolist():
+        value = values.value(row)
+        array = _tensor(values, row, value)
+        try:
+            text = np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(array)
+        except (UnicodeDecodeError, AttributeError):
+            raise values.error(row, f"tag {value.tag!r}: text that is not UTF-8 strings") from None
+        yield {**_base(values, row), "value": text.reshape(-1)[0] if text.size == 1 else text}
+
+
+def hparam_rows(values: Values, plugins: dict[str, str]) -> Iterable[dict[str, Any]]:
+    """One row per hyperparameter of each session start the hparams plugin wrote: ``name`` and ``value``."""
+    for row in _rows(values, plugins, None, dict.fromkeys(range(9), "hparams")).tolist():
+        value = values.value(row)
+        if not value.HasField("metadata"):
+            continue
+        try:
+            data = hparams_pb2.HParamsPluginData.FromString(value.metadata.plugin_data.content)
+        except ProtobufDecodeError as exc:
+            raise values.error(row, f"malformed hparams plugin data: {exc}") from None
+        if data.WhichOneof("data") != "session_start_info":
+            continue
+        for name, item in sorted(data.session_start_info.hparams.items()):
+            kind = item.WhichOneof("kind")
+            held = (
+                getattr(item, kind)
+                if kind in ("number_value", "string_value", "bool_value")
+                else None
+            )
+            yield {"name": name, "value": held, "wall_time": float(values.wall_time[row])}
