@@ -146,13 +146,12 @@ class Follower(Closing):
         self._format = fmt
         if fmt is not None:
             self._followable(fmt)
-        self._file = builtins.open(self.path, "rb")  # noqa: SIM115 - closed by close()
-        info = os.fstat(self._file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            self._file.close()
+        if not stat.S_ISREG(os.stat(self.path).st_mode):  # (opening a FIFO would wait for a writer)
             raise UnsupportedOperationError(
                 f"{self.path} is not a regular file: it cannot be followed"
             )
+        self._file = builtins.open(self.path, "rb")  # noqa: SIM115 - closed by close()
+        info = os.fstat(self._file.fileno())
         self._identity = (info.st_dev, info.st_ino)
         self._raw = _Appended(self._file.fileno())
         self._stream: Any = None  # what the records are read from: _raw, or a decompressor over it
@@ -210,7 +209,7 @@ class Follower(Closing):
                     break
                 records += batch
             if replaced is not None:
-                raise replaced
+                raise self._changed(replaced)
         except CorruptRecordError as exc:
             self._failure = self._failure or exc
             if not records:
@@ -231,17 +230,21 @@ class Follower(Closing):
 
     def _followable(self, fmt: RecordFormat) -> None:
         """Raise if ``fmt``'s files cannot be read as they grow."""
-        probe = fmt.reader(Source(path=self.path, buffer=b""), check_crc=False)
+        try:
+            probe: object = fmt.reader(Source(path=self.path, buffer=b""), check_crc=False)
+        except CorruptRecordError:  # it reads a file header (or footer) at once
+            probe = None
         if not isinstance(probe, SequentialFrameReader):
             raise UnsupportedOperationError(
                 f"{self.path}: {fmt.name} files cannot be followed as they grow: only formats of "
-                "records framed one after the other (TFRecord, OFRecord) can; an FFRecord file "
-                "is complete only once its writer has written the header that counts its records"
+                "records framed one after the other (TFRecord, OFRecord) can, not one whose records "
+                "are found through a header or footer written when the file is complete (an "
+                "FFRecord header counts the records)"
             )
 
-    def _check(self) -> FileChangedError | None:
-        """Bring the readable size up to date; raise if the file shrank, return an error (raised once the
-        old file's last records are read) if the path now names another file or none."""
+    def _check(self) -> str | None:
+        """Bring the readable size up to date; raise if the file shrank; if the path now names another
+        file or none, return why (the error is raised once the old file's last records are read)."""
         with self._lock:
             if self._closed or self._failure is not None:
                 if self._failure is not None:
@@ -260,9 +263,9 @@ class Follower(Closing):
         try:
             info = os.stat(self.path)
         except FileNotFoundError:
-            return self._changed("the file was removed (deleted or renamed) while being followed")
+            return "the file was removed (deleted or renamed) while being followed"
         if (info.st_dev, info.st_ino) != self._identity:
-            return self._changed(
+            return (
                 "the path now names another file (the file was replaced or rotated while being "
                 "followed); follow the new file from its start"
             )
@@ -383,7 +386,7 @@ class Following(Closing):
         follower = self.follower
         last_growth = time.monotonic()
         seen = follower._raw.position
-        replaced: FileChangedError | None = None
+        replaced: str | None = None
         while not follower.closed:
             if replaced is None:
                 replaced = follower._check()
@@ -394,7 +397,7 @@ class Following(Closing):
                 yield from batch  # an empty batch: part of a record was read, read on
                 continue
             if replaced is not None:
-                raise replaced
+                raise follower._changed(replaced)
             idle = time.monotonic() - last_growth
             if self.idle_timeout is not None and idle >= self.idle_timeout:
                 break
