@@ -24,7 +24,7 @@ from recordkit.errors import (
     FileChangedError,
     UnsupportedOperationError,
 )
-from recordkit.formats import format_for_path, get_format
+from recordkit.formats import get_format
 from recordkit.formats.tfrecord import frame
 from recordkit.io import Follower
 
@@ -415,27 +415,3 @@ def test_follow_raises_the_damage_after_the_records_before_it(tmp_path: Path) ->
         list(reader)
     assert (caught.value.index, caught.value.offset) == (direct.value.index, direct.value.offset)
     assert len(got) == direct.value.index
-
-
-# -- 0-byte event files, read (not followed) ----------------------------------------------------------
-
-
-def test_an_empty_event_file_opens_as_an_empty_tfrecord(tmp_path: Path) -> None:
-    path = tmp_path / "events.out.tfevents.1700000000.host.42.0"
-    path.write_bytes(b"")
-    for lenient in (False, True):
-        with rk.open(path, lenient=lenient) as reader:
-            assert list(reader) == []
-            assert reader.format == "tfrecord"
-
-
-def test_event_files_are_named_tfrecord_and_read_by_name(tmp_path: Path) -> None:
-    found = format_for_path(os.path.join("logs", "run", "events.out.tfevents.1.host.v2"))
-    assert found is not None
-    assert found[0].name == "tfrecord"
-    assert format_for_path("no-events.out.tfevents.1") is None
-    data = (TFRECORD_GOLDEN / "examples.tfrecord").read_bytes()
-    path = tmp_path / "events.out.tfevents.1700000000.host"
-    path.write_bytes(data[: tfrecord_ends(data)[1] + 3])  # cut in a header, as while being written
-    with rk.open(path, lenient=True) as reader:
-        assert list(reader) == tfrecord_payloads(data)[:2]

@@ -622,3 +622,30 @@ def test_ffrecord_file_reader_keeps_ffrecords_order_by_name(tmp_path):
     assert names == sorted(f"part-{i}.ffr" for i in range(11))  # part-10 before part-2, as ffrecord
     assert bytes(reader.read_one(2)) == b"10:0"
     reader.close()
+
+
+# -- TensorBoard event files, named by their name (a new one is 0 bytes) ------------------------------
+
+
+def test_an_empty_event_file_opens_as_an_empty_tfrecord(tmp_path: Path) -> None:
+    path = tmp_path / "events.out.tfevents.1700000000.host.42.0"
+    path.write_bytes(b"")
+    for lenient in (False, True):
+        with rk.open(path, lenient=lenient) as reader:
+            assert list(reader) == []
+            assert reader.format == "tfrecord"
+
+
+def test_event_files_are_named_tfrecord_and_read_by_name(tmp_path: Path) -> None:
+    from recordkit.formats import format_for_path
+
+    found = format_for_path(os.path.join("logs", "run", "events.out.tfevents.1.host.v2"))
+    assert found is not None
+    assert found[0].name == "tfrecord"
+    assert format_for_path("no-events.out.tfevents.1") is None
+    path = tmp_path / "events.out.tfevents.1700000000.host"
+    with rk.open(tmp_path / "x.tfrecord", "w") as writer:
+        writer.write_many([b"a", b"bc"])
+    path.write_bytes((tmp_path / "x.tfrecord").read_bytes() + b"\x05\x00")  # cut in a header
+    with rk.open(path, lenient=True) as reader:
+        assert list(reader) == [b"a", b"bc"]
