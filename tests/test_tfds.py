@@ -198,7 +198,6 @@ MALFORMED = {
     "numShards disagrees": _mutated(["splits", 0, "numShards"], "3"),
     "numShards without lengths": _mutated(["splits", 1], {"name": "test", "numShards": "1"}),
     "numBytes a word": _mutated(["splits", 0, "numBytes"], "many"),
-    "array_record": _mutated(["fileFormat"], "array_record"),
     "riegeli": _mutated(["fileFormat"], "riegeli"),
     "format a number": _mutated(["fileFormat"], 1),
     "name a list": _mutated(["name"], ["toy"]),
@@ -230,11 +229,11 @@ def test_malformed_dataset_info_raises_manifest_error(tmp_path, info):
     assert INFO_NAME in str(caught.value)
 
 
-def test_array_record_is_refused_by_name(tmp_path):
-    directory = _tfds_dir(tmp_path, MALFORMED["array_record"])
+def test_riegeli_is_refused_by_name(tmp_path):
+    directory = _tfds_dir(tmp_path, MALFORMED["riegeli"])
     with pytest.raises(
         rk.ManifestError,
-        match="'array_record' files; recordkit reads TFDS datasets stored as tfrecord",
+        match="'riegeli' files; recordkit reads TFDS datasets stored as tfrecord or array_record",
     ):
         manifest_from_tfds(directory)
 

@@ -9,7 +9,8 @@ here:
 ``name``, ``version``
     The dataset's name (``{DATASET}`` in file names) and version (``"major.minor.patch"``).
 ``fileFormat``
-    ``"tfrecord"``; absent or empty in older datasets, meaning tfrecord.
+    ``"tfrecord"`` or ``"array_record"`` (read as recordkit's ``arrayrecord`` format); absent or empty in
+    older datasets, meaning tfrecord.
 ``splits``
     One entry per split: ``name`` (``{SPLIT}`` in file names); ``shardLengths``, the number of records in
     each shard, in shard order; ``numBytes``, the serialized records' total size (payloads, without
@@ -17,7 +18,7 @@ here:
     ``{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}``).
 
 A template is expanded like :meth:`str.format` with ``DATASET``, ``SPLIT``, ``FILEFORMAT`` (the file
-format's suffix, ``tfrecord``), ``SHARD_INDEX`` and ``NUM_SHARDS`` (zero-padded to at least 5 digits, or
+format's suffix, ``tfrecord`` or ``array_record``), ``SHARD_INDEX`` and ``NUM_SHARDS`` (zero-padded to at least 5 digits, or
 to the digits of the number of shards when it has more) and ``SHARD_X_OF_Y``
 (``{SHARD_INDEX}-of-{NUM_SHARDS}``). So the second of three train shards of ``mnist`` is
 ``mnist-train.tfrecord-00001-of-00003``.
@@ -25,6 +26,9 @@ to the digits of the number of shards when it has more) and ``SHARD_X_OF_Y``
 TFDS does not read a split shard after shard: ``builder.as_dataset(split, shuffle_files=False)`` reads 16
 shards side by side, 16 records per turn (tf.data's ``interleave`` with ``tfds.ReadConfig``'s defaults).
 :class:`ReadOrder` computes that order from the shard lengths, and :func:`read_order` gives it for a split.
+A split stored as ``array_record`` is read shard after shard: ``as_dataset`` is not implemented for it, and
+its data source (``builder.as_data_source(split)``, ``tfds.data_sources``) numbers the records of the
+shards one after the other.
 
 This module is in the framing layer: it imports neither TensorFlow nor protobuf, and only reads and writes
 the JSON files; :func:`recordkit.open` reads the shards.
@@ -77,6 +81,8 @@ BLOCK_LENGTH = 16
 """Records TFDS takes from one shard per turn (``tfds.ReadConfig``'s ``interleave_block_length``)."""
 
 _FILE_FORMAT = "tfrecord"
+# TFDS's file formats that recordkit reads, and the recordkit format of each.
+_FORMATS = {"tfrecord": "tfrecord", "array_record": "arrayrecord"}
 _MIN_SHARD_DIGITS = 5
 _INT64_MAX = (1 << 63) - 1
 _DECIMAL = re.compile(r"-?[0-9]+")
@@ -123,23 +129,24 @@ def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None =
     Returns
     -------
     Manifest
-        Format ``"tfrecord"``, uncompressed.
+        Format ``"tfrecord"`` or ``"arrayrecord"``, uncompressed.
 
     Raises
     ------
     FileNotFoundError
         There is no ``dataset_info.json``.
     ManifestError
-        A shard it lists is missing (its size cannot be known), ``dataset_info.json`` is not valid JSON, a field is malformed, the file format is not tfrecord
-        (``array_record``, ``riegeli``, ``parquet``), or a file name template cannot be expanded.
+        A shard it lists is missing (its size cannot be known), ``dataset_info.json`` is not valid JSON, a field is malformed, the file format is neither tfrecord
+        nor array_record (``riegeli``, ``parquet``), or a file name template cannot be expanded.
     """
     directory = os.fspath(directory)
     info_path = os.path.join(directory, INFO_NAME)
     info = _Message(_read_json(info_path, f"a {INFO_NAME}"), "", info_path)
     file_format = info.string("file_format") or _FILE_FORMAT
-    if file_format != _FILE_FORMAT:
+    if file_format not in _FORMATS:
         raise info.error(
-            f"the shards are {file_format!r} files; recordkit reads TFDS datasets stored as tfrecord"
+            f"the shards are {file_format!r} files; recordkit reads TFDS datasets stored as tfrecord "
+            "or array_record"
         )
     name = info.string("name")
     splits = info.messages("splits")
@@ -170,10 +177,14 @@ def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None =
     )
     # TFDS reads a split's shards CYCLE_LENGTH at a time, BLOCK_LENGTH records per turn, unless the
     # dataset disables shuffling: then it reads them one after the other (interleave_cycle_length=1).
-    cycle = 1 if info.field("disable_shuffling", bool, False, "true or false") else CYCLE_LENGTH
+    # An array_record split is read shard after shard (its data source numbers them so).
+    shuffled = not info.field("disable_shuffling", bool, False, "true or false")
+    cycle = CYCLE_LENGTH if shuffled and file_format == _FILE_FORMAT else 1
     interleave = {"cycle_length": cycle, "block_length": BLOCK_LENGTH}
     metadata = {"tfds": {"name": name, "version": info.string("version"), "interleave": interleave}}
-    return Manifest(format=_FILE_FORMAT, compression="", shards=shards, metadata=metadata)
+    return Manifest(
+        format=_FORMATS[file_format], compression="", shards=shards, metadata=metadata
+    )
 
 
 # -- the order of a split's records ---------------------------------------------------------------
