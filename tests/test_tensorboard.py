@@ -1,0 +1,357 @@
+"""recordkit.tensorboard against tensorboard's EventAccumulator and tbparse, on files the real writers write.
+
+Each writer (TF2's tf.summary, PyTorch's and tensorboardX's SummaryWriter) logs scalars, histograms, text,
+images and hyperparameters into its own run; the oracles read the same files. Damaged files raise typed errors.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import numpy as np
+import pytest
+
+import recordkit as rk
+from recordkit._proto.tensorboard import event_pb2
+from recordkit.errors import ChecksumError, DecodeError, TruncatedRecordError
+
+pytest.importorskip("pandas")
+pytestmark = [
+    pytest.mark.interop,
+    # tbparse 0.0.9 calls sort_values(inplace=True), which pandas 3.1 deprecates
+    pytest.mark.filterwarnings("ignore:The inplace keyword"),
+]
+
+STEPS = 4
+
+
+def _tf_run(directory):
+    tf = pytest.importorskip("tensorflow")
+    from tensorboard.plugins.hparams import api as hp
+
+    writer = tf.summary.create_file_writer(directory)
+    with writer.as_default():
+        hp.hparams({"lr": 0.25, "optimizer": "adam", "batch_norm": True})
+        for step in range(STEPS):
+            tf.summary.scalar("loss", 1.0 / (step + 1), step=step)
+            tf.summary.scalar("lr", tf.constant(0.1 * step, tf.float64), step=step)
+            tf.summary.histogram("weights", np.arange(10.0) * step, step=step, buckets=5)
+            tf.summary.text("note", f"step {step}", step=step)
+            tf.summary.image("img", np.full((2, 4, 5, 3), step / 4, np.float32), step=step)
+    writer.close()
+
+
+def _torch_run(directory):
+    tensorboard = pytest.importorskip("torch.utils.tensorboard")
+    writer = tensorboard.SummaryWriter(directory)
+    for step in range(STEPS):
+        writer.add_scalar("loss", 1.0 / (step + 1), step)
+        writer.add_scalar("loss_new", 2.0 * step, step, new_style=True)
+        writer.add_histogram("weights", np.arange(10.0) * step, step)
+        writer.add_text("note", f"step {step}", step)
+        writer.add_image("img", np.full((3, 4, 5), step * 40, np.uint8), step)
+    writer.add_hparams({"lr": 0.5, "optimizer": "sgd"}, {"hparam/acc": 0.75}, run_name="hp")
+    writer.close()
+
+
+def _tbx_run(directory):
+    tensorboardx = pytest.importorskip("tensorboardX")
+    writer = tensorboardx.SummaryWriter(directory)
+    for step in range(STEPS):
+        writer.add_scalar("loss", 1.0 / (step + 1), step)
+        writer.add_histogram("weights", np.arange(10.0) * step, step)
+        writer.add_text("note", f"step {step}", step)
+        writer.add_image("img", np.full((3, 4, 5), step * 40, np.uint8), step)
+    writer.close()
+
+
+WRITERS = {"tf": _tf_run, "torch": _torch_run, "tbx": _tbx_run}
+
+
+@pytest.fixture(scope="module", params=sorted(WRITERS))
+def run(request, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("logs") / request.param
+    WRITERS[request.param](str(directory))
+    return request.param, str(directory)
+
+
+def accumulator(path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(
+        path, size_guidance={"scalars": 0, "tensors": 0, "histograms": 0, "images": 0}
+    )
+    acc.Reload()
+    return acc
+
+
+def make_ndarray(proto):
+    from tensorboard.util import tensor_util
+
+    return tensor_util.make_ndarray(proto)
+
+
+def test_scalars_equal_event_accumulator(run):
+    name, directory = run
+    acc = accumulator(directory)
+    expected = set()
+    for tag in acc.Tags()["scalars"]:
+        expected |= {(tag, e.step, e.wall_time, e.value) for e in acc.Scalars(tag)}
+    for tag in acc.Tags()["tensors"]:
+        if acc.SummaryMetadata(tag).plugin_data.plugin_name == "scalars":
+            expected |= {
+                (tag, e.step, e.wall_time, float(make_ndarray(e.tensor_proto)))
+                for e in acc.Tensors(tag)
+            }
+    frame = rk.tensorboard.scalars(directory)
+    assert list(frame.columns) == ["run", "tag", "step", "wall_time", "value"]
+    assert set(frame.run) == ({".", "hp"} if name == "torch" else {"."})
+    frame = frame[frame.run == "."]  # the accumulator reads one directory
+    found = set(zip(frame.tag.astype(str), frame.step, frame.wall_time, frame.value, strict=True))
+    assert len(found) == len(frame) == len(expected) > 0
+    assert found == expected
+    assert frame.step.dtype == np.int64
+    assert frame.value.dtype == np.float64
+
+
+def test_scalars_equal_tbparse(run):
+    tbparse = pytest.importorskip("tbparse")
+    name, directory = run
+    theirs = tbparse.SummaryReader(directory, extra_columns={"wall_time"}).scalars
+    ours = rk.tensorboard.scalars(directory)
+    # tbparse lists simple_value summaries only; TF2 and new_style scalars are in its tensors
+    legacy = ours[ours.tag.isin(set(theirs.tag))] if len(theirs) else ours.iloc[:0]
+    if name == "tf":
+        assert len(theirs) == 0
+        tensors = tbparse.SummaryReader(directory, extra_columns={"wall_time"}).tensors
+        tensors = tensors[tensors.tag.isin({"loss", "lr"})]
+        assert sorted(zip(tensors.tag, tensors.step, tensors.value, strict=True)) == sorted(
+            zip(ours.tag.astype(str), ours.step, ours.value, strict=True)
+        )
+        return
+    expected = sorted(zip(theirs.tag, theirs.step, theirs.wall_time, theirs.value, strict=True))
+    assert expected == sorted(
+        zip(legacy.tag.astype(str), legacy.step, legacy.wall_time, legacy.value, strict=True)
+    )
+
+
+def test_tags_filter_and_plain_import(run):
+    from recordkit.tensorboard import scalars
+
+    _, directory = run
+    frame = scalars(directory, tags="loss")
+    assert set(frame.tag) == {"loss"}
+    assert len(frame) == STEPS
+    assert len(scalars(directory, tags=["nothing"])) == 0
+
+
+def test_histograms_equal_event_accumulator(run):
+    name, directory = run
+    acc = accumulator(directory)
+    frame = rk.tensorboard.histograms(directory)
+    assert len(frame) == STEPS
+    for row in frame.itertuples():
+        assert len(row.edges) == len(row.counts) + 1
+        if name == "tf":
+            (event,) = [e for e in acc.Tensors(row.tag) if e.step == row.step]
+            buckets = make_ndarray(event.tensor_proto)
+            np.testing.assert_array_equal(row.counts, buckets[:, 2])
+            np.testing.assert_array_equal(row.edges[1:], buckets[:, 1])
+            assert row.edges[0] == buckets[0, 0]
+        else:
+            (event,) = [e for e in acc.Histograms(row.tag) if e.step == row.step]
+            histo = event.histogram_value
+            np.testing.assert_array_equal(row.counts, histo.bucket)
+            np.testing.assert_array_equal(row.edges[1:-1], histo.bucket_limit[:-1])
+            assert (row.edges[0], row.edges[-1]) == (histo.min, histo.max)
+            assert (row.num, row.sum, row.sum_squares) == (histo.num, histo.sum, histo.sum_squares)
+
+
+def test_text_equals_tbparse(run):
+    tbparse = pytest.importorskip("tbparse")
+    _, directory = run
+    theirs = tbparse.SummaryReader(directory).text
+    ours = rk.tensorboard.text(directory)
+    # tbparse strips the "/text_summary" PyTorch and tensorboardX append; recordkit keeps the tag as written
+    tags = [t.removesuffix("/text_summary") for t in ours.tag.astype(str)]
+    assert sorted(zip(tags, ours.step, ours.value, strict=True)) == sorted(
+        zip(theirs.tag, theirs.step, theirs.value, strict=True)
+    )
+    assert sorted(ours.value) == [f"step {s}" for s in range(STEPS)]
+
+
+def test_images_decoded_as_tensorboard_stores_them(run):
+    pytest.importorskip("PIL")
+    import io
+
+    from PIL import Image
+
+    name, directory = run
+    acc = accumulator(directory)
+    frame = rk.tensorboard.images(directory)
+    per_step = 2 if name == "tf" else 1
+    assert len(frame) == STEPS * per_step
+    for row in frame.itertuples():
+        if name == "tf":
+            (event,) = [e for e in acc.Tensors(row.tag) if e.step == row.step]
+            encoded = make_ndarray(event.tensor_proto)[2 + row.index]
+        else:
+            (event,) = [e for e in acc.Images(row.tag) if e.step == row.step]
+            encoded = event.encoded_image_string
+        expected = np.asarray(Image.open(io.BytesIO(encoded)).convert("RGB"))
+        np.testing.assert_array_equal(row.image, expected)
+        assert row.image.shape == (row.height, row.width, 3) == (4, 5, 3)
+
+
+def test_hparams_equal_tbparse(run):
+    tbparse = pytest.importorskip("tbparse")
+    name, directory = run
+    ours = rk.tensorboard.hparams(directory)
+    theirs = tbparse.SummaryReader(directory).hparams
+    expected = {"tf": {"lr": 0.25, "optimizer": "adam", "batch_norm": True}, "tbx": {}}
+    expected["torch"] = {"lr": 0.5, "optimizer": "sgd"}
+    assert dict(zip(ours.name, ours.value, strict=True)) == expected[name]
+    if len(theirs):
+        assert dict(zip(theirs.tag, theirs.value, strict=True)) == expected[name]
+    if name == "torch":
+        assert set(ours.run) == {"hp"}
+
+
+def test_tensors_list_every_tensor_summary_with_its_plugin(run):
+    _name, directory = run
+    acc = accumulator(directory)
+    frame = rk.tensorboard.tensors(directory)
+    expected = sum(len(acc.Tensors(tag)) for tag in acc.Tags()["tensors"])
+    assert len(frame) == expected
+    for row in frame.itertuples():
+        assert row.plugin == acc.SummaryMetadata(row.tag).plugin_data.plugin_name
+        (event,) = [e for e in acc.Tensors(row.tag) if e.step == row.step]
+        np.testing.assert_array_equal(np.asarray(row.value), make_ndarray(event.tensor_proto))
+
+
+def test_runs_are_named_as_tensorboard_names_them(tmp_path):
+    for run in (".", "a", "a/b"):
+        directory = tmp_path / run
+        directory.mkdir(parents=True, exist_ok=True)
+        write_events(directory / "events.out.tfevents.1.x", [_scalar(run, 1, 0.5)])
+    (tmp_path / "notes.txt").write_text("not an event file")
+    frame = rk.tensorboard.scalars(tmp_path)
+    assert list(frame.run) == [".", "a", "a/b"]
+    assert list(frame.tag) == [".", "a", "a/b"]
+    with pytest.raises(FileNotFoundError):
+        rk.tensorboard.scalars(tmp_path / "missing")
+
+
+def _scalar(tag, step, value, wall_time=1.5):
+    event = event_pb2.Event(wall_time=wall_time, step=step)
+    event.summary.value.add(tag=tag, simple_value=value)
+    return event.SerializeToString()
+
+
+def write_events(path, records):
+    with rk.open(str(path), "w", format="tfrecord") as writer:
+        writer.write_many(records)
+
+
+def test_irregular_records_are_read_as_protobuf_reads_them(tmp_path):
+    """Several values in one event, a negative step, non-summary events and a scalar tensor written with
+    float_val: the columnar walk hands them to protobuf."""
+    many = event_pb2.Event(wall_time=2.0, step=3)
+    many.summary.value.add(tag="a", simple_value=1.0)
+    many.summary.value.add(tag="b", simple_value=2.0)
+    tensor = event_pb2.Event(wall_time=3.0, step=4)
+    value = tensor.summary.value.add(tag="t")
+    value.metadata.plugin_data.plugin_name = "scalars"
+    value.tensor.dtype = 2
+    value.tensor.double_val.append(0.125)
+    value.tensor.tensor_shape.SetInParent()
+    later = event_pb2.Event(wall_time=4.0, step=5)
+    later.summary.value.add(tag="t").tensor.CopyFrom(value.tensor)
+    records = [
+        event_pb2.Event(wall_time=1.0, file_version="brain.Event:2").SerializeToString(),
+        _scalar("a", -7, 0.5),
+        many.SerializeToString(),
+        tensor.SerializeToString(),
+        later.SerializeToString(),
+        _scalar("a", 0, 0.25),
+    ]
+    path = tmp_path / "events.out.tfevents.1.x"
+    write_events(path, records)
+    frame = rk.tensorboard.scalars(path)
+    assert list(zip(frame.tag, frame.step, frame.value, strict=True)) == [
+        ("a", -7, 0.5),
+        ("a", 3, 1.0),
+        ("b", 3, 2.0),
+        ("t", 4, 0.125),
+        ("t", 5, 0.125),
+        ("a", 0, 0.25),
+    ]
+
+
+@pytest.fixture
+def event_file(tmp_path):
+    path = tmp_path / "events.out.tfevents.1.x"
+    write_events(path, [_scalar("loss", step, step / 2) for step in range(1, 6)])
+    return path
+
+
+def test_a_bad_payload_checksum_names_the_record(event_file):
+    data = bytearray(event_file.read_bytes())
+    record = len(_scalar("loss", 1, 0.0)) + 16
+    data[2 * record + 14] ^= 1  # inside record 2's payload
+    event_file.write_bytes(bytes(data))
+    with pytest.raises(ChecksumError) as info:
+        rk.tensorboard.scalars(event_file)
+    assert (info.value.path, info.value.index, info.value.offset) == (
+        str(event_file),
+        2,
+        2 * record + 12,
+    )
+    assert len(rk.tensorboard.scalars(event_file, check_crc=False)) == 5
+
+
+def test_a_bad_length_names_the_record(event_file):
+    data = bytearray(event_file.read_bytes())
+    record = len(_scalar("loss", 1, 0.0)) + 16
+    data[3 * record] ^= 0x40
+    event_file.write_bytes(bytes(data))
+    with pytest.raises(ChecksumError, match="length checksum") as info:
+        rk.tensorboard.scalars(event_file)
+    assert (info.value.index, info.value.offset) == (3, 3 * record)
+
+
+@pytest.mark.parametrize("cut", [1, 5, 14])
+def test_a_truncated_file_raises(event_file, cut):
+    data = event_file.read_bytes()
+    event_file.write_bytes(data[:-cut])
+    with pytest.raises(TruncatedRecordError) as info:
+        rk.tensorboard.scalars(event_file)
+    assert info.value.index == 4
+
+
+def test_a_record_that_is_not_an_event_raises_decode_error(tmp_path):
+    path = tmp_path / "events.out.tfevents.1.x"
+    write_events(path, [_scalar("a", 1, 1.0), b"\x0a\xff\xff"])
+    with pytest.raises(DecodeError, match="record 1 at byte"):
+        rk.tensorboard.scalars(path)
+    bad_tag = bytearray(_scalar("ab", 1, 1.0))
+    bad_tag[bad_tag.index(b"ab")] = 0xFF
+    write_events(path, [bytes(bad_tag)])
+    with pytest.raises(DecodeError, match="not UTF-8"):
+        rk.tensorboard.scalars(path)
+
+
+def test_bulk_frames_match_the_record_reader(event_file):
+    from recordkit.formats.bulk import tfrecord_frames
+
+    data = event_file.read_bytes()
+    frames = tfrecord_frames(data)
+    records = [data[a : a + n] for a, n in zip(frames.starts, frames.lengths, strict=True)]
+    with rk.open(str(event_file), format="tfrecord") as reader:
+        assert records == list(reader)
+    partial = tfrecord_frames(data[:-3], final=False)
+    assert len(partial.starts) == 4
+    assert partial.end == 4 * (len(data) // 5)
+    assert struct.unpack_from("<Q", data, partial.end)[0] == frames.lengths[-1]
+    assert os.path.basename(str(event_file)).startswith("events.out.tfevents")
