@@ -152,6 +152,24 @@ def test_ray_scaling_benchmark_runs(tmp_path):
     assert set(samples["1"]) == {"1 KiB", "100 KiB"}
 
 
+def test_tensorboard_benchmark_compares_values_and_prints_both_ratios():
+    """bench_tensorboard.py at a small size: the three readers agree, and both targets are printed."""
+    pytest.importorskip("pandas")
+    script = RUN.parent / "bench_tensorboard.py"
+    completed = subprocess.run(
+        [sys.executable, str(script), "--scalars", "2000", "--repeat", "1"],
+        check=False, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stdout[-2000:] + completed.stderr[-2000:]
+    assert "values: equal across recordkit" in completed.stdout
+    for peer, module in (("tbparse", "tbparse"), ("EventAccumulator", "tensorboard")):
+        if importlib.util.find_spec(module) is not None:
+            assert "target: >= " in completed.stdout
+            assert f"x {peer}: " in completed.stdout
+        else:
+            assert f"{peer} skipped: " in completed.stdout
+
+
 def test_floors_prints_each_part_with_its_peer_or_why_it_is_skipped():
     completed = subprocess.run(
         [

@@ -355,3 +355,34 @@ def test_bulk_frames_match_the_record_reader(event_file):
     assert partial.end == 4 * (len(data) // 5)
     assert struct.unpack_from("<Q", data, partial.end)[0] == frames.lengths[-1]
     assert os.path.basename(str(event_file)).startswith("events.out.tfevents")
+
+
+@pytest.mark.parametrize("first", ["recordkit", "tensorboard"])
+def test_event_protos_load_beside_tensorboards(first):
+    """recordkit's Event classes live in their own proto package: tensorboard's load in the same process,
+    in either order, and both read each other's bytes."""
+    import subprocess
+    import sys
+    import textwrap
+
+    pytest.importorskip("tensorboard")
+    script = textwrap.dedent(
+        f"""
+        if {first!r} == "recordkit":
+            import recordkit.tensorboard
+        from tensorboard.compat.proto import event_pb2 as theirs
+        from recordkit._proto.tensorboard import event_pb2 as ours
+        import recordkit.tensorboard
+
+        event = theirs.Event(step=3, wall_time=1.5)
+        event.summary.value.add(tag="x", simple_value=0.5)
+        assert ours.Event.FromString(event.SerializeToString()).summary.value[0].simple_value == 0.5
+        assert ours.Event.DESCRIPTOR.full_name == "recordkit.tensorboard.Event"
+        print("ok")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")
