@@ -477,6 +477,10 @@ DOC_PAGES = {
     # The last block reads the directory with TensorFlow's glob, as the page recommends.
     "docs/datasets.md": DocPage(needs={6: ("tensorflow",)}, check=_check_datasets),
     "docs/errors.md": DocPage(),
+    # The first block writes the file with array_record, the second reads it.
+    "docs/formats/arrayrecord.md": DocPage(
+        needs={0: ("array_record", "cramjam"), 1: ("array_record", "cramjam")}
+    ),
     "docs/formats/ffrecord.md": DocPage(files=_ffrecord_files),
     # The plugin module, its use, and its conformance suite (which needs pytest), as one script.
     "docs/formats/plugins.md": DocPage(needs={2: ("pytest",)}),
