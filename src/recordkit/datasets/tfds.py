@@ -182,9 +182,7 @@ def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None =
     cycle = CYCLE_LENGTH if shuffled and file_format == _FILE_FORMAT else 1
     interleave = {"cycle_length": cycle, "block_length": BLOCK_LENGTH}
     metadata = {"tfds": {"name": name, "version": info.string("version"), "interleave": interleave}}
-    return Manifest(
-        format=_FORMATS[file_format], compression="", shards=shards, metadata=metadata
-    )
+    return Manifest(format=_FORMATS[file_format], compression="", shards=shards, metadata=metadata)
 
 
 # -- the order of a split's records ---------------------------------------------------------------
