@@ -138,8 +138,13 @@ def simple_records(data: bytes, num_records: int, decoded_size: int) -> list[byt
         sizes, values = _inflate(kind, sizes), _inflate(kind, values)
     records = []
     at = start = 0
+    end = len(sizes)
     for _ in range(num_records):
-        length, at = read_varint(sizes, at)
+        if at < end and sizes[at] < 0x80:  # most records are shorter than 128 bytes
+            length = sizes[at]
+            at += 1
+        else:
+            length, at = read_varint(sizes, at)
         records.append(values[start : start + length])
         start += length
     if at != len(sizes) or start != decoded_size or len(values) != decoded_size:

@@ -87,6 +87,41 @@ def _fields(message: bytes) -> dict[int, Any]:
     return fields
 
 
+def _entry(message: bytes) -> tuple[Any, Any]:
+    """Return the ``chunk_offset`` and ``num_records`` of an ``ArrayRecordFooter`` (``-1``, ``0`` if absent).
+
+    A footer has one entry per chunk (per record, with ``group_size:1``): the usual encoding (one-byte keys,
+    varint values) is decoded inline, anything else by :func:`_fields`.
+
+    Raises
+    ------
+    Malformed
+        The message is not valid protobuf.
+    """
+    found = [-1, -1, 0, 0]
+    pos, end = 0, len(message)
+    try:
+        while pos < end:
+            key = message[pos]
+            field = key >> 3
+            if key & 0x87 or not 1 <= field <= 3:
+                fields = _fields(message)
+                return fields.get(1, -1), fields.get(3, 0)
+            value = shift = 0
+            while True:
+                pos += 1
+                byte = message[pos]
+                value |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+            found[field] = value
+            pos += 1
+    except IndexError:
+        raise Malformed("a varint runs past its message") from None
+    return found[1], found[3]
+
+
 class ArrayRecordFrameReader(FrameReader):
     """Reads an ArrayRecord file: the postscript and footer on construction, chunks on demand.
 
@@ -168,7 +203,7 @@ class ArrayRecordFrameReader(FrameReader):
         footer = self._special(footer_at, "footer")
         try:
             meta = _fields(_fields(footer[0]).get(1, b""))
-            entries = [_fields(entry) for entry in footer[1:]]
+            entries = [_entry(entry) for entry in footer[1:]]
         except (Malformed, TypeError) as exc:
             raise self._header_error(f"the footer does not parse: {exc}", footer_at) from None
         if len(entries) != meta.get(2, 0):
@@ -177,19 +212,21 @@ class ArrayRecordFrameReader(FrameReader):
                 footer_at,
             )
         offsets, starts = self.offsets, self.starts
-        for number, entry in enumerate(entries):
-            offset, count = entry.get(1, -1), entry.get(3, 0)
-            low = offsets[-1] + 1 if offsets else len(SIGNATURE)
+        low, total = len(SIGNATURE), 0
+        for offset, count in entries:
             if not (
                 isinstance(offset, int) and isinstance(count, int) and low <= offset < footer_at
             ):
                 raise self._header_error(
-                    f"the footer's entry for chunk {number} has an impossible offset ({offset})",
+                    f"the footer's entry for chunk {len(starts) - 1} has an impossible offset "
+                    f"({offset})",
                     footer_at,
-                    starts[-1],
+                    total,
                 )
-            offsets.append(offset)
-            starts.append(starts[-1] + count)
+            low = offset + 1
+            total += count
+            starts.append(total)
+        offsets.extend(offset for offset, _ in entries)
         offsets.append(footer_at)
         if starts[-1] != meta.get(3, 0):
             raise self._header_error(
