@@ -649,3 +649,12 @@ def test_event_files_are_named_tfrecord_and_read_by_name(tmp_path: Path) -> None
     path.write_bytes((tmp_path / "x.tfrecord").read_bytes() + b"\x05\x00")  # cut in a header
     with rk.open(path, lenient=True) as reader:
         assert list(reader) == [b"a", b"bc"]
+
+
+def test_a_directory_of_runs_says_its_subdirectories_are_not_read(tmp_path):
+    (tmp_path / "run-a").mkdir()
+    with rk.open(tmp_path / "run-a" / "part.tfrecord", "w") as writer:
+        writer.write(b"x")
+    with pytest.raises(FileNotFoundError, match=r"subdirectories are not read.*\*/\*"):
+        rk.open(tmp_path)
+    assert list(rk.open(f"{tmp_path}/*/*")) == [b"x"]

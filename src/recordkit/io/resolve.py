@@ -73,7 +73,14 @@ def _directory_files(directory: str, fmt: RecordFormat | None) -> list[str]:
         ]
     if not chosen:
         kind = "record" if fmt is None else fmt.name
-        raise FileNotFoundError(errno.ENOENT, f"no {kind} files in this directory", directory)
+        message = f"no {kind} files in this directory"
+        with os.scandir(directory) as entries:
+            runs = any(entry.is_dir() for entry in entries)
+        if runs:
+            message += (
+                f" (subdirectories are not read: give them, or a glob such as {directory}/*/*)"
+            )
+        raise FileNotFoundError(errno.ENOENT, message, directory)
     return chosen
 
 
