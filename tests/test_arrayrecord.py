@@ -389,3 +389,68 @@ def test_tfds_array_record_splits_read_as_tfds_data_sources(prepared, capsys):
         result = run_cli(capsys, "count", prepared.data_dir, "--split", name)
         assert result.code == 0, result.err
         assert str(split.num_examples) in result.out
+
+
+@pytest.mark.interop
+def test_chunks_of_many_records_and_long_sizes(tmp_path):
+    """Chunks of 64 records and more (their sizes decoded with numpy), with sizes of one to three bytes."""
+    rng = random.Random(3)
+    records = [rng.randbytes(rng.choice((0, 5, 127, 128, 300, 20_000))) for _ in range(700)]
+    for options in ("group_size:1000", "uncompressed,group_size:64", "snappy,group_size:100"):
+        path = _write(tmp_path / "many.array_record", records, options)
+        with rk.open(path) as reader:
+            assert list(reader) == records
+            assert reader.read([699, 0, 350]) == [records[699], records[0], records[350]]
+
+
+def test_footer_entries_in_any_encoding():
+    """The footer's entries decode alike in the usual encoding (with numpy) and in others (one by one)."""
+    from recordkit.formats.arrayrecord import _entries
+
+    def varint(n: int) -> bytes:
+        out = bytearray()
+        while n >= 0x80:
+            out.append(n & 0x7F | 0x80)
+            n >>= 7
+        return bytes(out + bytes([n]))
+
+    def entry(*pairs: tuple[int, int]) -> bytes:
+        return b"".join(varint(key) + varint(value) for key, value in pairs)
+
+    usual = [entry((8, 64 + 300 * i), (16, 5), (24, i)) for i in range(70)]
+    odd = [
+        entry((24, 2), (8, 70_000)),  # fields out of order
+        entry((8, 1), (8, 90_000), (24, 1)),  # a repeated field: the last wins
+        b"",  # every field absent
+        entry((8 | 0x80, 5)),  # a two-byte key (field 17, unknown: ignored)
+    ]
+    for messages, expected in (
+        (usual, ([64 + 300 * i for i in range(70)], list(range(70)))),
+        (usual[:1] + odd, ([64, 70_000, 90_000, -1, -1], [0, 2, 1, 0, 0])),
+    ):
+        values = b"meta" + b"".join(messages)
+        bounds = [0, 4]
+        for message in messages:
+            bounds.append(bounds[-1] + len(message))
+        offsets, counts = _entries(values, bounds)
+        assert (offsets.tolist(), counts.tolist()) == expected
+
+
+@pytest.mark.interop
+def test_cli_verify_checks_data_hashes_and_info_names_the_footer(tmp_path, capsys):
+    """`recordkit verify` checks the data hashes (which plain reads skip); `info` and `index` say footer."""
+    records = _records(20)
+    path = _write(tmp_path / "data.array_record", records, "uncompressed,group_size:4")
+    result = run_cli(capsys, "info", path)
+    assert result.code == 0, result.err
+    assert "in the file footer" in result.out and "header" not in result.out.split("index")[1]
+    assert "in the footer" in run_cli(capsys, "index", path).out
+    frame = ArrayRecordFrameReader(Source(path=path, buffer=Path(path).read_bytes()))
+    data = bytearray(Path(path).read_bytes())
+    data[frame.offsets[2] + 60] ^= 1  # inside the (uncompressed) data of the chunk of records 8..11
+    Path(path).write_bytes(bytes(data))
+    assert len(list(rk.open(path))) == len(records)  # a plain read does not see it
+    result = run_cli(capsys, "verify", path)
+    assert result.code == 1
+    assert "data hash" in result.out and "record 8" in result.out
+    assert not get_format("arrayrecord").check_data  # verify leaves the format as it found it

@@ -94,7 +94,7 @@ def _index_note(reader: rk.RecordReader, path: str) -> tuple[str | None, str | N
     """Where the file's record offsets come from (``None`` when it has no index), and why a sidecar index
     is ignored (``None`` when it describes the file): what the reader found when it checked it."""
     if rk.get_format(reader.format).capabilities.self_indexed:
-        return "header", None
+        return rk.get_format(reader.format).index_place, None
     found = None if reader.compression else find_index(path)
     if found is None:
         return None, None
@@ -141,8 +141,8 @@ def _feature_table(title: str, rows: list[dict[str, Any]], length: str) -> list[
 
 
 def _index_text(info: dict[str, Any]) -> str:
-    if info["index"] == "header":
-        return "in the file header"
+    if rk.get_format(info["format"]).capabilities.self_indexed:
+        return f"in the file {info['index']}"
     if info["index_stale"] is not None:
         return f"stale sidecar {info['index']}, ignored ({info['index_stale']}); offsets from a header scan"
     if info["index"] is not None:
@@ -226,8 +226,13 @@ def cmd_count(args: argparse.Namespace) -> int:
 
 
 def _verify_file(args: argparse.Namespace, path: InputPath) -> int:
-    """Check one file; return how many records it holds."""
-    with path.open() as reader:
+    """Check one file, with its format's slow checks too (:meth:`RecordFormat.verifying`); return how
+    many records it holds."""
+    name = path.resolved.format
+    if name is None:  # opening reads at most a header or footer
+        with path.open() as probe:
+            name = probe.format
+    with rk.get_format(name).verifying(), path.open() as reader:
         records = progress(reader, total=reader_len(reader), desc=path, enabled=not args.quiet)
         if not args.decode:
             return sum(1 for _ in records)
@@ -405,7 +410,10 @@ def cmd_index(args: argparse.Namespace) -> int:
         with path.open() as reader:
             fmt, compression = reader.format, reader.compression
             if not rk.get_format(fmt).capabilities.sidecar_index:
-                print(f"{path}: {fmt} files carry their index in the header; nothing to write")
+                print(
+                    f"{path}: {fmt} files carry their index in the "
+                    f"{rk.get_format(fmt).index_place}; nothing to write"
+                )
                 continue
             if compression:
                 raise CliError(

@@ -23,7 +23,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["RIEGELI_KEY", "highwayhash64"]
+__all__ = ["BATCH", "RIEGELI_KEY", "highwayhash64", "highwayhash64_many"]
 
 RIEGELI_KEY = (0x2F696C6567656952, 0x0A7364726F636572, 0x2F696C6567656952, 0x0A7364726F636572)
 """The fixed key of Riegeli's hashes: ``'Riegeli/'``, ``'records\\n'``, twice, as little-endian words."""
@@ -33,14 +33,17 @@ _LO = 0xFFFFFFFF
 _INIT0 = (0xDBE6D5D5FE4CCE2F, 0xA4093822299F31D0, 0x13198A2E03707344, 0x243F6A8885A308D3)
 _INIT1 = (0x3BD39E10CB0EF593, 0xC0ACF169B5F18A8C, 0xBE5466CF34E90C6C, 0x452821E638D01377)
 _PACKET = struct.Struct("<4Q")
+BATCH = 32
+"""The fewest items :func:`highwayhash64_many` hashes with numpy (fewer are hashed one by one)."""
 
 
-def _update(
-    state: tuple[int, ...], packets: Iterable[tuple[int, int, int, int]]
-) -> tuple[int, ...]:
+def _update(state: Sequence[Any], packets: Iterable[Sequence[Any]]) -> tuple[Any, ...]:
     """Mix packets (four little-endian 64-bit lanes each) into ``state``; return the new state.
 
-    ``state`` is the 16 words ``v0[0:4] + v1[0:4] + mul0[0:4] + mul1[0:4]``. The byte shuffle ("zipper merge") is written out inline: this loop is all of the hash's cost.
+    ``state`` is the 16 words ``v0[0:4] + v1[0:4] + mul0[0:4] + mul1[0:4]``: Python integers, or numpy
+    ``uint64`` arrays holding one word of many inputs (the same arithmetic, wrapping at 64 bits, so the one
+    implementation serves both). The byte shuffle ("zipper merge") is written out inline: this loop is all
+    of the hash's cost.
     """
     (v00, v01, v02, v03, v10, v11, v12, v13, m00, m01, m02, m03, m10, m11, m12, m13) = state
     M, L = _M, _LO
@@ -156,7 +159,7 @@ def _update(
     return (v00, v01, v02, v03, v10, v11, v12, v13, m00, m01, m02, m03, m10, m11, m12, m13)
 
 
-def _rotate32(lane: int, count: int) -> int:
+def _rotate32(lane: Any, count: Any) -> Any:
     """Rotate both 32-bit halves of ``lane`` left by ``count`` (0 < count < 32)."""
     low, high = lane & _LO, lane >> 32
     low = ((low << count) | (low >> (32 - count))) & _LO
@@ -164,7 +167,7 @@ def _rotate32(lane: int, count: int) -> int:
     return (high << 32) | low
 
 
-def _swap(lane: int) -> int:
+def _swap(lane: Any) -> Any:
     return ((lane >> 32) | (lane << 32)) & _M
 
 
@@ -178,25 +181,40 @@ def _reset(key: Sequence[int]) -> tuple[int, ...]:
     )
 
 
-def _remainder(state: tuple[int, ...], tail: bytes) -> tuple[int, ...]:
-    """Mix the last ``len(tail)`` (1 to 31) bytes into ``state``, as the reference pads them."""
-    rest = len(tail)
-    add = (rest << 32) + rest
-    words = list(state)
-    for i in range(4):
-        words[i] = (words[i] + add) & _M
-        words[4 + i] = _rotate32(words[4 + i], rest)
-    packet = bytearray(32)
+def _padding(rest: int) -> list[int]:
+    """Where the reference puts the last ``rest`` (1 to 31) bytes in the final packet.
+
+    Entry ``i`` is the index in the tail of the packet's byte ``i``, or 32 for a zero byte.
+    """
     whole = rest & ~3
-    packet[:whole] = tail[:whole]
-    size_mod4 = rest & 3
+    table = [*range(whole), *[32] * (32 - whole)]
     if rest & 16:
-        packet[28:32] = tail[rest - 4 : rest]
-    elif size_mod4:
-        packet[16] = tail[whole]
-        packet[17] = tail[whole + (size_mod4 >> 1)]
-        packet[18] = tail[rest - 1]
-    return _update(tuple(words), (_PACKET.unpack(packet),))
+        table[28:32] = range(rest - 4, rest)
+    elif rest & 3:
+        table[16:19] = [whole, whole + ((rest & 3) >> 1), rest - 1]
+    return table
+
+
+_PADDING = [_padding(rest) if rest else [32] * 32 for rest in range(32)]
+
+
+def _remainder(
+    state: Sequence[Any], rest: Any, packet: tuple[Any, Any, Any, Any]
+) -> tuple[Any, ...]:
+    """Mix the final ``packet`` of ``rest`` (1 to 31) bytes, padded by :data:`_PADDING`, into ``state``."""
+    add = (rest << 32) + rest
+    words = [(state[i] + add) & _M for i in range(4)]
+    words += [_rotate32(state[4 + i], rest) for i in range(4)]
+    return _update((*words, *state[8:]), (packet,))
+
+
+def _finalize(state: tuple[Any, ...]) -> Any:
+    """Run the four final permute-and-update rounds; return the 64-bit hash."""
+    for _ in range(4):
+        state = _update(
+            state, ((_swap(state[2]), _swap(state[3]), _swap(state[0]), _swap(state[1])),)
+        )
+    return (state[0] + state[4] + state[8] + state[12]) & _M
 
 
 def highwayhash64(data: Any, key: Sequence[int] = RIEGELI_KEY) -> int:
@@ -214,10 +232,61 @@ def highwayhash64(data: Any, key: Sequence[int] = RIEGELI_KEY) -> int:
     view = memoryview(data).cast("B")
     full = len(view) & ~31
     state = _update(_reset(key), _PACKET.iter_unpack(view[:full]))
-    if full != len(view):
-        state = _remainder(state, view[full:].tobytes())
-    for _ in range(4):
-        state = _update(
-            state, ((_swap(state[2]), _swap(state[3]), _swap(state[0]), _swap(state[1])),)
-        )
-    return (state[0] + state[4] + state[8] + state[12]) & _M
+    rest = len(view) - full
+    if rest:
+        tail = view[full:].tobytes().ljust(33, b"\0")
+        packet = bytes(tail[i] for i in _PADDING[rest])
+        state = _remainder(state, rest, _PACKET.unpack(packet))
+    result: int = _finalize(state)
+    return result
+
+
+def highwayhash64_many(items: Sequence[Any], key: Sequence[int] = RIEGELI_KEY) -> list[int]:
+    """Return the HighwayHash-64 of each of ``items`` (buffers) under ``key``, computed together.
+
+    With many items, numpy runs the rounds on arrays holding one lane of every item at once (the same
+    code as :func:`highwayhash64` runs on Python integers): hashing 10,000 chunk headers costs about as
+    much as hashing 200 one by one. Fewer than :data:`BATCH` items are hashed one by one.
+
+    Examples
+    --------
+    >>> highwayhash64_many([b"", bytes(range(33))] * 20)[:2] == [
+    ...     highwayhash64(b""), highwayhash64(bytes(range(33)))]
+    True
+    """
+    if len(items) < BATCH:
+        return [highwayhash64(item, key) for item in items]
+    import numpy as np
+
+    lengths = np.fromiter((memoryview(item).nbytes for item in items), np.int64, len(items))
+    buf = np.frombuffer(b"".join(items) + bytes(32), np.uint8)
+    starts = np.zeros(len(items), np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    packets = lengths >> 5
+    order = np.argsort(-packets, kind="stable")  # the items still hashing packet j are a prefix
+    starts, lengths, packets = starts[order], lengths[order], packets[order]
+    state = [np.full(len(items), word, np.uint64) for word in _reset(key)]
+    columns = np.arange(32)
+    active = len(items)
+    for j in range(int(packets[0]) if len(items) else 0):
+        active = int(np.searchsorted(-packets, -j, side="left"))
+        words = buf[(starts[:active] + 32 * j)[:, None] + columns].view("<u8")
+        mixed = _update([word[:active] for word in state], ((*words.T,),))
+        for word, new in zip(state, mixed, strict=True):
+            word[:active] = new
+    rests = lengths & 31
+    ragged = np.flatnonzero(rests)
+    if len(ragged):
+        tails = starts[ragged] + 32 * packets[ragged]
+        rest = rests[ragged]
+        taken = np.minimum(columns, rest[:, None] - 1)
+        tail = np.where(columns < rest[:, None], buf[tails[:, None] + taken], 0).astype(np.uint8)
+        tail = np.concatenate([tail, np.zeros((len(ragged), 1), np.uint8)], axis=1)
+        padded = np.take_along_axis(tail, np.asarray(_PADDING)[rest], axis=1).view("<u8")
+        mixed = _remainder([word[ragged] for word in state], rest.astype(np.uint64), (*padded.T,))
+        for word, new in zip(state, mixed, strict=True):
+            word[ragged] = new
+    hashes = np.empty(len(items), np.uint64)
+    hashes[order] = _finalize(tuple(state))
+    result: list[int] = hashes.tolist()
+    return result

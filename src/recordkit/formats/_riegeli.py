@@ -13,9 +13,10 @@ this"). Signature (``s``), metadata (``m``) and padding (``p``) chunks hold no r
 
 from __future__ import annotations
 
+import itertools
 import struct
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from recordkit.errors import (
     ChecksumError,
@@ -25,7 +26,7 @@ from recordkit.errors import (
     UnsupportedOperationError,
 )
 from recordkit.formats._decompress import NAMES, DecompressionFailed, decompressor
-from recordkit.formats._highwayhash import highwayhash64
+from recordkit.formats._highwayhash import highwayhash64_many
 
 __all__ = [
     "BLOCK",
@@ -53,6 +54,20 @@ SIGNATURE = bytes.fromhex(
 SIMPLE, TRANSPOSED, SIGNATURE_CHUNK, METADATA, PADDING = 0x72, 0x74, 0x73, 0x6D, 0x70
 _HEADER = struct.Struct("<QQQQQ")
 _BLOCK_HEADER = struct.Struct("<QQQ")
+
+
+_Check = tuple[int | None, str, int, bytes, int]
+"""A hash to verify: the first record named in errors, what is hashed, its offset, the bytes, the hash stored."""
+_MISMATCH = {
+    "block": "Riegeli block header hash mismatch (the block header is damaged)",
+    "chunk": "Riegeli chunk header hash mismatch (the chunk header is damaged)",
+    "data": "Riegeli chunk data hash mismatch (the chunk's data is damaged)",
+}
+
+
+def _header_check(index: int | None, what: str, offset: int, header: bytes) -> _Check:
+    """The check of a block or chunk header: its first eight bytes are the hash of the rest."""
+    return index, what, offset, header[8:], int.from_bytes(header[:8], "little")
 
 
 class Malformed(ValueError):
@@ -112,8 +127,33 @@ def _inflate(kind: int, block: bytes) -> bytes:
     return out
 
 
-def simple_records(data: bytes, num_records: int, decoded_size: int) -> list[bytes]:
-    """Return the records of a simple chunk's data.
+def varints(buf: bytes) -> tuple[Any, Any]:
+    """Decode ``buf``, varints back to back, with numpy: return their values (``uint64``) and offsets.
+
+    Raises
+    ------
+    Malformed
+        The last varint runs past the buffer, or one is longer than 10 bytes.
+    """
+    import numpy as np
+
+    raw = np.frombuffer(buf, np.uint8)
+    ends = np.flatnonzero(raw < 0x80)
+    if len(raw) and (not len(ends) or ends[-1] != len(raw) - 1):
+        raise Malformed("a varint runs past its buffer")
+    starts = np.zeros(len(ends), np.int64)
+    starts[1:] = ends[:-1] + 1
+    lengths = ends - starts + 1
+    if len(raw) and lengths.max() > 10:
+        raise Malformed("a varint longer than 10 bytes")
+    shifts = (np.arange(len(raw)) - np.repeat(starts, lengths)) * 7
+    bits = (raw & 0x7F).astype(np.uint64) << shifts.astype(np.uint64)
+    values = np.add.reduceat(bits, starts) if len(raw) else np.zeros(0, np.uint64)
+    return values, starts
+
+
+def simple_parts(data: bytes, num_records: int, decoded_size: int) -> tuple[list[int], bytes]:
+    """Return where each record of a simple chunk's data starts (and the end), and the records' bytes.
 
     Raises
     ------
@@ -136,23 +176,37 @@ def simple_records(data: bytes, num_records: int, decoded_size: int) -> list[byt
     values = data[pos + sizes_size :]
     if kind:
         sizes, values = _inflate(kind, sizes), _inflate(kind, values)
-    records = []
-    at = start = 0
-    end = len(sizes)
-    for _ in range(num_records):
-        if at < end and sizes[at] < 0x80:  # most records are shorter than 128 bytes
-            length = sizes[at]
-            at += 1
-        else:
-            length, at = read_varint(sizes, at)
-        records.append(values[start : start + length])
-        start += length
-    if at != len(sizes) or start != decoded_size or len(values) != decoded_size:
+    if num_records >= 64:  # many records: the sizes decoded with numpy
+        import numpy as np
+
+        lengths = varints(sizes)[0]
+        bounds = [0]
+        if len(lengths) == num_records:
+            bounds += np.cumsum(lengths, dtype=np.uint64).tolist()
+        at = len(sizes)
+    else:
+        bounds = [0]
+        at = 0
+        end = len(sizes)
+        for _ in range(num_records):
+            if at < end and sizes[at] < 0x80:  # most records are shorter than 128 bytes
+                length = sizes[at]
+                at += 1
+            else:
+                length, at = read_varint(sizes, at)
+            bounds.append(bounds[-1] + length)
+    if (
+        len(bounds) != num_records + 1
+        or at != len(sizes)
+        or bounds[-1] != decoded_size
+        or len(values) != decoded_size
+    ):
         raise Malformed(
-            f"the record sizes ({start} bytes in {num_records} records, {len(sizes) - at} bytes left) "
-            f"do not match the chunk header ({decoded_size} bytes) or the values ({len(values)} bytes)"
+            f"the record sizes ({bounds[-1]} bytes in {len(bounds) - 1} of {num_records} records, "
+            f"{len(sizes) - at} bytes left) do not match the chunk header ({decoded_size} bytes) or the "
+            f"values ({len(values)} bytes)"
         )
-    return records
+    return bounds, values
 
 
 class ChunkReader:
@@ -183,15 +237,37 @@ class ChunkReader:
         self.check_hashes = check_hashes
         self.check_data = check_data
 
-    def _gather(self, pos: int, n: int, index: int | None) -> tuple[bytes, int]:
-        """Return ``n`` bytes of chunk content from ``pos`` on (skipping block headers), and the end."""
+    def _gather(
+        self, pos: int, n: int, index: int | None, blocks: list[tuple[int, bytes]] | None = None
+    ) -> tuple[bytes, int]:
+        """Return ``n`` bytes of chunk content from ``pos`` on (skipping block headers), and the end.
+
+        The block headers skipped are appended to ``blocks`` (offset, bytes) for the caller to verify, or,
+        without ``blocks``, verified now (when hashes are checked).
+        """
+        inside = pos % BLOCK
+        if BLOCK_HEADER <= inside <= BLOCK - n:  # within one block: most chunks' headers and data
+            piece = self.pread(pos, n)
+            if len(piece) == n:
+                return piece, pos + n
         parts = []
         while n > 0:
             inside = pos % BLOCK
             if inside < BLOCK_HEADER:
                 block = pos - inside
                 if self.check_hashes:
-                    self._check_block_header(block, index)
+                    header = self.pread(block, BLOCK_HEADER)
+                    if len(header) < BLOCK_HEADER:
+                        raise TruncatedRecordError(
+                            "the file ends inside a block header",
+                            path=self.path,
+                            index=index,
+                            offset=block,
+                        )
+                    if blocks is not None:
+                        blocks.append((block, header))
+                    else:
+                        self._raise_first([_header_check(index, "block", block, header)])
                 pos = block + BLOCK_HEADER
                 continue
             take = min(n, BLOCK - inside)
@@ -208,23 +284,29 @@ class ChunkReader:
             n -= take
         return (parts[0] if len(parts) == 1 else b"".join(parts)), pos
 
-    def _check_block_header(self, block: int, index: int | None) -> None:
-        header = self.pread(block, BLOCK_HEADER)
-        if len(header) < BLOCK_HEADER:
-            raise TruncatedRecordError(
-                "the file ends inside a block header", path=self.path, index=index, offset=block
-            )
-        stored = _BLOCK_HEADER.unpack(header)[0]
-        actual = highwayhash64(header[8:])
-        if stored != actual:
-            raise ChecksumError(
-                "Riegeli block header hash mismatch (the block header is damaged)",
-                path=self.path,
-                index=index,
-                offset=block,
-                expected=stored,
-                actual=actual,
-            )
+    def _first_mismatch(self, checks: list[_Check]) -> tuple[int, ChecksumError] | None:
+        """Hash every check's bytes at once; return the position of the first that fails and its error.
+
+        A check is ``(index, what, offset, bytes hashed, hash stored)`` (see :func:`_header_check`).
+        """
+        hashes = highwayhash64_many([check[3] for check in checks])
+        for at, actual in enumerate(hashes):
+            index, what, offset, _, stored = checks[at]
+            if actual != stored:
+                return at, ChecksumError(
+                    _MISMATCH[what],
+                    path=self.path,
+                    index=index,
+                    offset=offset,
+                    expected=stored,
+                    actual=actual,
+                )
+        return None
+
+    def _raise_first(self, checks: list[_Check]) -> None:
+        found = self._first_mismatch(checks)
+        if found is not None:
+            raise found[1]
 
     def chunk(self, begin: int, index: int | None = None) -> Chunk:
         """Read the chunk beginning at ``begin``; ``index`` (its first record's number) is named in errors.
@@ -236,40 +318,102 @@ class ChunkReader:
         TruncatedRecordError
             The file ends inside the chunk.
         """
-        header, pos = self._gather(begin, CHUNK_HEADER, index)
-        stored, data_size, data_hash, type_and_count, decoded_size = _HEADER.unpack(header)
-        if self.check_hashes:
-            actual = highwayhash64(header[8:])
-            if stored != actual:
-                raise ChecksumError(
-                    "Riegeli chunk header hash mismatch (the chunk header is damaged)",
-                    path=self.path,
-                    index=index,
-                    offset=begin,
-                    expected=stored,
-                    actual=actual,
-                )
-        data, _ = self._gather(pos, data_size, index)
-        if self.check_data:
-            actual = highwayhash64(data)
-            if actual != data_hash:
-                raise ChecksumError(
-                    "Riegeli chunk data hash mismatch (the chunk's data is damaged)",
-                    path=self.path,
-                    index=index,
-                    offset=begin,
-                    expected=data_hash,
-                    actual=actual,
-                )
-        num_records = type_and_count >> 8
-        return Chunk(
-            begin,
-            type_and_count & 0xFF,
-            num_records,
-            decoded_size,
-            data,
-            chunk_end(begin, data_size, num_records),
-        )
+        chunks, failure = self.chunks([begin], [index])
+        if failure is not None:
+            raise failure
+        return chunks[0]
+
+    def chunks(
+        self, begins: Sequence[int], indices: Sequence[int | None]
+    ) -> tuple[list[Chunk], CorruptRecordError | None]:
+        """Read the chunks beginning at ``begins`` (in file order), verifying their hashes together.
+
+        ``indices`` are the chunks' first records' numbers, named in errors. The hashes of all the chunk
+        headers (and of the block headers they cross) are computed at once, then, for the chunks whose
+        headers are intact, those of the block headers their data cross and, with ``check_data``, of their
+        data: with many chunks, numpy computes them together (:func:`highwayhash64_many`).
+
+        Returns
+        -------
+        tuple
+            The chunks before the first that fails to read or verify, and that failure (``None`` if all
+            were read). Within a chunk the failures are found in the order a reader meets them: a block
+            header, the chunk header, a block header inside the data, the end of the file, the data hash.
+        """
+        failure: tuple[int, CorruptRecordError] | None = None
+        checks: list[_Check] = []
+        owners: list[int] = []
+        heads: list[tuple[bytes, int]] = []
+        for i, begin in enumerate(begins):
+            blocks: list[tuple[int, bytes]] = []
+            try:
+                heads.append(self._gather(begin, CHUNK_HEADER, indices[i], blocks))
+            except TruncatedRecordError as exc:
+                failure = (i, exc)
+            checks += [_header_check(indices[i], "block", at, header) for at, header in blocks]
+            if failure is not None:
+                owners += [i] * len(blocks)
+                break
+            if self.check_hashes:
+                checks.append(_header_check(indices[i], "chunk", begin, heads[-1][0]))
+            owners += [i] * (len(checks) - len(owners))
+        failure = self._earliest(checks, owners, failure)
+        count = len(heads) if failure is None else failure[0]
+        checks, owners, out = [], [], []
+        for i in range(count):
+            header, pos = heads[i]
+            _, data_size, data_hash, type_and_count, decoded_size = _HEADER.unpack(header)
+            blocks = []
+            try:
+                data, _ = self._gather(pos, data_size, indices[i], blocks)
+            except TruncatedRecordError as exc:
+                failure = (i, exc)
+            checks += [_header_check(indices[i], "block", at, block) for at, block in blocks]
+            if failure is not None:
+                owners += [i] * len(blocks)
+                break
+            if self.check_data:
+                checks.append((indices[i], "data", begins[i], data, data_hash))
+            owners += [i] * (len(checks) - len(owners))
+            num_records = type_and_count >> 8
+            end = chunk_end(begins[i], data_size, num_records)
+            out.append(
+                Chunk(begins[i], type_and_count & 0xFF, num_records, decoded_size, data, end)
+            )
+        failure = self._earliest(checks, owners, failure)
+        if failure is None:
+            return out, None
+        return out[: failure[0]], failure[1]
+
+    def _earliest(
+        self,
+        checks: list[_Check],
+        owners: list[int],
+        failure: tuple[int, CorruptRecordError] | None,
+    ) -> tuple[int, CorruptRecordError] | None:
+        """The first failing check (owned by chunk ``owners[k]``) if it comes before ``failure``."""
+        found = self._first_mismatch(checks) if checks else None
+        if found is None:
+            return failure
+        return owners[found[0]], found[1]
+
+    def parts(self, chunk: Chunk, index: int | None = None) -> tuple[list[int], bytes]:
+        """Return the record bounds and bytes of the simple chunk ``chunk`` (see :func:`simple_parts`).
+
+        Raises
+        ------
+        CorruptRecordError
+            The chunk's data does not decode.
+        """
+        try:
+            return simple_parts(chunk.data, chunk.num_records, chunk.decoded_size)
+        except Malformed as exc:
+            raise CorruptRecordError(
+                f"a Riegeli simple chunk does not decode: {exc}",
+                path=self.path,
+                index=index,
+                offset=chunk.begin,
+            ) from None
 
     def records(self, chunk: Chunk, index: int | None = None) -> list[bytes]:
         """Return the records of ``chunk`` (none for signature, metadata and padding chunks).
@@ -283,15 +427,10 @@ class ChunkReader:
         """
         kind = chunk.chunk_type
         if kind == SIMPLE:
-            try:
-                return simple_records(chunk.data, chunk.num_records, chunk.decoded_size)
-            except Malformed as exc:
-                raise CorruptRecordError(
-                    f"a Riegeli simple chunk does not decode: {exc}",
-                    path=self.path,
-                    index=index,
-                    offset=chunk.begin,
-                ) from None
+            bounds, values = self.parts(chunk, index)
+            if chunk.num_records == 1:
+                return [values]
+            return [values[a:b] for a, b in itertools.pairwise(bounds)]
         if kind == TRANSPOSED:
             raise UnsupportedOperationError(
                 f"{self.path or 'this file'}: the chunk at byte {chunk.begin} (record {index}) is a "

@@ -29,6 +29,7 @@ Transposed chunks (``transpose:true``) are refused with an
 from __future__ import annotations
 
 import bisect
+import contextlib
 import threading
 from array import array
 from collections.abc import Iterator, Sequence
@@ -43,6 +44,7 @@ from recordkit.formats._riegeli import (
     ChunkReader,
     Malformed,
     read_varint,
+    varints,
 )
 from recordkit.formats.base import (
     WINDOW,
@@ -87,39 +89,53 @@ def _fields(message: bytes) -> dict[int, Any]:
     return fields
 
 
-def _entry(message: bytes) -> tuple[Any, Any]:
-    """Return the ``chunk_offset`` and ``num_records`` of an ``ArrayRecordFooter`` (``-1``, ``0`` if absent).
+def _entries(values: bytes, bounds: list[int]) -> tuple[Any, Any]:
+    """Return the ``chunk_offset`` and ``num_records`` (``-1``, ``0`` if absent) of the footer's entries.
 
-    A footer has one entry per chunk (per record, with ``group_size:1``): the usual encoding (one-byte keys,
-    varint values) is decoded inline, anything else by :func:`_fields`.
+    ``values[bounds[i]:bounds[i + 1]]`` is the footer's record ``i``: an ``ArrayRecordFooter`` from ``i = 1``.
+    A footer has one entry per chunk (per record, with ``group_size:1``). In the usual encoding (one-byte
+    keys, varint values, each field once) the entries are, all together, varints back to back, decoded with
+    numpy at once; anything else is decoded entry by entry by :func:`_fields`.
 
     Raises
     ------
     Malformed
-        The message is not valid protobuf.
+        An entry is not valid protobuf.
     """
-    found = [-1, -1, 0, 0]
-    pos, end = 0, len(message)
+    import numpy as np
+
+    first, count = bounds[1], len(bounds) - 2
+    edges = np.asarray(bounds[1:-1], np.int64) - first
     try:
-        while pos < end:
-            key = message[pos]
-            field = key >> 3
-            if key & 0x87 or not 1 <= field <= 3:
-                fields = _fields(message)
-                return fields.get(1, -1), fields.get(3, 0)
-            value = shift = 0
-            while True:
-                pos += 1
-                byte = message[pos]
-                value |= (byte & 0x7F) << shift
-                if byte < 0x80:
-                    break
-                shift += 7
-            found[field] = value
-            pos += 1
-    except IndexError:
-        raise Malformed("a varint runs past its message") from None
-    return found[1], found[3]
+        numbers, starts = varints(values[first:])
+    except Malformed:
+        numbers, starts = np.zeros(0, np.uint64), np.zeros(0, np.int64)
+    owner = np.searchsorted(edges, starts, side="right") - 1
+    keys, fields = numbers[0::2], numbers[1::2]
+    aligned = (
+        len(numbers) % 2 == 0
+        and np.isin(edges, starts).all()
+        and (np.bincount(owner, minlength=count) % 2 == 0).all()
+        and np.isin(keys, (8, 16, 24)).all()
+    )
+    found = []
+    for key, default in ((8, -1), (24, 0)):
+        column = np.full(count, default, np.int64)
+        if aligned:
+            mask = keys == key
+            which = owner[0::2][mask]
+            aligned = not len(which) or np.bincount(which).max() == 1
+            column[which] = fields[mask].astype(np.int64)
+        found.append(column)
+    if aligned:
+        return found[0], found[1]
+    for i in range(count):
+        entry = _fields(values[bounds[i + 1] : bounds[i + 2]])
+        offset, records = entry.get(1, -1), entry.get(3, 0)
+        if not isinstance(offset, int) or not isinstance(records, int):
+            raise Malformed(f"entry {i} has a length-delimited chunk_offset or num_records")
+        found[0][i], found[1][i] = offset, records
+    return found[0], found[1]
 
 
 class ArrayRecordFrameReader(FrameReader):
@@ -182,7 +198,7 @@ class ArrayRecordFrameReader(FrameReader):
                 offset=size - size % BLOCK,
             )
         postscript_at = size - BLOCK
-        postscript = self._special(postscript_at, "postscript")
+        postscript = self.chunks.records(self._special(postscript_at, "postscript"))
         try:
             fields = _fields(postscript[0])
         except Malformed as exc:
@@ -200,49 +216,51 @@ class ArrayRecordFrameReader(FrameReader):
             raise self._header_error(
                 f"the postscript's footer offset {footer_at} is outside the file", postscript_at
             )
-        footer = self._special(footer_at, "footer")
+        chunk = self._special(footer_at, "footer")
+        bounds, values = self.chunks.parts(chunk, None)
         try:
-            meta = _fields(_fields(footer[0]).get(1, b""))
-            entries = [_entry(entry) for entry in footer[1:]]
-        except (Malformed, TypeError) as exc:
+            meta = _fields(_fields(values[: bounds[1]]).get(1, b""))
+            offsets, counts = _entries(values, bounds)
+        except (Malformed, TypeError, OverflowError) as exc:
             raise self._header_error(f"the footer does not parse: {exc}", footer_at) from None
-        if len(entries) != meta.get(2, 0):
+        if len(offsets) != meta.get(2, 0):
             raise self._header_error(
-                f"the footer lists {len(entries)} chunks but its metadata says {meta.get(2, 0)}",
+                f"the footer lists {len(offsets)} chunks but its metadata says {meta.get(2, 0)}",
                 footer_at,
             )
-        offsets, starts = self.offsets, self.starts
-        low, total = len(SIGNATURE), 0
-        for offset, count in entries:
-            if not (
-                isinstance(offset, int) and isinstance(count, int) and low <= offset < footer_at
-            ):
-                raise self._header_error(
-                    f"the footer's entry for chunk {len(starts) - 1} has an impossible offset "
-                    f"({offset})",
-                    footer_at,
-                    total,
-                )
-            low = offset + 1
-            total += count
-            starts.append(total)
-        offsets.extend(offset for offset, _ in entries)
-        offsets.append(footer_at)
-        if starts[-1] != meta.get(3, 0):
+        import numpy as np
+
+        starts = np.zeros(len(counts) + 1, np.int64)
+        np.cumsum(counts, out=starts[1:])
+        lowest = np.empty_like(offsets)
+        lowest[:1] = len(SIGNATURE)
+        lowest[1:] = offsets[:-1] + 1
+        bad = np.flatnonzero((offsets < lowest) | (offsets >= footer_at) | (counts < 0))
+        if len(bad):
             raise self._header_error(
-                f"the footer's chunks hold {starts[-1]} records but its metadata says {meta.get(3, 0)}",
+                f"the footer's entry for chunk {bad[0]} has an impossible offset ({offsets[bad[0]]})",
+                footer_at,
+                int(starts[bad[0]]),
+            )
+        self.offsets.frombytes(offsets.astype("<i8").tobytes())
+        self.offsets.append(footer_at)
+        self.starts = array("q", starts.astype("<i8").tobytes())
+        if self.starts[-1] != meta.get(3, 0):
+            raise self._header_error(
+                f"the footer's chunks hold {self.starts[-1]} records but its metadata says "
+                f"{meta.get(3, 0)}",
                 footer_at,
             )
 
-    def _special(self, offset: int, what: str) -> list[bytes]:
-        """The records of the footer or postscript chunk at ``offset`` (at least one)."""
+    def _special(self, offset: int, what: str) -> Chunk:
+        """The footer or postscript chunk at ``offset``: a simple chunk with records."""
         chunk = self.chunks.chunk(offset)
         if chunk.chunk_type != SIMPLE or not chunk.num_records:
             raise self._header_error(
                 f"the ArrayRecord {what} at byte {offset} is not a simple chunk with records",
                 offset,
             )
-        return self.chunks.records(chunk)
+        return chunk
 
     def __len__(self) -> int:
         """Return the number of records (from the footer: no chunk is read)."""
@@ -287,10 +305,24 @@ class ArrayRecordFrameReader(FrameReader):
         return self._chunk_records(number)[index - self.starts[number]]
 
     def read_many(self, indices: Sequence[int]) -> list[bytes]:
-        """Return the records at ``indices`` in the order asked, decoding each chunk needed once."""
+        """Return the records at ``indices`` in the order asked, decoding each chunk needed once.
+
+        The chunks needed are read in file order and their hashes verified together.
+        """
         locate, starts = self._locate, self.starts
-        wanted = {locate(i) for i in indices}
-        decoded = {number: self._chunk_records(number) for number in sorted(wanted)}
+        wanted = sorted({locate(i) for i in indices})
+        decoded: dict[int, list[bytes]] = {}
+        cached = self._cached
+        if cached is not None and cached[0] in wanted:
+            decoded[cached[0]] = cached[1]
+        todo = [number for number in wanted if number not in decoded]
+        chunks, failure = self.chunks.chunks(
+            [self.offsets[number] for number in todo], [starts[number] for number in todo]
+        )
+        for number, chunk in zip(todo, chunks, strict=False):
+            decoded[number] = self._decode(chunk, number)
+        if failure is not None:
+            raise failure
         out = []
         for i in indices:
             number = bisect.bisect_right(starts, i) - 1
@@ -321,15 +353,16 @@ class ArrayRecordFrameReader(FrameReader):
             stop = bisect.bisect_right(offsets, base + WINDOW, number + 1) - 1
             stop = min(max(stop, number + 1), count)
             blob = source.pread(base, offsets[stop] - base)
-            chunks = ChunkReader(
+            chunks, failure = ChunkReader(
                 _Window(base, blob, source.pread).pread,
                 self.path,
                 check_hashes=self.chunks.check_hashes,
                 check_data=self.chunks.check_data,
-            )
-            for current in range(number, stop):
-                chunk = chunks.chunk(offsets[current], self.starts[current])
+            ).chunks(offsets[number:stop], self.starts[number:stop])
+            for current, chunk in enumerate(chunks, number):
                 yield from self._decode(chunk, current)
+            if failure is not None:
+                raise failure
             number = stop
 
 
@@ -364,9 +397,19 @@ class ArrayRecordFormat(RecordFormat):
         random_access=True, checksums=True, empty_records=True, self_indexed=True
     )
     sniff_priority: ClassVar[int] = 30
+    index_place: ClassVar[str] = "footer"
 
     def __init__(self) -> None:
         self.check_data = False
+
+    @contextlib.contextmanager
+    def verifying(self) -> Iterator[None]:
+        """Within it, readers made by :meth:`reader` with ``check_crc=True`` also verify the data hashes."""
+        before, self.check_data = self.check_data, True
+        try:
+            yield
+        finally:
+            self.check_data = before
 
     def sniff(self, head: bytes, size: int | None) -> bool | int:
         """Recognise the fixed first 64 bytes of a Riegeli/records file."""

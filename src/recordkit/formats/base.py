@@ -43,6 +43,7 @@ Frame writers buffer frames and write them in large chunks; :meth:`FrameWriter.c
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import os
@@ -147,22 +148,10 @@ class Capabilities:
 
 
 def read_full(read: Any, n: int) -> bytes:
-    """Read exactly ``n`` bytes from ``read`` unless the stream ends first.
+    """Return ``n`` bytes from ``read`` (a ``read(size)`` callable), fewer only if the stream ends first.
 
     Reads at most :data:`READ_CHUNK` bytes at a time, so a corrupt length never allocates more than the
     stream actually holds.
-
-    Parameters
-    ----------
-    read
-        A ``read(size)`` callable.
-    n
-        The number of bytes wanted.
-
-    Returns
-    -------
-    bytes
-        ``n`` bytes, or fewer if the stream ended.
     """
     if n <= 0:
         return b""
@@ -693,6 +682,8 @@ class RecordFormat(ABC):
     sniff_priority
         Sniffers are tried from the highest priority down: a format whose sniffer verifies a checksum (few
         false positives) ranks above one that only guesses from the structure.
+    index_place
+        Where a ``self_indexed`` file keeps its index (``"header"``, ``"footer"``), for ``recordkit info``.
     """
 
     name: ClassVar[str]
@@ -702,6 +693,7 @@ class RecordFormat(ABC):
     payload: ClassVar[str | None] = None
     shard_pattern: ClassVar[str] = ""
     sniff_priority: ClassVar[int] = 0
+    index_place: ClassVar[str] = "header"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -791,6 +783,11 @@ class RecordFormat(ABC):
         n
             The number of records that will be written, when the format can use it.
         """
+
+    def verifying(self) -> contextlib.AbstractContextManager[Any]:
+        """Within it, readers :meth:`reader` makes also run checks too slow for every read (what
+        ``recordkit verify`` runs in): a format with such checks overrides it. Here: none."""
+        return contextlib.nullcontext()
 
     def detect_compression(self, head: bytes) -> str:
         """Return the compression ``head`` appears to use (``""`` for none)."""
