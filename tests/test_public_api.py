@@ -70,6 +70,9 @@ TOP_LEVEL_LIMIT = 40
 COPIED_APIS = "recordkit.compat"
 # Adapters that give each engine the same verbs (``read_records``, ``write_records``).
 ENGINE_ADAPTERS = "recordkit.integrations"
+# Modules that offer an io verb for their own kind of data under the same name: a second home for it.
+# ``recordkit.tensorboard.follow`` follows a log directory as DataFrames, ``recordkit.follow`` one file.
+SAME_VERBS = {"recordkit.tensorboard": {"follow"}}
 
 # Public names whose defining module is not written yet. Keep empty once every module exists.
 NOT_YET_AVAILABLE: set[str] = set()
@@ -189,7 +192,8 @@ def homes() -> dict[str, list[str]]:
     for module, names in public_all().items():
         if module != "recordkit" and not _within(module, COPIED_APIS):
             for name in names:
-                found[name].append(module)
+                if name not in SAME_VERBS.get(module, ()):
+                    found[name].append(module)
     return found
 
 

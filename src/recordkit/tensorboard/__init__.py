@@ -8,10 +8,13 @@ names runs) or one event file (run ``"."``)::
 
     df = rk.tensorboard.scalars("logs")                  # run, tag, step, wall_time, value
     loss = rk.tensorboard.scalars("logs", tags=["loss"])  # other tags are never decoded
+    for batch in rk.tensorboard.follow("logs", idle_timeout=600):  # rows as a training job logs them
+        ...
 
 Rows come in the order the values were written (runs by name, a run's files by name), one row per value:
 nothing is sampled or dropped. Checksums are checked by default; damage raises recordkit's typed errors
-naming the file, the record and its byte offset. Needs pandas (``pip install "recordkit[tensorboard]"``);
+naming the file, the record and its byte offset; a file that ends inside a record (still being written)
+raises :class:`~recordkit.errors.TruncatedRecordError` unless ``growing=True``. Needs pandas (``pip install "recordkit[tensorboard]"``);
 :func:`images` needs Pillow too. docs/tensorboard.md compares the results with tbparse and TensorBoard's
 ``EventAccumulator``.
 """
@@ -19,43 +22,39 @@ naming the file, the record and its byte offset. Needs pandas (``pip install "re
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from recordkit.tensorboard import _read
-from recordkit.tensorboard._events import Values
+from recordkit.tensorboard import _frames, _read
+from recordkit.tensorboard._follow import LogFollower
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["histograms", "hparams", "images", "scalars", "tensors", "text"]
+__all__ = ["LogFollower", "follow", "histograms", "hparams", "images", "scalars", "tensors", "text"]
 
 PathLike = str | os.PathLike[str]
 
 
-def _tag_set(tags: str | Iterable[str] | None) -> Collection[str] | None:
-    if tags is None:
-        return None
-    return {tags} if isinstance(tags, str) else set(tags)
-
-
-def _pandas() -> Any:
-    import pandas as pd  # the optional dependency, loaded on first use
-
-    return pd
-
-
-def _categories(codes: list[np.ndarray[Any, Any]], names: list[str]) -> Any:
-    """A categorical column from integer codes into ``names`` (repeated labels: small and fast)."""
-    pd = _pandas()
-    joined = np.concatenate(codes) if codes else np.zeros(0, np.int64)
-    return pd.Categorical.from_codes(joined, categories=pd.Index(names, dtype=object))
+def _read_all(
+    kind: str,
+    logdir_or_file: PathLike,
+    tags: str | Iterable[str] | None,
+    check_crc: bool,
+    growing: bool,
+    color_space: str = "RGB",
+) -> pd.DataFrame:
+    build = _frames.builder(kind, tags, color_space)
+    result: pd.DataFrame = build(_read.load_runs(logdir_or_file, check_crc, growing))
+    return result
 
 
 def scalars(
-    logdir_or_file: PathLike, tags: str | Iterable[str] | None = None, *, check_crc: bool = True
+    logdir_or_file: PathLike,
+    tags: str | Iterable[str] | None = None,
+    *,
+    check_crc: bool = True,
+    growing: bool = False,
 ) -> pd.DataFrame:
     """Every scalar under a log directory (or in one event file) as a DataFrame.
 
@@ -67,6 +66,11 @@ def scalars(
         Only these tags (a name or names); the others are never decoded. ``None``: all.
     check_crc
         Verify every record's checksums (the default).
+    growing
+        The files may still be being written: a record cut short by the end of a file is left out (a
+        later call reads it once it is complete) instead of raising
+        :class:`~recordkit.errors.TruncatedRecordError`. Damage still raises. To read the rows as they
+        are written, use :func:`follow`.
 
     Returns
     -------
@@ -81,83 +85,37 @@ def scalars(
     FileNotFoundError
         ``logdir_or_file`` does not exist.
     recordkit.errors.CorruptRecordError
-        A checksum does not match, or a file ends inside a record (``.path``, ``.index``, ``.offset``).
+        A checksum does not match, or a file ends inside a record (``.path``, ``.index``, ``.offset``;
+        :class:`~recordkit.errors.TruncatedRecordError`, unless ``growing``).
     recordkit.errors.DecodeError
         A record is not a valid ``Event``, or a scalar summary holds more than one number.
     """
-    wanted = _tag_set(tags)
-    runs: list[str] = []
-    tag_names: list[str] = []
-    numbers: dict[str, int] = {}
-    parts: dict[str, list[np.ndarray[Any, Any]]] = {
-        key: [] for key in ("run", "tag", "step", "wall_time", "value")
-    }
-    for run, files, plugins in _read.load_runs(logdir_or_file, check_crc):
-        for values in files:
-            found = _read.scalar_columns(values, plugins, wanted)
-            remap = np.array(
-                [numbers.setdefault(tag, len(numbers)) for tag in values.tags], np.int64
-            )
-            parts["tag"].append(remap[found["tag"]] if len(remap) else found["tag"])
-            parts["run"].append(np.full(len(found["value"]), len(runs), np.int64))
-            for key in ("step", "wall_time", "value"):
-                parts[key].append(found[key])
-        runs.append(run)
-    tag_names = list(numbers)
-    pd = _pandas()
-    empty = {"step": np.int64, "wall_time": np.float64, "value": np.float64}
-    return pd.DataFrame(
-        {
-            "run": _categories(parts["run"], runs),
-            "tag": _categories(parts["tag"], tag_names),
-            **{
-                key: np.concatenate(parts[key]) if parts[key] else np.zeros(0, dtype)
-                for key, dtype in empty.items()
-            },
-        }
-    )
-
-
-_Rows = Callable[[Values, dict[str, str]], Iterable[dict[str, Any]]]
-
-
-def _frame(logdir_or_file: PathLike, rows: _Rows, columns: list[str], check_crc: bool) -> Any:
-    """A DataFrame of the rows ``rows`` yields for each file, with a ``run`` column first."""
-    found: list[dict[str, Any]] = []
-    for run, files, plugins in _read.load_runs(logdir_or_file, check_crc):
-        for values in files:
-            found.extend({"run": run, **row} for row in rows(values, plugins))
-    pd = _pandas()
-    frame = pd.DataFrame(found, columns=["run", *columns])
-    for key in ("run", "tag"):
-        if key in frame:
-            frame[key] = frame[key].astype("category")
-    if "step" in frame:
-        frame["step"] = frame["step"].astype(np.int64)
-    return frame
+    return _read_all("scalars", logdir_or_file, tags, check_crc, growing)
 
 
 def tensors(
-    logdir_or_file: PathLike, tags: str | Iterable[str] | None = None, *, check_crc: bool = True
+    logdir_or_file: PathLike,
+    tags: str | Iterable[str] | None = None,
+    *,
+    check_crc: bool = True,
+    growing: bool = False,
 ) -> pd.DataFrame:
     """Every tensor summary (of any plugin) as a DataFrame.
 
     Columns ``run``, ``tag``, ``step``, ``wall_time``, ``value`` (a numpy array as TensorBoard's
     ``make_ndarray`` gives it, strings as ``bytes``; the Python scalar of a 0-d array) and ``plugin`` (the
     plugin named by the tag's first metadata: ``"scalars"``, ``"histograms"``, ``"text"``, ... or ``""``).
-    ``tags`` and ``check_crc`` as for :func:`scalars`.
+    ``tags``, ``check_crc`` and ``growing`` as for :func:`scalars`.
     """
-    wanted = _tag_set(tags)
-    return _frame(
-        logdir_or_file,
-        lambda values, plugins: _read.tensor_rows(values, plugins, wanted),
-        ["tag", "step", "wall_time", "value", "plugin"],
-        check_crc,
-    )
+    return _read_all("tensors", logdir_or_file, tags, check_crc, growing)
 
 
 def histograms(
-    logdir_or_file: PathLike, tags: str | Iterable[str] | None = None, *, check_crc: bool = True
+    logdir_or_file: PathLike,
+    tags: str | Iterable[str] | None = None,
+    *,
+    check_crc: bool = True,
+    growing: bool = False,
 ) -> pd.DataFrame:
     """Every histogram as a DataFrame, one row per histogram.
 
@@ -167,16 +125,10 @@ def histograms(
     ``sum_squares``. Legacy ``HistogramProto`` summaries (PyTorch, tensorboardX, TF1) have edges
     ``[min, bucket_limit[0], ..., bucket_limit[k - 2], max]``, as TensorBoard draws them; TF2's tensor
     histograms (``k x 3``: left edge, right edge, count) have their left edge followed by the right edges,
-    and NaN for ``sum`` and ``sum_squares``, which they do not record. ``tags`` and ``check_crc`` as for
-    :func:`scalars`.
+    and NaN for ``sum`` and ``sum_squares``, which they do not record. ``tags``, ``check_crc`` and
+    ``growing`` as for :func:`scalars`.
     """
-    wanted = _tag_set(tags)
-    return _frame(
-        logdir_or_file,
-        lambda values, plugins: _read.histogram_rows(values, plugins, wanted),
-        ["tag", "step", "wall_time", "edges", "counts", "min", "max", "num", "sum", "sum_squares"],
-        check_crc,
-    )
+    return _read_all("histograms", logdir_or_file, tags, check_crc, growing)
 
 
 def images(
@@ -185,60 +137,121 @@ def images(
     *,
     color_space: str = "RGB",
     check_crc: bool = True,
+    growing: bool = False,
 ) -> pd.DataFrame:
     """Every image summary, decoded, as a DataFrame: one row per image.
 
     Columns ``run``, ``tag``, ``step``, ``wall_time``, ``index`` (the image's place in its summary: TF2's
     ``tf.summary.image`` writes up to ``max_outputs`` per step), ``image`` (a ``(H, W, C)`` uint8 array
     decoded by :class:`recordkit.Image`; ``color_space`` ``"RGB"``, ``"BGR"`` or ``"GRAY"``), ``width`` and
-    ``height`` (as the summary states them). Needs Pillow. ``tags`` and ``check_crc`` as for
+    ``height`` (as the summary states them). Needs Pillow. ``tags``, ``check_crc`` and ``growing`` as for
     :func:`scalars`.
     """
-    from recordkit.decode.images import Image, decode_images
-
-    spec = Image(color_space=color_space)
-    wanted = _tag_set(tags)
-
-    def decode(encoded: list[bytes], tag: str, records: list[int]) -> list[Any]:
-        return list(decode_images(encoded, spec, tag, rows=records))
-
-    return _frame(
-        logdir_or_file,
-        lambda values, plugins: _read.image_rows(values, plugins, wanted, decode),
-        ["tag", "step", "wall_time", "index", "image", "width", "height"],
-        check_crc,
-    )
+    return _read_all("images", logdir_or_file, tags, check_crc, growing, color_space)
 
 
 def text(
-    logdir_or_file: PathLike, tags: str | Iterable[str] | None = None, *, check_crc: bool = True
+    logdir_or_file: PathLike,
+    tags: str | Iterable[str] | None = None,
+    *,
+    check_crc: bool = True,
+    growing: bool = False,
 ) -> pd.DataFrame:
     """Every text summary as a DataFrame.
 
     Columns ``run``, ``tag`` (as written: PyTorch and tensorboardX append ``/text_summary`` to the tag they
     are given), ``step``, ``wall_time`` and ``value`` (a ``str``; an object array of ``str`` for a text
-    tensor of several strings). ``tags`` and ``check_crc`` as for :func:`scalars`.
+    tensor of several strings). ``tags``, ``check_crc`` and ``growing`` as for :func:`scalars`.
     """
-    wanted = _tag_set(tags)
-    return _frame(
-        logdir_or_file,
-        lambda values, plugins: _read.text_rows(values, plugins, wanted),
-        ["tag", "step", "wall_time", "value"],
-        check_crc,
-    )
+    return _read_all("text", logdir_or_file, tags, check_crc, growing)
 
 
-def hparams(logdir_or_file: PathLike, *, check_crc: bool = True) -> pd.DataFrame:
+def hparams(
+    logdir_or_file: PathLike, *, check_crc: bool = True, growing: bool = False
+) -> pd.DataFrame:
     """The hyperparameters of every run that logged them with the hparams plugin, as a DataFrame.
 
     Columns ``run``, ``name``, ``value`` (``float``, ``str`` or ``bool``, as logged) and ``wall_time`` (of the
     session start that logged them): one row per hyperparameter of each session start (TF's
     ``hparams_api.hparams``, PyTorch's and tensorboardX's ``add_hparams``). Pivot with
-    ``df.pivot(index="run", columns="name", values="value")``.
+    ``df.pivot(index="run", columns="name", values="value")``. ``check_crc`` and ``growing`` as for
+    :func:`scalars`.
     """
-    return _frame(
-        logdir_or_file,
-        _read.hparam_rows,
-        ["name", "value", "wall_time"],
-        check_crc,
+    return _read_all("hparams", logdir_or_file, None, check_crc, growing)
+
+
+def follow(
+    logdir_or_file: PathLike,
+    kind: str = "scalars",
+    tags: str | Iterable[str] | None = None,
+    *,
+    idle_timeout: float | None = None,
+    poll: float = 1.0,
+    check_crc: bool = True,
+    color_space: str = "RGB",
+) -> LogFollower:
+    """Follow a log directory that is being written: DataFrames of the rows appended since the last one.
+
+    The first DataFrame holds what the event files hold already; each later one the rows written since.
+    Every ``poll`` seconds the log directory is searched again, so runs (subdirectories) and event files
+    created later are followed too, from their first record. A record still being written is read once its
+    last byte is there, never cut. The DataFrames have the columns of the function named by ``kind``
+    (:func:`scalars`, ...), and all of them together hold the rows that function returns once the writers
+    are done (within a DataFrame: runs by name, a run's files by name, as written; across them, in the
+    order they were appended). ``run`` and ``tag`` are categorical in each DataFrame, with the labels of
+    its rows: ``pandas.concat`` joins them as ``object`` columns.
+
+    Parameters
+    ----------
+    logdir_or_file
+        A log directory (it must exist; it may be empty) or one event file.
+    kind
+        ``"scalars"`` (the default), ``"tensors"``, ``"histograms"``, ``"images"``, ``"text"`` or
+        ``"hparams"``.
+    tags
+        Only these tags, as for :func:`scalars` (``None`` for ``"hparams"``).
+    idle_timeout
+        End after this many seconds in which no event file grew and none was created (``0``: once what is
+        written now was read). ``None``: never; end it with ``close()``.
+    poll
+        Seconds between two searches of the log directory and checks of its files.
+    check_crc
+        Verify every record's checksums (the default).
+    color_space
+        For ``"images"``, as for :func:`images`.
+
+    Returns
+    -------
+    LogFollower
+        An iterator of the DataFrames (only ones with rows), with ``poll()`` (one check, without waiting)
+        and ``close()``, usable as a context manager.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``logdir_or_file`` does not exist.
+    ValueError
+        An unknown ``kind``, tags for ``"hparams"``, or a ``poll`` or ``idle_timeout`` out of range.
+    recordkit.errors.CorruptRecordError
+        While iterating: damage, as :func:`scalars` raises it (the rows before it come first);
+        :class:`~recordkit.errors.FileChangedError` when an event file is replaced, removed or shortened.
+
+    Examples
+    --------
+    In a process beside a training job::
+
+        for batch in rk.tensorboard.follow("logs", idle_timeout=600):
+            print(batch[batch.tag == "loss"].tail(1))
+    """
+    if poll <= 0:
+        raise ValueError(f"poll must be a positive number of seconds, not {poll!r}")
+    if idle_timeout is not None and idle_timeout < 0:
+        raise ValueError(f"idle_timeout must be >= 0 or None, not {idle_timeout!r}")
+    return LogFollower(
+        os.fspath(logdir_or_file),
+        kind,
+        _frames.builder(kind, tags, color_space),
+        idle_timeout=idle_timeout,
+        interval=poll,
+        check_crc=check_crc,
     )

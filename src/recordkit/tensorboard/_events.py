@@ -68,8 +68,9 @@ class Values:
     #: Tag -> plugin name, from the first value with metadata naming a plugin.
     plugins: dict[str, str] = field(default_factory=dict)
     parsed: dict[int, Any] = field(default_factory=dict)
-    #: Payload offset of each record (for error messages).
-    starts: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, _I64))
+    #: File offset of each record's first byte, and the file index of the first record (for errors).
+    offsets: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, _I64))
+    first: int = 0
 
     def value(self, row: int) -> Any:
         """The ``Summary.Value`` message of ``row``."""
@@ -84,8 +85,11 @@ class Values:
 
     def error(self, row: int, why: str) -> DecodeError:
         """A :class:`~recordkit.errors.DecodeError` locating ``row``'s record."""
-        record = int(self.record[row])
-        return decode_error(self.path, record, int(self.starts[record]) - 12, why)
+        return self.record_error(int(self.record[row]), why)
+
+    def record_error(self, record: int, why: str) -> DecodeError:
+        """A :class:`~recordkit.errors.DecodeError` locating record ``record`` of the buffer in its file."""
+        return decode_error(self.path, self.first + record, int(self.offsets[record]), why)
 
 
 def _varints(
@@ -121,8 +125,16 @@ def index_events(
     starts: npt.NDArray[np.int64],
     lengths: npt.NDArray[np.int64],
     path: str,
+    *,
+    first: int = 0,
+    offsets: npt.NDArray[np.int64] | None = None,
 ) -> Values:
-    """Read the summary values of the event records at ``starts``/``lengths`` in ``buffer``."""
+    """Read the summary values of the event records at ``starts``/``lengths`` in ``buffer``.
+
+    Errors name record ``first + i`` at file offset ``offsets[i]`` (default: the buffer is the file from
+    its start, TFRecord-framed, and each record starts 12 bytes before its payload). At least 8 bytes must
+    follow the last payload in ``buffer`` (a TFRecord file's last checksum, or padding).
+    """
     data = np.frombuffer(buffer, np.uint8)
     n = len(starts)
     rows = np.arange(n, dtype=_I64)
@@ -181,20 +193,21 @@ def index_events(
         "kstart": kstart[keep],
         "kend": kend[keep],
     }
-    tag_ids, tags = _tag_ids(buffer, data, tag_start[keep], tag_length[keep], path, regular, starts)
     values = Values(
         path=path,
         buffer=buffer,
-        tag=tag_ids,
-        tags=tags,
-        starts=starts,
+        tag=np.zeros(0, _I64),
+        tags=[],
+        offsets=starts - 12 if offsets is None else offsets,
+        first=first,
         **columns,
     )
+    values.tag, values.tags = _tag_ids(values, data, tag_start[keep], tag_length[keep], regular)
     with_meta = np.flatnonzero(meta[keep])
     if len(with_meta):
         # The first value of each tag that carries metadata names the tag's plugin.
-        _, first = np.unique(values.tag[with_meta], return_index=True)
-        for row in with_meta[np.sort(first)].tolist():
+        _, firsts = np.unique(values.tag[with_meta], return_index=True)
+        for row in with_meta[np.sort(firsts)].tolist():
             _note_plugin(values, values.tags[int(values.tag[row])], values.value(row))
     irregular = np.ones(n, bool)
     irregular[regular] = False
@@ -212,17 +225,16 @@ def _note_plugin(values: Values, tag: str, value: Any) -> None:
 
 
 def _tag_ids(
-    buffer: Any,
+    values: Values,
     data: npt.NDArray[np.uint8],
     starts: npt.NDArray[np.int64],
     lengths: npt.NDArray[np.int64],
-    path: str,
     records: npt.NDArray[np.int64],
-    record_starts: npt.NDArray[np.int64],
 ) -> tuple[npt.NDArray[np.int64], list[str]]:
     """Number the distinct tags: each tag is read as 8-byte words (at least 9 bytes follow every tag in
-    the buffer: a oneof member and the record's checksum), hashed, and checked word by word against the
-    first tag with its hash."""
+    the buffer: a oneof member and the record's checksum or padding), hashed, and checked word by word
+    against the first tag with its hash."""
+    buffer = values.buffer
     ids = np.zeros(len(starts), _I64)
     tags: list[str] = []
     numbers: dict[str, int] = {}
@@ -255,9 +267,8 @@ def _tag_ids(
             try:
                 name = raw.decode("utf-8")
             except UnicodeDecodeError:
-                record = int(records[group[row]])
-                raise decode_error(
-                    path, record, int(record_starts[record]) - 12, f"tag {raw!r} is not UTF-8"
+                raise values.record_error(
+                    int(records[group[row]]), f"tag {raw!r} is not UTF-8"
                 ) from None
             local[k] = numbers.setdefault(name, len(numbers))
         ids[group] = local[inverse.ravel()]
@@ -283,7 +294,7 @@ def _parse_irregular(
         try:
             event = event_pb2.Event.FromString(bytes(buffer[start:stop]))
         except ProtobufDecodeError as exc:
-            raise decode_error(values.path, record, start - 12, f"malformed Event: {exc}") from None
+            raise values.record_error(record, f"malformed Event: {exc}") from None
         if event.WhichOneof("what") != "summary":
             continue
         for value in event.summary.value:

@@ -11,7 +11,7 @@ import numpy.typing as npt
 from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 from recordkit._proto.tensorboard import hparams_pb2
-from recordkit.errors import DecodeError
+from recordkit.errors import DecodeError, TruncatedRecordError
 from recordkit.formats.bulk import tfrecord_frames
 from recordkit.tensorboard._events import Values, index_events
 from recordkit.tensorboard._tensors import to_array
@@ -23,6 +23,9 @@ __all__ = [
     "image_rows",
     "is_event_file",
     "load_runs",
+    "merge_plugins",
+    "read_values",
+    "record_values",
     "scalar_columns",
     "tensor_rows",
     "text_rows",
@@ -31,6 +34,7 @@ __all__ = [
 #: The run name of event files directly in the log directory, as TensorBoard names it.
 ROOT_RUN = "."
 _SIMPLE, _HISTO, _IMAGE, _TENSOR = 2, 5, 4, 8
+_FRAMING = 16  # bytes a TFRecord record adds to its payload: length, its checksum, payload checksum
 # The tensor layouts of nearly every scalar written as a tensor: the first 6 bytes of the TensorProto
 # (dtype, an empty shape, then the field holding the one value) -> (payload size, value dtype).
 _SCALAR_TENSORS = {
@@ -69,28 +73,55 @@ def event_files(logdir: str | os.PathLike[str]) -> list[tuple[str, str]]:
     return found
 
 
-def read_values(path: str, check_crc: bool) -> Values:
-    """Read one event file and index its summary values."""
+def read_values(path: str, check_crc: bool, growing: bool = False) -> Values:
+    """Read one event file and index its summary values; ``growing``: leave a partial last record out."""
     with open(path, "rb") as file:
         data = file.read()
-    frames = tfrecord_frames(data, path=path, check_crc=check_crc)
+    try:
+        frames = tfrecord_frames(data, path=path, check_crc=check_crc, final=not growing)
+    except TruncatedRecordError as exc:
+        raise TruncatedRecordError(
+            f"{exc.reason} (a file still being written ends that way: pass growing=True to read up to "
+            "its last complete record, or follow the log directory with recordkit.tensorboard.follow)",
+            path=exc.path,
+            index=exc.index,
+            offset=exc.offset,
+        ) from None
     return index_events(data, frames.starts, frames.lengths, path)
 
 
+def record_values(records: list[bytes], path: str, first: int, offset: int) -> Values:
+    """Index the summary values of the TFRecord payloads ``records`` of ``path``: record ``first`` and
+    the ones after it, the first starting at byte ``offset`` of the file."""
+    lengths = np.fromiter(map(len, records), np.int64, len(records))
+    starts = np.zeros(len(records), np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    offsets = offset + starts + _FRAMING * np.arange(len(records), dtype=np.int64)
+    buffer = b"".join((*records, bytes(8)))  # 8 bytes after the last payload, as index_events needs
+    return index_events(buffer, starts, lengths, path, first=first, offsets=offsets)
+
+
+def merge_plugins(plugins: dict[str, str], values: Values) -> None:
+    """Add the plugins ``values`` names to a run's ``plugins``: the first metadata of a tag wins."""
+    for tag, name in values.plugins.items():
+        plugins.setdefault(tag, name)
+
+
 def load_runs(
-    logdir: str | os.PathLike[str], check_crc: bool
-) -> Iterator[tuple[str, list[Values], dict[str, str]]]:
-    """Each run's name, its files' values, and its tags' plugins (the first metadata of the run wins)."""
+    logdir: str | os.PathLike[str], check_crc: bool, growing: bool = False
+) -> Iterator[tuple[str, Values, dict[str, str]]]:
+    """Each event file's run, values, and its run's plugins (the first metadata of the run wins), file by
+    file, runs by name and a run's files by name."""
     runs: dict[str, list[str]] = {}
     for run, path in event_files(logdir):
         runs.setdefault(run, []).append(path)
     for run, paths in runs.items():
-        files = [read_values(path, check_crc) for path in paths]
+        files = [read_values(path, check_crc, growing) for path in paths]
         plugins: dict[str, str] = {}
         for values in files:
-            for tag, name in values.plugins.items():
-                plugins.setdefault(tag, name)
-        yield run, files, plugins
+            merge_plugins(plugins, values)
+        for values in files:
+            yield run, values, plugins
 
 
 def _rows(
@@ -251,7 +282,7 @@ def image_rows(
             except ValueError:
                 raise values.error(row, f"tag {value.tag!r}: image size {array[:2]!r}") from None
             encoded = list(array[2:])
-        record = int(values.record[row])
+        record = values.first + int(values.record[row])
         decoded = decode(encoded, value.tag, [record] * len(encoded))
         for index, pixels in enumerate(decoded):
             yield {
