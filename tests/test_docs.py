@@ -90,6 +90,9 @@ NOT_RUN = {
     'pip install ".[ray]"': "installed with the other extras by .ci/run; tests/test_ray.py uses it",
     'pip install ".[dask]"': "installed with the other extras by .ci/run; tests/test_dask.py uses it",
     'pip install ".[arrow]"': "installed with the other extras by .ci/run; tests/test_tables.py uses it",
+    'pip install ".[tensorboard]"': (
+        "installed with the other extras by .ci/run; tests/test_tensorboard.py uses it"
+    ),
     'pip install ".[all]"': "the README's install-and-run command installs it in a fresh venv in .ci/run",
     'pip install ".[image]"': "a subset of .[image-fast], installed with the other extras by .ci/run",
     'pip install ".[image-fast]"': "installed with the other extras by .ci/run; tests/test_images.py",
@@ -411,6 +414,20 @@ def _ffrecord_files(folder: Path) -> None:
             writer.write_many(b"sample %d" % i for i in range(10))
 
 
+def _tensorboard_files(folder: Path) -> None:
+    import recordkit as rk
+    from recordkit._proto.tensorboard import event_pb2
+
+    for run in ("eval", "train"):
+        (folder / "logs" / run).mkdir(parents=True)
+        path = folder / "logs" / run / "events.out.tfevents.1700000000.host"
+        with rk.open(path, "w", format="tfrecord") as writer:
+            for step in range(5):
+                event = event_pb2.Event(wall_time=1.7e9 + step, step=step)
+                event.summary.value.add(tag="loss", simple_value=1 / (step + 1))
+                writer.write(event.SerializeToString())
+
+
 @dataclass(frozen=True)
 class DocPage:
     """How a page's python blocks run: the files they need first (made in an empty folder), the modules
@@ -423,6 +440,11 @@ class DocPage:
     scripts: tuple[tuple[int, ...], ...] | None = None
     check: Callable[[list[str], Path], None] | None = None
     marks: tuple[pytest.MarkDecorator, ...] = ()
+
+
+def _check_tensorboard(outputs: list[str], folder: Path) -> None:
+    lines = outputs[0].split()
+    assert lines == ["run", "step", "value", "eval", "4", "0.2", "train", "4", "0.2"]
 
 
 def _check_dask(outputs: list[str], folder: Path) -> None:
@@ -505,6 +527,9 @@ DOC_PAGES = {
         marks=(pytest.mark.ray, pytest.mark.slow),
     ),
     "docs/tables.md": DocPage(needs={0: ("pyarrow", "pandas"), 1: ("pyarrow", "pandas")}),
+    "docs/tensorboard.md": DocPage(
+        files=_tensorboard_files, needs={0: ("pandas",), 1: ("pandas",)}, check=_check_tensorboard
+    ),
 }
 
 
