@@ -19,6 +19,9 @@ import pytest
 
 from recordkit.io import Follower
 
+# Each test starts TensorFlow or PyTorch in a child process (about 10 s each): run with -m slow, as CI does.
+pytestmark = pytest.mark.slow
+
 STEPS = 4
 
 CHILD = r"""
