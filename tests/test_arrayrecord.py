@@ -443,7 +443,8 @@ def test_cli_verify_checks_data_hashes_and_info_names_the_footer(tmp_path, capsy
     path = _write(tmp_path / "data.array_record", records, "uncompressed,group_size:4")
     result = run_cli(capsys, "info", path)
     assert result.code == 0, result.err
-    assert "in the file footer" in result.out and "header" not in result.out.split("index")[1]
+    assert "in the file footer" in result.out
+    assert "header" not in result.out.split("index")[1]
     assert "in the footer" in run_cli(capsys, "index", path).out
     frame = ArrayRecordFrameReader(Source(path=path, buffer=Path(path).read_bytes()))
     data = bytearray(Path(path).read_bytes())
@@ -452,5 +453,6 @@ def test_cli_verify_checks_data_hashes_and_info_names_the_footer(tmp_path, capsy
     assert len(list(rk.open(path))) == len(records)  # a plain read does not see it
     result = run_cli(capsys, "verify", path)
     assert result.code == 1
-    assert "data hash" in result.out and "record 8" in result.out
+    assert "data hash" in result.out
+    assert "record 8" in result.out
     assert not get_format("arrayrecord").check_data  # verify leaves the format as it found it

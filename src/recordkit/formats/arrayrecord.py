@@ -18,9 +18,11 @@ time.
 What is checked (``check_crc=True``, the default): the file signature; the HighwayHash of every chunk
 header read (the footer's and postscript's included) and of every block header inside a chunk read; that
 the postscript, the footer and the chunks agree with each other (record counts, sizes, offsets); that
-compressed data decompresses to the size it declares. The hash of each chunk's *data* is checked only on
-request (:attr:`ArrayRecordFormat.check_data`), since recordkit computes HighwayHash in Python at about 4
-MB/s. ``check_crc=False`` skips the hashes (the consistency checks remain).
+compressed data decompresses to the size it declares. The hashes of a run of chunks are computed together
+with numpy (:meth:`~recordkit.formats._riegeli.ChunkReader.chunks`). The hash of each chunk's *data* is
+checked only on request (:attr:`ArrayRecordFormat.check_data`) and by ``recordkit verify``
+(:meth:`ArrayRecordFormat.verifying`): a large chunk's data is hashed in Python at about 4 MB/s.
+``check_crc=False`` skips the hashes (the consistency checks remain).
 
 Transposed chunks (``transpose:true``) are refused with an
 :class:`~recordkit.errors.UnsupportedOperationError`. recordkit does not write ArrayRecord files.
@@ -150,7 +152,7 @@ class ArrayRecordFrameReader(FrameReader):
     lenient
         Unused (an ArrayRecord file has no partial-record ambiguity: its footer lists every chunk).
     check_data
-        Also verify the hash of each chunk's data (slow: about 4 MB/s).
+        Also verify the hash of each chunk's data (about 4 MB/s for a large chunk).
     """
 
     def __init__(
@@ -387,7 +389,7 @@ class ArrayRecordFormat(RecordFormat):
     ----------
     check_data
         Whether readers made by :meth:`reader` with ``check_crc=True`` also verify each chunk's data hash
-        (default ``False``: about 4 MB/s in Python). Set it on the registered instance:
+        (default ``False``: a large chunk's data is hashed at about 4 MB/s). Set it on the registered instance:
         ``recordkit.formats.get_format("arrayrecord").check_data = True``.
     """
 
