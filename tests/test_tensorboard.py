@@ -6,14 +6,18 @@ images and hyperparameters into its own run; the oracles read the same files. Da
 
 from __future__ import annotations
 
+import functools
 import os
 import struct
+import tempfile
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import recordkit as rk
-from recordkit._proto.tensorboard import event_pb2
+from recordkit._proto.tensorboard import event_pb2, summary_pb2
 from recordkit.errors import ChecksumError, DecodeError, TruncatedRecordError
 
 pytest.importorskip("pandas")
@@ -162,10 +166,150 @@ def test_histograms_equal_event_accumulator(run):
         else:
             (event,) = [e for e in acc.Histograms(row.tag) if e.step == row.step]
             histo = event.histogram_value
-            np.testing.assert_array_equal(row.counts, histo.bucket)
-            np.testing.assert_array_equal(row.edges[1:-1], histo.bucket_limit[:-1])
-            assert (row.edges[0], row.edges[-1]) == (histo.min, histo.max)
+            check_legacy_histogram(row, histo)
             assert (row.num, row.sum, row.sum_squares) == (histo.num, histo.sum, histo.sum_squares)
+        assert np.all(np.diff(row.edges) >= 0)
+        assert row.counts.sum() == row.num
+
+
+def check_legacy_histogram(row, histo):
+    """A row of a legacy HistogramProto: every stored bucket, edges that never decrease, TensorBoard's own
+    edges (tensorboard.data_compat: min, inner limits, max) over the non-empty buckets, and zero-width
+    buckets at min or max for the empty ones the writers put outside them."""
+    from tensorboard import data_compat
+    from tensorboard.compat.proto import summary_pb2 as tensorboard_summary
+
+    np.testing.assert_array_equal(row.counts, histo.bucket)
+    assert len(row.edges) == len(histo.bucket) + 1
+    assert np.all(np.diff(row.edges) >= 0), row.edges
+    assert (row.edges[0], row.edges[-1]) == (histo.min, histo.max)
+    assert (row.min, row.max) == (histo.min, histo.max)
+    inner = np.asarray(histo.bucket_limit[:-1])
+    inside = (inner >= histo.min) & (inner <= histo.max)
+    np.testing.assert_array_equal(row.edges[1:-1][inside], inner[inside])
+    # TensorBoard's migration of the value keeps the buckets from the first non-empty one to the last
+    value = tensorboard_summary.Summary.Value(tag="h")
+    value.histo.MergeFrom(
+        tensorboard_summary.HistogramProto(
+            min=histo.min, max=histo.max, bucket_limit=histo.bucket_limit, bucket=histo.bucket
+        )
+    )
+    migrated = make_ndarray(data_compat.migrate_value(value).tensor)
+    nonzero = np.flatnonzero(row.counts)
+    first, last = nonzero[0], nonzero[-1]
+    ours = np.stack([row.edges[first : last + 1], row.edges[first + 1 : last + 2]], axis=1)
+    np.testing.assert_allclose(ours, migrated[:, :2], rtol=1e-6)  # TensorBoard stores float32
+    np.testing.assert_array_equal(row.counts[first : last + 1], migrated[:, 2])
+    assert not row.counts[:first].any()
+    assert not row.counts[last + 1 :].any()
+    assert (row.edges[: first + 1] == histo.min).all()
+    assert (row.edges[last + 1 :] == histo.max).all()
+
+
+HISTOGRAM_DATA = {
+    "repeats": [1.0, 2, 2, 3, 3, 3],
+    "signs": [-5.0, -1, 0, 2],
+    "constant": [0.0] * 5,
+    "one": [7.25],
+    "wide": [-1e6, -3.5, 1e-9, 0.5, 1e6],
+}
+
+
+def _legacy_histogram_writers(directory):
+    """The same data as histograms by PyTorch, tensorboardX and TF1's C++ histogram, one run each."""
+    tensorboard = pytest.importorskip("torch.utils.tensorboard")
+    tensorboardx = pytest.importorskip("tensorboardX")
+    for name, module in (("torch", tensorboard), ("tbx", tensorboardx)):
+        writer = module.SummaryWriter(os.path.join(directory, name))
+        for tag, data in HISTOGRAM_DATA.items():
+            writer.add_histogram(tag, np.array(data), 0)
+        writer.close()
+    tf = pytest.importorskip("tensorflow")
+    with tf.Graph().as_default():
+        ops = [
+            tf.compat.v1.summary.histogram(tag, tf.constant(data, tf.float64))
+            for tag, data in HISTOGRAM_DATA.items()
+        ]
+        with tf.compat.v1.Session() as session:
+            summaries = session.run(ops)
+    records = [
+        event_pb2.Event(
+            wall_time=1.0, step=0, summary=summary_pb2.Summary.FromString(summary)
+        ).SerializeToString()
+        for summary in summaries
+    ]
+    os.makedirs(os.path.join(directory, "tf1"))
+    write_events(os.path.join(directory, "tf1", "events.out.tfevents.1.x"), records)
+
+
+def test_legacy_histogram_edges_never_decrease(tmp_path):
+    """PyTorch and tensorboardX store an empty bucket whose limit is below the data's min first; TF1 one
+    before and one up to the largest double after: the edges are min-clipped, as numpy's never decrease."""
+    _legacy_histogram_writers(str(tmp_path))
+    frame = rk.tensorboard.histograms(tmp_path)
+    assert sorted(set(frame.run)) == ["tbx", "tf1", "torch"]
+    assert len(frame) == 3 * len(HISTOGRAM_DATA)
+    for run in ("tbx", "tf1", "torch"):
+        acc = accumulator(str(tmp_path / run))
+        for row in frame[frame.run == run].itertuples():
+            data = np.array(HISTOGRAM_DATA[row.tag])
+            (event,) = acc.Histograms(row.tag)
+            check_legacy_histogram(row, event.histogram_value)
+            assert row.counts.sum() == row.num == len(data)
+            assert (row.min, row.max) == (data.min(), data.max())
+    repeats = frame[(frame.run == "torch") & (frame.tag == "repeats")].iloc[0]
+    assert repeats.edges[:3].tolist() == [1.0, 1.0, pytest.approx(1.0089710279437536)]
+    assert repeats.edges[-1] == 3.0
+
+
+def test_an_empty_legacy_histogram_has_edges_that_never_decrease(tmp_path):
+    """TF1's histogram of no values: min the largest double, max the smallest, one empty bucket."""
+    event = event_pb2.Event(wall_time=1.0, step=0)
+    value = event.summary.value.add(tag="h")
+    big = np.finfo(np.float64).max
+    value.histo.min, value.histo.max = big, -big
+    value.histo.bucket_limit.append(big)
+    value.histo.bucket.append(0.0)
+    path = tmp_path / "events.out.tfevents.1.x"
+    write_events(path, [event.SerializeToString()])
+    (row,) = rk.tensorboard.histograms(path).itertuples()
+    assert row.edges.tolist() == [big, big]
+    assert row.counts.tolist() == [0.0]
+
+
+@functools.cache
+def _torch_default_bins():
+    """The bins PyTorch's add_histogram uses for bins="tensorflow" (the default)."""
+    tensorboard = pytest.importorskip("torch.utils.tensorboard")
+    with tempfile.TemporaryDirectory() as directory:
+        writer = tensorboard.SummaryWriter(directory)
+        writer.close()
+    return writer.default_bins
+
+
+@settings(max_examples=40)
+@given(
+    st.lists(
+        st.floats(-1e12, 1e12, allow_nan=False, allow_subnormal=False), min_size=1, max_size=50
+    )
+)
+def test_pytorch_histograms_read_as_numpy_bins_them(data):
+    """Any data PyTorch's add_histogram bins: the edges, given to numpy.histogram, count the data into the
+    stored buckets; they never decrease and run from the data's min to its max."""
+    summary_module = pytest.importorskip("torch.utils.tensorboard.summary")
+    values = np.array(data, np.float64)
+    summary = summary_module.histogram("h", values, _torch_default_bins())
+    event = event_pb2.Event(wall_time=1.0, step=0)
+    event.summary.ParseFromString(summary.SerializeToString())
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "events.out.tfevents.1.x")
+        write_events(path, [event.SerializeToString()])
+        (row,) = rk.tensorboard.histograms(path).itertuples()
+    assert np.all(np.diff(row.edges) >= 0)
+    assert (row.edges[0], row.edges[-1]) == (values.min(), values.max())
+    np.testing.assert_array_equal(row.counts, list(event.summary.value[0].histo.bucket))
+    np.testing.assert_array_equal(np.histogram(values, row.edges)[0], row.counts)
+    assert row.counts.sum() == row.num == len(values)
 
 
 def test_text_equals_tbparse(run):

@@ -22,6 +22,7 @@ __all__ = [
     "hparam_rows",
     "image_rows",
     "is_event_file",
+    "legacy_edges",
     "load_runs",
     "merge_plugins",
     "read_values",
@@ -236,9 +237,7 @@ def histogram_rows(
                 raise values.error(
                     row, f"tag {value.tag!r}: {len(limits)} limits, {len(counts)} buckets"
                 )
-            edges = (
-                np.concatenate(([histo.min], limits[:-1], [histo.max])) if len(counts) else limits
-            )
+            edges = legacy_edges(histo.min, histo.max, limits)
             stats = (histo.min, histo.max, histo.num, histo.sum, histo.sum_squares)
         else:
             array = _tensor(values, row, value).astype(np.float64)
@@ -255,6 +254,29 @@ def histogram_rows(
             "counts": counts,
             **dict(zip(("min", "max", "num", "sum", "sum_squares"), stats, strict=True)),
         }
+
+
+def legacy_edges(
+    low: float, high: float, limits: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """The k + 1 edges of a legacy ``HistogramProto``'s k buckets, non-decreasing like ``numpy.histogram``'s.
+
+    Bucket i holds the values up to ``limits[i]`` from ``limits[i - 1]``; the first has no left limit and
+    the last's limit is the writer's (TF1: the largest double). Every value lies in ``[low, high]`` (the
+    data's min and max), so the edges are ``[low, limits[0], ..., limits[k - 2], high]`` clipped to
+    ``[low, high]``: TensorBoard's own edges (``data_compat``: min, the inner limits, max) for the buckets
+    from the first non-empty one to the last, and zero-width buckets at ``low`` or ``high`` for the empty
+    ones writers add outside them (PyTorch and tensorboardX one empty bucket before the data, TF1 one
+    before and one after). Without the clip the first left edge (``low``) exceeds the next one. A
+    histogram of no values (``low > high`` or NaN) has the edges ``[limits[0], *limits]``.
+    """
+    if not len(limits):
+        return limits
+    # No values (TF1's empty histogram: min the largest double, max the smallest), or NaN.
+    if not low <= high:
+        return np.concatenate((limits[:1], limits))
+    edges = np.concatenate(([low], limits[:-1], [high]))
+    return np.clip(edges, low, high, out=edges)
 
 
 def image_rows(
