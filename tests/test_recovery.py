@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import recordkit as rk
 from recordkit import recover
-from recordkit.errors import DataLossWarning, UnknownFormatError
+from recordkit.errors import DataLossWarning, UnknownFormatError, UnsupportedOperationError
 from recordkit.formats import _crc
 from recordkit.formats import rangecrc as _rangecrc
 from recordkit.formats.tfrecord import frame
@@ -546,7 +546,7 @@ def test_salvage_refuses_a_destination_named_for_another_format(tmp_path):
     source = tmp_path / "damaged.ffr"
     with rk.open(source, "w") as writer:
         writer.write_many([b"a", b"b", b"c"])
-    with pytest.raises(ValueError, match="ffrecord"):
+    with pytest.raises(UnsupportedOperationError, match="ffrecord"):
         recover.salvage(source, tmp_path / "fixed.tfrecord", warn=False)
     assert not (tmp_path / "fixed.tfrecord").exists()
     report = recover.salvage(source, tmp_path / "fixed.ffr", warn=False)
@@ -571,3 +571,97 @@ def test_recovery_of_a_cut_stream_keeps_output_zlib_held_back(monkeypatch, compr
             io.BytesIO(data[:cut]), format="tfrecord", compression=compression, warn=False
         ) as found:
             assert list(found) == expected, cut
+
+
+# -- ArrayRecord (read only): its intact chunks salvaged into the format the copy's name says ----------------
+
+
+def _array_record(path, records, options):
+    array_record = pytest.importorskip("array_record.python.array_record_module")
+    pytest.importorskip("cramjam")
+    writer = array_record.ArrayRecordWriter(str(path), options)
+    for record in records:
+        writer.write(record)
+    writer.close()
+    return array_record.ArrayRecordReader(str(path))
+
+
+def _chunk_table(path):
+    """The offsets of the data chunks (then the footer's) and their first records' numbers."""
+    with rk.open(path) as reader:
+        frames = reader._frames[0]
+        return list(frames.offsets), list(frames.starts)
+
+
+def _flip(path, offset):
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x20
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize(
+    "options", ["group_size:1", "group_size:7,brotli", "uncompressed,group_size:3"]
+)
+def test_array_record_salvage_keeps_the_chunks_around_a_damaged_one(tmp_path, options):
+    rng = random.Random(3)
+    records = [rng.randbytes(rng.randrange(0, 2000)) for _ in range(200)]
+    source = tmp_path / "bad.array_record"
+    oracle = _array_record(source, records, options)
+    assert list(oracle.read_all()) == records
+    offsets, starts = _chunk_table(source)
+    _flip(source, offsets[4] + 45)  # inside chunk 4's data (past its 40-byte header)
+    with pytest.raises(rk.CorruptRecordError):
+        list(rk.open(source))
+    with pytest.warns(DataLossWarning):
+        report = recover.salvage(source, tmp_path / "rescued.tfrecord")
+    lost = range(starts[4], starts[5])
+    expected = [record for i, record in enumerate(records) if i not in lost]
+    assert list(rk.open(tmp_path / "rescued.tfrecord")) == expected
+    assert report.format == "arrayrecord"
+    assert report.records == len(expected)
+    [gap] = report.skipped
+    assert (gap.start, gap.end, gap.index) == (offsets[4], offsets[5], starts[4])
+    assert "data hash" in gap.reason
+    # Into an FFRecord file as well: the records are copied as they are.
+    recover.salvage(source, tmp_path / "rescued.ffr", warn=False)
+    assert list(rk.open(tmp_path / "rescued.ffr")) == expected
+
+
+@pytest.mark.interop
+def test_array_record_salvage_walks_the_chunks_when_the_footer_is_damaged_or_cut(tmp_path):
+    rng = random.Random(4)
+    records = [rng.randbytes(rng.randrange(0, 3000)) for _ in range(300)]
+    source = tmp_path / "data.array_record"
+    _array_record(source, records, "group_size:1")
+    whole = source.read_bytes()
+    offsets, _ = _chunk_table(source)
+    footer = offsets[-1]
+    damaged = tmp_path / "footer.array_record"
+    damaged.write_bytes(whole)
+    _flip(damaged, footer + 10)  # the footer's chunk header
+    with recover.scan(damaged, warn=False) as found:
+        assert list(found) == records  # every data chunk, and not the footer's entries
+    [gap] = found.report.skipped
+    assert (gap.start, gap.end) == (footer, len(whole))
+    assert "footer" in gap.reason
+    cut = tmp_path / "cut.array_record"
+    cut.write_bytes(whole[:-100])  # the postscript cut off: the footer is found by its shape
+    with recover.scan(cut, warn=False) as found:
+        assert list(found) == records
+    assert found.report.skipped[-1].end == len(whole) - 100
+    cut.write_bytes(whole[: offsets[-3] + 30])  # into the last data chunk but one
+    with recover.scan(cut, warn=False) as found:
+        assert list(found) == records[:-2]
+    assert "ends inside" in found.report.skipped[-1].reason
+
+
+@pytest.mark.interop
+def test_array_record_salvage_refuses_a_name_it_cannot_write_before_writing(tmp_path):
+    source = tmp_path / "bad.array_record"
+    _array_record(source, [b"a", b"b"], "")
+    for name in ("rescued.array_record", "rescued", "rescued.txt"):
+        with pytest.raises(UnsupportedOperationError, match=r"\.tfrecord \(tfrecord\)") as caught:
+            recover.salvage(source, tmp_path / name, warn=False)
+        assert "does not write" in str(caught.value)
+        assert not (tmp_path / name).exists()

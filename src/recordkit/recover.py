@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from recordkit.errors import DataLossWarning
-from recordkit.formats import format_for_path, get_format
+from recordkit.errors import DataLossWarning, UnsupportedOperationError
+from recordkit.formats import available_formats, format_for_path, get_format
 from recordkit.formats.base import READ_CHUNK
 from recordkit.formats.compression import MEMBERS, decompressor
 from recordkit.io.sources import Opened, open_source, reading_format
@@ -375,14 +375,27 @@ def scan(
     return Scan(records, report, cleanup, warn)
 
 
-def _check_destination_name(dst: str, format: str) -> None:
-    """Refuse a destination whose suffix names another format than the one the records are written in."""
+def _destination_format(dst: str, format: str) -> str:
+    """The format salvage writes ``dst`` in: the source's ``format``, or, for a format recordkit only reads
+    (ArrayRecord), the writable format ``dst``'s name says. Refuses a name that says anything else."""
     named = format_for_path(dst)
-    if named is not None and named[0] is not get_format(format):
-        raise ValueError(
-            f"{dst}: the name says {named[0].name}, but salvage writes the source's format, {format}; "
-            "name the copy accordingly (and convert it afterwards if needed)"
-        )
+    source = get_format(format)
+    if source.capabilities.writable:
+        if named is not None and named[0] is not source:
+            raise UnsupportedOperationError(
+                f"{dst}: the name says {named[0].name}, but salvage writes the source's format, "
+                f"{format}; name the copy accordingly (and convert it afterwards if needed)"
+            )
+        return format
+    if named is not None and named[0].capabilities.writable:
+        return named[0].name
+    suffixes = ", ".join(
+        f"{get_format(name).extensions[0]} ({name})" for name in available_formats(writable=True)
+    )
+    raise UnsupportedOperationError(
+        f"{dst}: recordkit reads {format} files but does not write them, so salvage writes the intact "
+        f"records into the format the copy's name says: give it the suffix of one, {suffixes}"
+    )
 
 
 def salvage(
@@ -396,8 +409,10 @@ def salvage(
     """Copy the intact records of ``src`` to a new file ``dst``, and report what was skipped.
 
     ``dst`` is written atomically in the format of ``src`` (its compression follows ``dst``'s suffix). The
-    source is never modified. A ``dst`` whose suffix names another format raises :class:`ValueError`
-    before anything is written.
+    source is never modified. A ``dst`` whose suffix names another format raises
+    :class:`~recordkit.errors.UnsupportedOperationError` (a :class:`ValueError`) before anything is
+    written. A format recordkit reads but does not write (ArrayRecord) is salvaged into the format
+    ``dst``'s suffix names (the records are copied as they are); a ``dst`` naming none is refused.
 
     Parameters
     ----------
@@ -430,7 +445,7 @@ def salvage(
     from recordkit.io import open as open_records
 
     with scan(src, format=format, compression=compression, warn=warn) as records:
-        _check_destination_name(os.fspath(dst), records.report.format)
-        with open_records(dst, "w", format=records.report.format) as writer:
+        written = _destination_format(os.fspath(dst), records.report.format)
+        with open_records(dst, "w", format=written) as writer:
             writer.write_many(records)
         return records.report

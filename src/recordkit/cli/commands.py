@@ -110,7 +110,8 @@ def _file_info(args: argparse.Namespace, path: InputPath) -> dict[str, Any]:
         info: dict[str, Any] = {
             "path": path,
             "format": reader.format,
-            "compression": reader.compression or "none",
+            # The whole file's compression, or its chunks' (ArrayRecord compresses chunk by chunk).
+            "compression": reader.compression or reader.chunk_compression or "none",
             "records": len(sizes),
             "file_size": os.path.getsize(path),
             "payload_bytes": sum(sizes),
@@ -566,11 +567,20 @@ class _Parser(argparse.ArgumentParser):
             self._parsing = False
 
 
+def _description() -> str:
+    """What the command does, with the formats from the registry (those only read said so)."""
+    formats = [
+        name if rk.get_format(name).capabilities.writable else f"{name} (read only)"
+        for name in rk.available_formats()
+    ]
+    return f"Inspect, check, convert and index record files: {', '.join(formats)}."
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the ``recordkit`` command."""
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Inspect, check, convert and index TFRecord, OFRecord and FFRecord files.",
+        description=_description(),
         epilog="Exit status: 0 ok, 1 corrupt data found, 2 usage error or other failure, "
         "130 interrupted, 141 output pipe closed.",
     )

@@ -61,6 +61,13 @@ def _outputs(args: argparse.Namespace, source_format: str) -> tuple[str, list[st
         if found is None:
             raise CliError(f"cannot tell the output format from {args.dst!r}: pass --to FORMAT")
         fmt = found[0]
+    if not fmt.capabilities.writable:
+        writable = ", ".join(rk.available_formats(writable=True))
+        named = f"--to {args.to}" if args.to else args.dst
+        raise CliError(
+            f"{named}: recordkit reads {fmt.name} files but does not write them; convert to a format it "
+            f"writes ({writable}): pass --to FORMAT, or name DST with its suffix (out.tfrecord)"
+        )
     if not directory:
         return fmt.name, [args.dst]
     pattern, given = args.pattern, "--pattern"

@@ -150,17 +150,27 @@ def get_format(name: str) -> RecordFormat:
     if found is None and _load_plugins():
         found = _REGISTRY.get(str(name).lower())
     if found is None:
+        names = available_formats()
+        # The spelling of a file suffix or a package (array_record, tf-record) names a format too.
+        squeezed = re.sub(r"[-_ .]", "", str(name).lower())
+        close = [known for known in names if known == squeezed]
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise UnknownFormatError(
-            f"unknown record format {name!r}; available formats: {', '.join(available_formats())}",
+            f"unknown record format {name!r}{hint}; available formats: {', '.join(names)}",
             name=str(name),
         )
     return found
 
 
-def available_formats() -> list[str]:
-    """Return the names of the registered formats (the entry points' loaded first), sorted."""
+def available_formats(*, writable: bool = False) -> list[str]:
+    """Return the names of the registered formats (the entry points' loaded first), sorted.
+
+    With ``writable=True``, only those recordkit writes (not ArrayRecord, which it only reads).
+    """
     _load_plugins()
-    return sorted(_REGISTRY)
+    return sorted(
+        name for name, fmt in _REGISTRY.items() if fmt.capabilities.writable or not writable
+    )
 
 
 def checksum_backends() -> dict[str, str]:

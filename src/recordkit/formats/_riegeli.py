@@ -397,6 +397,29 @@ class ChunkReader:
             return failure
         return owners[found[0]], found[1]
 
+    def compression(self, begin: int, index: int | None = None) -> str | None:
+        """Return the compression of the chunk at ``begin`` (:data:`NAMES`' spelling, ``"none"``).
+
+        Only the chunk header (its hash verified with ``check_hashes``) and the first byte of the data
+        are read. ``None`` for a chunk that holds no compressed records (signature, metadata, padding),
+        ``"unknown 0x.."`` for a byte Riegeli does not define.
+
+        Raises
+        ------
+        ChecksumError
+            The chunk header, or a block header before its first data byte, is damaged.
+        TruncatedRecordError
+            The file ends before that byte.
+        """
+        header, pos = self._gather(begin, CHUNK_HEADER, index)
+        if self.check_hashes:
+            self._raise_first([_header_check(index, "chunk", begin, header)])
+        data_size, type_and_count = _HEADER.unpack(header)[1::2]
+        if type_and_count & 0xFF not in (SIMPLE, TRANSPOSED) or not data_size:
+            return None
+        kind = self._gather(pos, 1, index)[0][0]
+        return NAMES.get(kind, f"unknown {kind:#04x}")
+
     def parts(self, chunk: Chunk, index: int | None = None) -> tuple[list[int], bytes]:
         """Return the record bounds and bytes of the simple chunk ``chunk`` (see :func:`simple_parts`).
 

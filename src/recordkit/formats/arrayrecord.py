@@ -264,6 +264,23 @@ class ArrayRecordFrameReader(FrameReader):
             )
         return chunk
 
+    @property
+    def chunk_compression(self) -> str:
+        """The compression of the file's record chunks: ``""`` (none), ``"zstd"``, ``"brotli"`` or ``"snappy"``.
+
+        Read from the first and the last data chunk (their headers and first data bytes; array_record
+        writes every chunk of a file with the same options): ``"mixed"`` when they differ, ``""`` for a
+        file without records.
+        """
+        count = len(self.offsets) - 1
+        found = {
+            self.chunks.compression(self.offsets[number], self.starts[number])
+            for number in sorted({0, count - 1})
+            if count
+        }
+        names = {"" if name in (None, "none") else name for name in found}
+        return "mixed" if len(names) > 1 else next(iter(names), "")
+
     def __len__(self) -> int:
         """Return the number of records (from the footer: no chunk is read)."""
         return self.starts[-1]
@@ -396,7 +413,7 @@ class ArrayRecordFormat(RecordFormat):
     name: ClassVar[str] = "arrayrecord"
     extensions: ClassVar[tuple[str, ...]] = (".array_record", ".arrayrecord")
     capabilities: ClassVar[Capabilities] = Capabilities(
-        random_access=True, checksums=True, empty_records=True, self_indexed=True
+        random_access=True, checksums=True, empty_records=True, self_indexed=True, writable=False
     )
     sniff_priority: ClassVar[int] = 30
     index_place: ClassVar[str] = "footer"
@@ -412,6 +429,16 @@ class ArrayRecordFormat(RecordFormat):
             yield
         finally:
             self.check_data = before
+
+    def salvage(self, buffer: Any, size: int, skip: Any) -> Iterator[bytes]:
+        """Return the records of the intact chunks of a damaged file; a damaged chunk loses its records.
+
+        The chunks are found through the footer or, when it is damaged or cut off, by walking them from
+        the start (see :mod:`recordkit.formats._arrayrecord_salvage`).
+        """
+        from recordkit.formats._arrayrecord_salvage import salvage
+
+        return salvage(buffer, size, skip)
 
     def sniff(self, head: bytes, size: int | None) -> bool | int:
         """Recognise the fixed first 64 bytes of a Riegeli/records file."""
@@ -452,5 +479,6 @@ class ArrayRecordFormat(RecordFormat):
         """
         raise UnsupportedOperationError(
             "recordkit reads ArrayRecord files but does not write them: write TFRecord or FFRecord "
-            "(recordkit convert --format tfrecord), or use array_record's ArrayRecordWriter"
+            "(a .tfrecord or .ffr file; recordkit convert SRC DST --to tfrecord), or use array_record's "
+            "ArrayRecordWriter"
         )

@@ -137,6 +137,8 @@ class Capabilities:
         sidecar index file (``recordkit index`` writes one, as does a shard writer).
     self_indexed
         The file holds its own index (the record count and offsets in a header): ``len()`` reads no record.
+    writable
+        recordkit writes the format (``False``: it only reads it, and :meth:`RecordFormat.writer` refuses).
     """
 
     random_access: bool = False
@@ -145,6 +147,7 @@ class Capabilities:
     empty_records: bool = False
     sidecar_index: bool = False
     self_indexed: bool = False
+    writable: bool = True
 
 
 def read_full(read: Any, n: int) -> bytes:
@@ -442,6 +445,13 @@ class FrameReader(ABC):
     def random_access(self) -> bool:
         """Whether ``len()``, :meth:`read_at` and :meth:`read_many` work."""
         return self.source.random_access
+
+    @property
+    def chunk_compression(self) -> str:
+        """The compression of the records inside the file's chunks, for a format that compresses its
+        chunks one by one (ArrayRecord): ``""`` for none, a codec name, or ``"mixed"``. Whole-file
+        compression (a ``.gz`` TFRecord) is not this; here: ``""``."""
+        return ""
 
     @abstractmethod
     def __iter__(self) -> Iterator[bytes]:

@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-__all__ = ["MappedFile", "ViewLedger"]
+__all__ = ["MappedFile", "ViewLedger", "as_view"]
 
 
 class ViewLedger:
@@ -32,16 +32,25 @@ class ViewLedger:
         self._limit = self._FLOOR
 
     def add(self, view: Any) -> Any:
-        """Record ``view`` and return it."""
+        """Record ``view`` and return it (a ``bytes`` record as a ``memoryview`` of it, see below)."""
         refs = self._refs
-        refs.append(weakref.ref(view))
+        try:
+            refs.append(weakref.ref(view))
+        except TypeError:  # bytes: a record the format had to assemble (see as_view)
+            view = as_view(view)
+            refs.append(weakref.ref(view))
         if len(refs) > self._limit:
             self._prune()
         return view
 
     def add_all(self, views: list[Any]) -> list[Any]:
-        """Record every view of ``views`` and return the list."""
-        self._refs.extend(map(weakref.ref, views))
+        """Record every view of ``views`` and return the list (``bytes`` in it replaced by views of them)."""
+        try:
+            refs = list(map(weakref.ref, views))
+        except TypeError:  # bytes among them: see as_view
+            views[:] = map(as_view, views)
+            refs = list(map(weakref.ref, views))
+        self._refs.extend(refs)
         if len(self._refs) > self._limit:
             self._prune()
         return views
@@ -68,6 +77,17 @@ class ViewLedger:
             if view is not None:
                 with contextlib.suppress(BufferError):
                     view.release()
+
+
+def as_view(record: Any) -> memoryview:
+    """Return ``record`` as a read-only ``memoryview`` (itself if it is one).
+
+    A zero-copy reader hands out ``memoryview`` slices of the map. A record that is not one contiguous
+    range of the file (an ArrayRecord record that a Riegeli block header, one every 64 KiB, splits in two)
+    reaches it as ``bytes`` assembled by the format; it is handed out as a view of those bytes, so that every
+    record of a zero-copy reader has the same type and the same lifetime (released at ``close()``).
+    """
+    return record if isinstance(record, memoryview) else memoryview(record).toreadonly()
 
 
 class MappedFile:

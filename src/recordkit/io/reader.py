@@ -84,6 +84,12 @@ def _open_part(
             compression=comp,
             offsets=offsets,
         )
+        inner = frames.chunk_compression if spec.zero_copy else ""
+        if inner:
+            raise UnsupportedOperationError(
+                f"zero_copy=True needs an uncompressed file; the record chunks of {path} are "
+                f"{inner}-compressed (its records exist only once inflated)"
+            )
     except BaseException:
         opened.close()
         raise
@@ -398,6 +404,15 @@ class RecordReader(_RecordFile):
     def supports_random_access(self) -> bool:
         """Whether ``len()``, indexing, slicing and :meth:`read` work."""
         return self._sequential is None
+
+    @property
+    def chunk_compression(self) -> str:
+        """The compression of the records inside the files' chunks: ``""`` (none), or the codec of a format
+        that compresses each chunk of records apart (ArrayRecord's ``"zstd"``, ``"brotli"``, ``"snappy"``);
+        ``"mixed"`` when the files, or the chunks of one, differ. Not :attr:`compression`, the whole-file
+        compression: a file with compressed chunks still has random access."""
+        found = {frames.chunk_compression for frames in self._frames}
+        return "mixed" if len(found) > 1 else next(iter(found), "")
 
     # lifecycle
 

@@ -1,0 +1,133 @@
+"""The ``recordkit`` command on ArrayRecord files, a format it reads but does not write."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _cli import run_cli
+
+import recordkit as rk
+from recordkit.errors import UnsupportedOperationError
+from recordkit.formats import get_format
+
+RECORDS = [b"record %d " % i * (i % 50) for i in range(120)]
+
+
+def _write(path, options, records=RECORDS):
+    array_record = pytest.importorskip("array_record.python.array_record_module")
+    pytest.importorskip("cramjam")
+    writer = array_record.ArrayRecordWriter(str(path), options)
+    for record in records:
+        writer.write(record)
+    writer.close()
+    return path
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ("", "zstd"),
+        ("group_size:1", "zstd"),
+        ("brotli,group_size:4", "brotli"),
+        ("snappy", "snappy"),
+        ("zstd:9,group_size:100", "zstd"),
+        ("uncompressed", "none"),
+    ],
+)
+def test_info_reports_the_chunk_compression(capsys, tmp_path, options, expected):
+    path = _write(tmp_path / "data.array_record", options)
+    result = run_cli(capsys, "info", path)
+    assert result.code == 0
+    assert f"  compression  {expected}\n" in result.out
+    result = run_cli(capsys, "info", "--json", path)
+    assert json.loads(result.out)["compression"] == expected
+    with rk.open(path) as reader:
+        assert reader.compression == ""  # not whole-file compression: random access stays
+        assert reader.chunk_compression == ("" if expected == "none" else expected)
+        assert reader[len(RECORDS) - 1] == RECORDS[-1]
+
+
+@pytest.mark.interop
+def test_chunk_compression_of_files_that_differ_is_mixed(tmp_path):
+    first = _write(tmp_path / "a.array_record", "zstd")
+    second = _write(tmp_path / "b.array_record", "snappy")
+    with rk.open([first, second]) as reader:
+        assert reader.chunk_compression == "mixed"
+    with rk.open([first, first]) as reader:
+        assert reader.chunk_compression == "zstd"
+    assert rk.open(_write(tmp_path / "empty.array_record", "", [])).chunk_compression == ""
+
+
+@pytest.mark.interop
+def test_convert_to_arrayrecord_names_the_output_option(capsys, tmp_path):
+    source = _write(tmp_path / "data.array_record", "group_size:1")
+    (tmp_path / "out").mkdir()
+    for args in (
+        [tmp_path / "out" / "x.array_record"],
+        [f"{tmp_path}/shards/"],
+        [tmp_path / "x.tfrecord", "--to", "arrayrecord"],
+    ):
+        result = run_cli(capsys, "convert", source, *args)
+        assert result.code == 2
+        assert "--to FORMAT" in result.err
+        assert "--format" not in result.err
+        assert "does not write" in result.err
+        assert "tfrecord" in result.err
+    assert list((tmp_path / "out").iterdir()) == []
+    result = run_cli(capsys, "convert", source, f"{tmp_path}/shards/", "--to", "tfrecord")
+    assert result.code == 0
+    assert list(rk.open(tmp_path / "shards")) == RECORDS
+
+
+def test_the_writer_refusal_names_the_output_option(tmp_path):
+    with pytest.raises(UnsupportedOperationError) as caught:
+        rk.open(tmp_path / "x.array_record", "w")
+    assert "--format" not in str(caught.value)
+    assert "--to tfrecord" in str(caught.value)
+    assert not (tmp_path / "x.array_record").exists()
+
+
+@pytest.mark.interop
+def test_verify_salvages_into_the_format_the_name_says(capsys, tmp_path):
+    source = _write(tmp_path / "bad.array_record", "group_size:10")
+    with rk.open(source) as reader:
+        frames = reader._frames[0]
+        offsets, starts = list(frames.offsets), list(frames.starts)
+    data = bytearray(source.read_bytes())
+    data[offsets[2] + 50] ^= 1  # chunk 2's data: records 20 to 29
+    source.write_bytes(bytes(data))
+    (tmp_path / "out").mkdir()
+    result = run_cli(capsys, "verify", source, "--salvage", tmp_path / "out" / "rescued.tfrecord")
+    assert result.code == 1
+    assert "recovered 110 records" in result.out
+    expected = RECORDS[: starts[2]] + RECORDS[starts[3] :]
+    assert list(rk.open(tmp_path / "out" / "rescued.tfrecord")) == expected
+    result = run_cli(
+        capsys, "verify", source, "--salvage", tmp_path / "out" / "rescued.array_record"
+    )
+    assert result.code == 2
+    assert "[UnsupportedOperationError]" in result.err
+    assert ".tfrecord (tfrecord)" in result.err
+    assert not (tmp_path / "out" / "rescued.array_record").exists()
+
+
+def test_help_names_every_registered_format(capsys):
+    result = run_cli(capsys, "--help")
+    assert result.code == 0
+    text = " ".join(result.out.split())
+    assert "arrayrecord (read only), ffrecord, ofrecord, tfrecord" in text
+
+
+def test_format_spelled_as_the_suffix_suggests_the_name(capsys, tmp_path):
+    path = tmp_path / "x.array_record"
+    path.write_bytes(b"")
+    result = run_cli(capsys, "count", "--format", "array_record", path)
+    assert result.code == 2
+    assert "did you mean 'arrayrecord'?" in result.err
+    with pytest.raises(rk.UnknownFormatError, match="did you mean 'tfrecord'"):
+        get_format("TF-Record")
+    with pytest.raises(rk.UnknownFormatError) as caught:
+        get_format("parquet")
+    assert "did you mean" not in str(caught.value)
