@@ -6,6 +6,7 @@ cannot be installed (Windows, Apple Silicon).
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 from pathlib import Path
@@ -456,3 +457,43 @@ def test_cli_verify_checks_data_hashes_and_info_names_the_footer(tmp_path, capsy
     assert "data hash" in result.out
     assert "record 8" in result.out
     assert not get_format("arrayrecord").check_data  # verify leaves the format as it found it
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("options", ["group_size:100", "uncompressed,group_size:30"])
+def test_random_reads_across_chunks_and_the_cache_bound(tmp_path, options):
+    """``r[i]`` and ``read()`` slice records out of cached chunks, and the cache keeps to its byte budget."""
+    records = [random.Random(i).randbytes(i % 97) for i in range(1000)]
+    path = _write(tmp_path / "data.array_record", records, options)
+    oracle = array_record.ArrayRecordReader(path)
+    frame = ArrayRecordFrameReader(Source(path=path, buffer=Path(path).read_bytes()))
+    count = len(frame.offsets) - 1
+    sizes = [sum(map(len, records[a:b])) for a, b in itertools.pairwise(frame.starts)]
+    frame.cache_bytes = 2 * max(sizes) + 1000  # room for about two chunks of these
+    read = []
+    real_chunk = frame.chunks.chunk
+
+    def counted_chunk(offset, index=None):
+        read.append(offset)
+        return real_chunk(offset, index)
+
+    frame.chunks.chunk = counted_chunk
+    rng = random.Random(3)
+    indices = [rng.randrange(len(records)) for _ in range(300)] + [0, 999, 0]
+    for i in indices:
+        assert frame.read_at(i) == oracle.read([i])[0]
+        numbers, used = frame.cached_chunks
+        assert 1 <= len(numbers) <= count // 2  # chunks were dropped
+        assert used <= frame.cache_bytes
+        assert numbers[-1] == frame._locate(i)  # the chunk read last is the most recently used
+    assert frame.read_many(indices) == list(oracle.read(indices))
+    assert frame.cached_chunks[1] <= frame.cache_bytes
+    frame.cache_bytes = 1 << 30  # every chunk fits: each is decoded once more at most
+    read.clear()
+    for i in indices:
+        assert frame.read_at(i) == records[i]
+    assert len(read) == len(set(read)) <= count
+    assert sorted(frame.cached_chunks[0]) == list(range(count))
+    frame.cache_bytes = 0  # the chunk read last is kept even over the budget
+    assert frame.read_at(500) == records[500]
+    assert frame.cached_chunks[0] == [frame._locate(500)]

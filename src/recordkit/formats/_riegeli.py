@@ -152,8 +152,13 @@ def varints(buf: bytes) -> tuple[Any, Any]:
     return values, starts
 
 
-def simple_parts(data: bytes, num_records: int, decoded_size: int) -> tuple[list[int], bytes]:
+def simple_parts(
+    data: bytes, num_records: int, decoded_size: int, *, array: bool = False
+) -> tuple[Any, bytes]:
     """Return where each record of a simple chunk's data starts (and the end), and the records' bytes.
+
+    The bounds are a list of ints; with ``array`` they are, for a chunk of 64 records or more, a numpy
+    ``int64`` array instead (no Python int per record: for reading a few records out of a large chunk).
 
     Raises
     ------
@@ -180,8 +185,12 @@ def simple_parts(data: bytes, num_records: int, decoded_size: int) -> tuple[list
         import numpy as np
 
         lengths = varints(sizes)[0]
-        bounds = [0]
-        if len(lengths) == num_records:
+        bounds: Any = [0]
+        if len(lengths) == num_records and array:
+            if lengths.max(initial=0) <= decoded_size:  # then the sum cannot wrap around
+                bounds = np.zeros(num_records + 1, np.int64)
+                np.cumsum(lengths.astype(np.int64), out=bounds[1:])
+        elif len(lengths) == num_records:
             bounds += np.cumsum(lengths, dtype=np.uint64).tolist()
         at = len(sizes)
     else:
@@ -420,7 +429,9 @@ class ChunkReader:
         kind = self._gather(pos, 1, index)[0][0]
         return NAMES.get(kind, f"unknown {kind:#04x}")
 
-    def parts(self, chunk: Chunk, index: int | None = None) -> tuple[list[int], bytes]:
+    def parts(
+        self, chunk: Chunk, index: int | None = None, *, array: bool = False
+    ) -> tuple[Any, bytes]:
         """Return the record bounds and bytes of the simple chunk ``chunk`` (see :func:`simple_parts`).
 
         Raises
@@ -429,7 +440,7 @@ class ChunkReader:
             The chunk's data does not decode.
         """
         try:
-            return simple_parts(chunk.data, chunk.num_records, chunk.decoded_size)
+            return simple_parts(chunk.data, chunk.num_records, chunk.decoded_size, array=array)
         except Malformed as exc:
             raise CorruptRecordError(
                 f"a Riegeli simple chunk does not decode: {exc}",

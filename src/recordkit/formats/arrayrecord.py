@@ -12,7 +12,11 @@ the user's records in chunks of ``group_size`` records each, then a *footer* chu
   of records).
 
 Opening a file reads the postscript and the footer; record ``i`` is then read by decoding only the chunk
-that holds it. Iteration reads the chunks in order, about :data:`~recordkit.formats.base.WINDOW` bytes at a
+that holds it: its data is decompressed, its hashes checked and its record sizes summed (with numpy) once,
+and only the records asked for are sliced out of it. A reader keeps the chunks it decoded last, up to
+:attr:`ArrayRecordFrameReader.cache_bytes` (:data:`CACHE_BYTES`, 64 MiB) of decompressed data and sizes in
+all, and always the last one, so random reads over a few large chunks decode each chunk once.
+Iteration reads the chunks in order, about :data:`~recordkit.formats.base.WINDOW` bytes at a
 time.
 
 What is checked (``check_crc=True``, the default): the file signature; the HighwayHash of every chunk
@@ -32,8 +36,10 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
 import threading
 from array import array
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import IO, Any, ClassVar
 
@@ -140,6 +146,13 @@ def _entries(values: bytes, bounds: list[int]) -> tuple[Any, Any]:
     return found[0], found[1]
 
 
+CACHE_BYTES = 64 << 20
+"""The default :attr:`ArrayRecordFrameReader.cache_bytes`: 64 MiB of decoded chunks per reader."""
+
+_ENTRY_COST = 256
+"""Bytes counted for each cached chunk besides its data and record bounds (the cache's own bookkeeping)."""
+
+
 class ArrayRecordFrameReader(FrameReader):
     """Reads an ArrayRecord file: the postscript and footer on construction, chunks on demand.
 
@@ -154,6 +167,12 @@ class ArrayRecordFrameReader(FrameReader):
     check_data
         Also verify the hash of each chunk's data (about 4 MB/s for a large chunk).
     """
+
+    cache_bytes: int = CACHE_BYTES
+    """How many bytes of decoded chunks (decompressed data, 8 bytes of bounds per record, and
+    :data:`_ENTRY_COST` per chunk) single and batched reads keep, least recently used dropped first; the
+    chunk read last is kept even when it alone is larger. Set on the class or on a reader (a lower budget
+    takes effect at the next read)."""
 
     def __init__(
         self,
@@ -174,7 +193,8 @@ class ArrayRecordFrameReader(FrameReader):
         """The offset of every data chunk, then the footer's."""
         self.starts = array("q", [0])
         """The number of the first record of every data chunk, then the number of records."""
-        self._cached: tuple[int, list[bytes]] | None = None
+        self._cache: OrderedDict[int, tuple[Any, bytes, int]] = OrderedDict()
+        self._cache_used = 0
         self._lock = threading.Lock()
         self._load()
 
@@ -285,32 +305,78 @@ class ArrayRecordFrameReader(FrameReader):
         """Return the number of records (from the footer: no chunk is read)."""
         return self.starts[-1]
 
-    def _decode(self, chunk: Chunk, number: int) -> list[bytes]:
-        """The records of data chunk ``number``, checked against the footer."""
+    def _check_count(self, chunk: Chunk, number: int, found: int) -> None:
+        """Raise unless data chunk ``number`` holds as many records as the footer says."""
         first = self.starts[number]
         count = self.starts[number + 1] - first
-        if chunk.chunk_type == SIMPLE and chunk.num_records != count:
+        if found != count:
             raise self._header_error(
-                f"the chunk holds {chunk.num_records} records but the footer says {count}",
-                chunk.begin,
-                first,
+                f"the chunk holds {found} records but the footer says {count}", chunk.begin, first
             )
-        records = self.chunks.records(chunk, first)
-        if len(records) != count:
-            raise self._header_error(
-                f"the chunk holds {len(records)} records but the footer says {count}",
-                chunk.begin,
-                first,
-            )
+
+    def _decode(self, chunk: Chunk, number: int) -> list[bytes]:
+        """The records of data chunk ``number``, checked against the footer."""
+        if chunk.chunk_type == SIMPLE:
+            self._check_count(chunk, number, chunk.num_records)
+        records = self.chunks.records(chunk, self.starts[number])
+        self._check_count(chunk, number, len(records))
         return records
 
-    def _chunk_records(self, number: int) -> list[bytes]:
-        cached = self._cached
-        if cached is not None and cached[0] == number:
-            return cached[1]
-        records = self._decode(self.chunks.chunk(self.offsets[number], self.starts[number]), number)
-        self._cached = (number, records)
-        return records
+    def _parts(self, chunk: Chunk, number: int) -> tuple[Any, bytes]:
+        """The record bounds (a numpy array for a large chunk) and bytes of data chunk ``number``."""
+        first = self.starts[number]
+        if chunk.chunk_type == SIMPLE:
+            self._check_count(chunk, number, chunk.num_records)
+            bounds, values = self.chunks.parts(chunk, first, array=True)
+        else:  # refused or without records: records() says which
+            records = self.chunks.records(chunk, first)
+            bounds, values = (
+                list(itertools.accumulate(map(len, records), initial=0)),
+                b"".join(records),
+            )
+        self._check_count(chunk, number, len(bounds) - 1)
+        return bounds, values
+
+    def _remember(self, number: int, bounds: Any, values: bytes) -> None:
+        """Cache decoded chunk ``number``, dropping the least recently used beyond :attr:`cache_bytes`."""
+        cost = len(values) + (8 if isinstance(bounds, list) else bounds.itemsize) * len(bounds)
+        cost += _ENTRY_COST
+        with self._lock:
+            cache = self._cache
+            if number in cache:
+                return
+            cache[number] = (bounds, values, cost)
+            self._cache_used += cost
+            self._trim()
+
+    def _trim(self) -> None:
+        """Drop the least recently used chunks beyond :attr:`cache_bytes` (the lock held)."""
+        cache = self._cache
+        while self._cache_used > self.cache_bytes and len(cache) > 1:
+            self._cache_used -= cache.popitem(last=False)[1][2]
+
+    def _cached(self, number: int) -> tuple[Any, bytes] | None:
+        with self._lock:
+            entry = self._cache.get(number)
+            if entry is None:
+                return None
+            self._cache.move_to_end(number)
+            self._trim()
+            return entry[0], entry[1]
+
+    @property
+    def cached_chunks(self) -> tuple[list[int], int]:
+        """The numbers of the data chunks cached (least recently used first) and the bytes they count."""
+        with self._lock:
+            return list(self._cache), self._cache_used
+
+    def _chunk_parts(self, number: int) -> tuple[Any, bytes]:
+        found = self._cached(number)
+        if found is None:
+            chunk = self.chunks.chunk(self.offsets[number], self.starts[number])
+            found = self._parts(chunk, number)
+            self._remember(number, *found)
+        return found
 
     def _locate(self, index: int) -> int:
         """The data chunk holding record ``index``."""
@@ -319,33 +385,40 @@ class ArrayRecordFrameReader(FrameReader):
         return bisect.bisect_right(self.starts, index) - 1
 
     def read_at(self, index: int) -> bytes:
-        """Return record ``index``, decoding only the chunk that holds it."""
+        """Return record ``index``, decoding only the chunk that holds it (unless it is cached)."""
         number = self._locate(index)
-        return self._chunk_records(number)[index - self.starts[number]]
+        bounds, values = self._chunk_parts(number)
+        k = index - self.starts[number]
+        return values[bounds[k] : bounds[k + 1]]
 
     def read_many(self, indices: Sequence[int]) -> list[bytes]:
         """Return the records at ``indices`` in the order asked, decoding each chunk needed once.
 
-        The chunks needed are read in file order and their hashes verified together.
+        Cached chunks are used as they are; the others are read in file order, their hashes verified
+        together, and cached.
         """
         locate, starts = self._locate, self.starts
         wanted = sorted({locate(i) for i in indices})
-        decoded: dict[int, list[bytes]] = {}
-        cached = self._cached
-        if cached is not None and cached[0] in wanted:
-            decoded[cached[0]] = cached[1]
+        decoded: dict[int, tuple[Any, bytes]] = {}
+        for number in wanted:
+            found = self._cached(number)
+            if found is not None:
+                decoded[number] = found
         todo = [number for number in wanted if number not in decoded]
         chunks, failure = self.chunks.chunks(
             [self.offsets[number] for number in todo], [starts[number] for number in todo]
         )
         for number, chunk in zip(todo, chunks, strict=False):
-            decoded[number] = self._decode(chunk, number)
+            decoded[number] = self._parts(chunk, number)
+            self._remember(number, *decoded[number])
         if failure is not None:
             raise failure
         out = []
         for i in indices:
             number = bisect.bisect_right(starts, i) - 1
-            out.append(decoded[number][i - starts[number]])
+            bounds, values = decoded[number]
+            k = i - starts[number]
+            out.append(values[bounds[k] : bounds[k + 1]])
         return out
 
     def iter_from(self, index: int) -> Iterator[bytes]:
