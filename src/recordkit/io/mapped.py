@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import IO, Any
 
-__all__ = ["MappedFile", "ViewLedger", "as_view"]
+__all__ = ["MappedFile", "ViewLedger"]
 
 
 class ViewLedger:
@@ -36,8 +36,8 @@ class ViewLedger:
         refs = self._refs
         try:
             refs.append(weakref.ref(view))
-        except TypeError:  # bytes: a record the format had to assemble (see as_view)
-            view = as_view(view)
+        except TypeError:  # bytes: a record the format had to assemble (see _as_view)
+            view = _as_view(view)
             refs.append(weakref.ref(view))
         if len(refs) > self._limit:
             self._prune()
@@ -47,8 +47,8 @@ class ViewLedger:
         """Record every view of ``views`` and return the list (``bytes`` in it replaced by views of them)."""
         try:
             refs = list(map(weakref.ref, views))
-        except TypeError:  # bytes among them: see as_view
-            views[:] = map(as_view, views)
+        except TypeError:  # bytes among them: see _as_view
+            views[:] = map(_as_view, views)
             refs = list(map(weakref.ref, views))
         self._refs.extend(refs)
         if len(self._refs) > self._limit:
@@ -79,7 +79,7 @@ class ViewLedger:
                     view.release()
 
 
-def as_view(record: Any) -> memoryview:
+def _as_view(record: Any) -> memoryview:
     """Return ``record`` as a read-only ``memoryview`` (itself if it is one).
 
     A zero-copy reader hands out ``memoryview`` slices of the map. A record that is not one contiguous
