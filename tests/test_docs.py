@@ -447,11 +447,13 @@ class DocPage:
 
 
 def _check_tensorboard(outputs: list[str], folder: Path) -> None:
-    words = outputs[0].split()
+    lines = [line.split() for line in outputs[0].splitlines()]
     # The first block's wide table: run "train"'s own values (2 / (step + 1)), not averaged with "eval".
-    assert words[:8] == ["tag", "loss", "step", "3", "0.5", "4", "0.4", "run"]
+    assert lines[:4] == [["tag", "loss"], ["step"], ["3", "0.5"], ["4", "0.4"]]
+    # A list of runs and a glob: the runs by the names the log directory gives them.
+    assert lines[4] == ["['eval',", "'train']", "['eval',", "'train']"]
     # The follow block: the latest loss of each run.
-    assert words[7:] == ["run", "step", "value", "eval", "4", "0.2", "train", "4", "0.4"]
+    assert lines[5:] == [["run", "step", "value"], ["eval", "4", "0.2"], ["train", "4", "0.4"]]
 
 
 def _check_dask(outputs: list[str], folder: Path) -> None:
@@ -535,7 +537,9 @@ DOC_PAGES = {
     ),
     "docs/tables.md": DocPage(needs={0: ("pyarrow", "pandas"), 1: ("pyarrow", "pandas")}),
     "docs/tensorboard.md": DocPage(
-        files=_tensorboard_files, needs={0: ("pandas",), 1: ("pandas",)}, check=_check_tensorboard
+        files=_tensorboard_files,
+        needs={0: ("pandas",), 1: ("pandas",), 2: ("pandas",)},
+        check=_check_tensorboard,
     ),
 }
 

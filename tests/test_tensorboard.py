@@ -530,3 +530,80 @@ def test_event_protos_load_beside_tensorboards(first):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
+
+
+def _log_tree(root):
+    """logs/ with runs a, a/sub and b, and an event file in logs itself; each value's tag names its run."""
+    for run in (".", "a", "a/sub", "b"):
+        directory = root / "logs" / run
+        directory.mkdir(parents=True, exist_ok=True)
+        write_events(directory / "events.out.tfevents.1.x", [_scalar(run, 1, 0.5)])
+    return root / "logs"
+
+
+def test_lists_and_globs_name_runs_relative_to_their_common_parent(tmp_path, monkeypatch):
+    logs = _log_tree(tmp_path)
+    everything = rk.tensorboard.scalars(logs)
+    assert list(everything.run) == list(everything.tag) == [".", "a", "a/sub", "b"]
+    runs = ["a", "a/sub", "b"]
+    for sources in (
+        [logs / "a", logs / "b"],
+        (str(logs / "b"), str(logs / "a")),  # the order given does not matter: runs by name
+        str(logs / "[ab]"),
+        [str(logs / "a*"), logs / "b"],
+        iter([logs / "a", logs / "b"]),
+    ):
+        frame = rk.tensorboard.scalars(sources)
+        assert list(frame.run) == list(frame.tag) == runs, sources
+    # The runs of a glob keep the names the log directory gives them, however many it matches.
+    frame = rk.tensorboard.scalars(str(logs / "*"))
+    assert list(frame.run) == list(frame.tag) == [".", "a", "a/sub", "b"]
+    assert list(rk.tensorboard.scalars(str(logs / "b*")).run) == ["b"]
+    # One directory is a log directory (runs relative to it), in a list too; a file is run "."
+    assert list(rk.tensorboard.scalars([logs / "a"]).run) == [".", "sub"]
+    assert list(rk.tensorboard.scalars(logs / "a").run) == [".", "sub"]
+    assert list(rk.tensorboard.scalars(str(logs / "b" / "events*")).run) == ["."]
+    # A file reached twice is read once, under the name the common parent gives it.
+    frame = rk.tensorboard.scalars([logs, logs / "a", logs / "a" / "events.out.tfevents.1.x"])
+    assert list(frame.run) == [".", "a", "a/sub", "b"]
+    # Relative paths and patterns.
+    monkeypatch.chdir(logs)
+    assert list(rk.tensorboard.scalars("*").run) == [".", "a", "a/sub", "b"]
+    assert list(rk.tensorboard.scalars(["a", "b"]).run) == runs
+    assert list(rk.tensorboard.histograms(["a", "b"]).columns)[:2] == ["run", "tag"]
+    assert list(rk.tensorboard.hparams("*").columns) == ["run", "name", "value", "wall_time"]
+    with pytest.raises(FileNotFoundError, match="matches this pattern") as info:
+        rk.tensorboard.scalars(["a", "c*"])
+    assert info.value.filename == "c*"
+    with pytest.raises(FileNotFoundError) as info:
+        rk.tensorboard.scalars(["a", "c"])
+    assert info.value.filename == "c"
+
+
+@pytest.mark.parametrize("bad", [3, b"logs", [b"logs"], ["logs", 3], None, {"logs": 1}])
+def test_sources_of_other_types_raise_type_error(bad):
+    for read in (rk.tensorboard.scalars, rk.tensorboard.text, rk.tensorboard.hparams):
+        with pytest.raises(TypeError, match="a log directory, an event file or a glob pattern"):
+            read(bad)
+    with pytest.raises(TypeError, match="or a list of them, not"):
+        rk.tensorboard.follow(bad)
+
+
+def test_an_empty_list_of_sources_raises_value_error():
+    with pytest.raises(ValueError, match="no log directories given"):
+        rk.tensorboard.scalars([])
+
+
+def test_text_tags_select_what_add_text_logged_under_them(run):
+    """PyTorch and tensorboardX log add_text("note", ...) as "note/text_summary": tags=["note"] reads it,
+    and the rows keep the tag as written."""
+    name, directory = run
+    written = "note" if name == "tf" else "note/text_summary"
+    for tags in ("note", ["note"], [written], ["other", "note"]):
+        frame = rk.tensorboard.text(directory, tags=tags)
+        assert list(frame.tag) == [written] * STEPS
+        assert list(frame.value) == [f"step {step}" for step in range(STEPS)]
+    assert len(rk.tensorboard.text(directory, tags=["not"])) == 0
+    assert len(rk.tensorboard.text(directory, tags=["note/text"])) == 0
+    # Only text: the other kinds take tags as written.
+    assert len(rk.tensorboard.tensors(directory, tags=["note"])) == (STEPS if name == "tf" else 0)

@@ -348,3 +348,48 @@ def test_a_partial_last_record_raises_and_says_what_to_do_or_is_left_out(tmp_pat
     path.write_bytes(bytes(bad))
     with pytest.raises(ChecksumError, match="length checksum"):
         rk.tensorboard.scalars(tmp_path, growing=True)
+
+
+def test_follow_a_glob_and_a_list_of_runs(tmp_path):
+    """A pattern is matched at every poll (it may match nothing at first): runs created later are followed,
+    named as the readers name them; a list of run directories is followed as the readers read it."""
+
+    def write(run, step, tag="loss"):
+        event = event_pb2.Event(wall_time=1.0 + step, step=step)
+        event.summary.value.add(tag=tag, simple_value=step / 2)
+        directory = tmp_path / "logs" / run
+        directory.mkdir(parents=True, exist_ok=True)
+        with open(directory / "events.out.tfevents.1.host", "ab") as file:
+            file.write(frame(event.SerializeToString()))
+
+    pattern = str(tmp_path / "logs" / "*")
+    with rk.tensorboard.follow(pattern, poll=0.01) as follower:
+        assert follower.logdir == pattern
+        assert len(follower.poll()) == 0
+        write("a", 1)
+        assert rows(follower.poll()) == [("a", "loss", 1, 2.0, 0.5)]
+        write("b", 2)
+        write("a", 3)
+        assert rows(follower.poll()) == [("a", "loss", 3, 4.0, 1.5), ("b", "loss", 2, 3.0, 1.0)]
+        assert [run for run, _ in follower.files] == ["a", "b"]
+    runs = [tmp_path / "logs" / "a", tmp_path / "logs" / "b"]
+    batches = list(rk.tensorboard.follow(runs, idle_timeout=0))
+    static = rk.tensorboard.scalars(pattern)
+    assert joined(batches, list(static.columns)) == rows(static)
+    assert [row[0] for row in rows(static)] == ["a", "a", "b"]
+    with pytest.raises(FileNotFoundError):
+        rk.tensorboard.follow([runs[0], tmp_path / "logs" / "c"])
+
+
+def test_follow_text_tags_select_what_add_text_logged_under_them(tmp_path):
+    event = event_pb2.Event(wall_time=1.0, step=1)
+    value = event.summary.value.add(tag="note/text_summary")
+    value.metadata.plugin_data.plugin_name = "text"
+    value.tensor.dtype = 7  # DT_STRING
+    value.tensor.string_val.append(b"hello")
+    path = tmp_path / "events.out.tfevents.1.host"
+    path.write_bytes(frame(event.SerializeToString()))
+    batches = list(rk.tensorboard.follow(tmp_path, "text", tags=["note"], idle_timeout=0))
+    assert joined(batches, ["run", "tag", "step", "wall_time", "value"]) == [
+        (".", "note/text_summary", 1, 1.0, "hello")
+    ]

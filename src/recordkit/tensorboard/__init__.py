@@ -2,11 +2,13 @@
 
 Every function takes a log directory (every event file under it; each directory holding event files is a
 run, named by its path relative to the log directory, ``"."`` for the log directory itself, as TensorBoard
-names runs) or one event file (run ``"."``)::
+names runs), one event file (run ``"."``), a glob pattern, or a list of them (runs named relative to the
+common parent of the paths given: ``["logs/a", "logs/b"]`` and ``"logs/*"`` have runs ``"a"`` and ``"b"``)::
 
     import recordkit as rk
 
     df = rk.tensorboard.scalars("logs")                  # run, tag, step, wall_time, value
+    ab = rk.tensorboard.scalars(["logs/a", "logs/b"])    # runs "a" and "b" (and below them)
     loss = rk.tensorboard.scalars("logs", tags=["loss"])  # other tags are never decoded
     for batch in rk.tensorboard.follow("logs", idle_timeout=600):  # rows as a training job logs them
         ...
@@ -27,18 +29,17 @@ from typing import TYPE_CHECKING
 
 from recordkit.tensorboard import _frames, _read
 from recordkit.tensorboard._follow import LogFollower
+from recordkit.tensorboard._read import Sources
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["LogFollower", "follow", "histograms", "hparams", "images", "scalars", "tensors", "text"]
 
-PathLike = str | os.PathLike[str]
-
 
 def _read_all(
     kind: str,
-    logdir_or_file: PathLike,
+    logdir_or_file: Sources,
     tags: str | Iterable[str] | None,
     check_crc: bool,
     growing: bool,
@@ -50,7 +51,7 @@ def _read_all(
 
 
 def scalars(
-    logdir_or_file: PathLike,
+    logdir_or_file: Sources,
     tags: str | Iterable[str] | None = None,
     *,
     check_crc: bool = True,
@@ -61,7 +62,12 @@ def scalars(
     Parameters
     ----------
     logdir_or_file
-        A log directory (every event file below it) or one event file.
+        A log directory (every event file below it; runs named relative to it), one event file (run
+        ``"."``), a glob pattern (the directories and event files it matches), or a list of them. Runs are
+        named by their directory's path relative to the common parent of what is given: a directory, an
+        event file's directory, a pattern's directory before its first wildcard. So
+        ``["logs/a", "logs/b"]`` and ``"logs/*"`` both have the runs ``"a"`` and ``"b"`` (and ``"a/x"``
+        for ``logs/a/x``), the names ``scalars("logs")`` gives them. A file named twice is read once.
     tags
         Only these tags (a name or names); the others are never decoded. ``None``: all.
     check_crc
@@ -83,7 +89,9 @@ def scalars(
     Raises
     ------
     FileNotFoundError
-        ``logdir_or_file`` does not exist.
+        A path does not exist, or a pattern matches no directory or event file.
+    TypeError
+        ``logdir_or_file`` is not a path (``str`` or ``os.PathLike``), a pattern, or a list of them.
     recordkit.errors.CorruptRecordError
         A checksum does not match, or a file ends inside a record (``.path``, ``.index``, ``.offset``;
         :class:`~recordkit.errors.TruncatedRecordError`, unless ``growing``).
@@ -94,7 +102,7 @@ def scalars(
 
 
 def tensors(
-    logdir_or_file: PathLike,
+    logdir_or_file: Sources,
     tags: str | Iterable[str] | None = None,
     *,
     check_crc: bool = True,
@@ -111,7 +119,7 @@ def tensors(
 
 
 def histograms(
-    logdir_or_file: PathLike,
+    logdir_or_file: Sources,
     tags: str | Iterable[str] | None = None,
     *,
     check_crc: bool = True,
@@ -122,8 +130,12 @@ def histograms(
     Columns ``run``, ``tag``, ``step``, ``wall_time``, ``edges`` (float64 array of the k + 1 bucket edges)
     and ``counts`` (float64 array of the k bucket counts), as ``numpy.histogram`` returns them (plot with
     ``matplotlib.pyplot.stairs(counts, edges)``), then ``min``, ``max``, ``num``, ``sum`` and
-    ``sum_squares``. Legacy ``HistogramProto`` summaries (PyTorch, tensorboardX, TF1) have edges
-    ``[min, bucket_limit[0], ..., bucket_limit[k - 2], max]``, as TensorBoard draws them; TF2's tensor
+    ``sum_squares``. The edges never decrease. Legacy ``HistogramProto`` summaries (PyTorch,
+    tensorboardX, TF1) have edges ``[min, bucket_limit[0], ..., bucket_limit[k - 2], max]`` clipped to
+    ``[min, max]``: TensorBoard's edges (the data's min, the inner limits, the data's max) for the
+    buckets from the first non-empty one to the last, and zero-width edges at ``min`` or ``max`` for the
+    empty buckets the writers add outside them (one before the data for PyTorch and tensorboardX, one
+    before and one after for TF1); ``counts`` are the stored buckets, all of them. TF2's tensor
     histograms (``k x 3``: left edge, right edge, count) have their left edge followed by the right edges,
     and NaN for ``sum`` and ``sum_squares``, which they do not record. ``tags``, ``check_crc`` and
     ``growing`` as for :func:`scalars`.
@@ -132,7 +144,7 @@ def histograms(
 
 
 def images(
-    logdir_or_file: PathLike,
+    logdir_or_file: Sources,
     tags: str | Iterable[str] | None = None,
     *,
     color_space: str = "RGB",
@@ -151,7 +163,7 @@ def images(
 
 
 def text(
-    logdir_or_file: PathLike,
+    logdir_or_file: Sources,
     tags: str | Iterable[str] | None = None,
     *,
     check_crc: bool = True,
@@ -161,13 +173,15 @@ def text(
 
     Columns ``run``, ``tag`` (as written: PyTorch and tensorboardX append ``/text_summary`` to the tag they
     are given), ``step``, ``wall_time`` and ``value`` (a ``str``; an object array of ``str`` for a text
-    tensor of several strings). ``tags``, ``check_crc`` and ``growing`` as for :func:`scalars`.
+    tensor of several strings). A tag in ``tags`` selects the text logged under it by PyTorch's and
+    tensorboardX's ``add_text`` too: ``tags=["note"]`` reads ``"note"`` and ``"note/text_summary"``
+    (the rows keep the tag as written). ``check_crc`` and ``growing`` as for :func:`scalars`.
     """
     return _read_all("text", logdir_or_file, tags, check_crc, growing)
 
 
 def hparams(
-    logdir_or_file: PathLike, *, check_crc: bool = True, growing: bool = False
+    logdir_or_file: Sources, *, check_crc: bool = True, growing: bool = False
 ) -> pd.DataFrame:
     """The hyperparameters of every run that logged them with the hparams plugin, as a DataFrame.
 
@@ -181,7 +195,7 @@ def hparams(
 
 
 def follow(
-    logdir_or_file: PathLike,
+    logdir_or_file: Sources,
     kind: str = "scalars",
     tags: str | Iterable[str] | None = None,
     *,
@@ -204,7 +218,10 @@ def follow(
     Parameters
     ----------
     logdir_or_file
-        A log directory (it must exist; it may be empty) or one event file.
+        A log directory (it must exist; it may be empty), one event file, a glob pattern, or a list of
+        them, with the runs named as for :func:`scalars`. A pattern is matched again at each poll: it may
+        match nothing at first, and runs that come to match it later are followed (``"logs/*"``: every
+        run created in ``logs``).
     kind
         ``"scalars"`` (the default), ``"tensors"``, ``"histograms"``, ``"images"``, ``"text"`` or
         ``"hparams"``.
@@ -229,7 +246,9 @@ def follow(
     Raises
     ------
     FileNotFoundError
-        ``logdir_or_file`` does not exist.
+        A path (not a pattern) does not exist.
+    TypeError
+        ``logdir_or_file`` is not a path, a pattern, or a list of them.
     ValueError
         An unknown ``kind``, tags for ``"hparams"``, or a ``poll`` or ``idle_timeout`` out of range.
     recordkit.errors.CorruptRecordError
@@ -247,8 +266,9 @@ def follow(
         raise ValueError(f"poll must be a positive number of seconds, not {poll!r}")
     if idle_timeout is not None and idle_timeout < 0:
         raise ValueError(f"idle_timeout must be >= 0 or None, not {idle_timeout!r}")
+    paths = _read.source_paths(logdir_or_file)
     return LogFollower(
-        os.fspath(logdir_or_file),
+        paths[0] if isinstance(logdir_or_file, (str, os.PathLike)) else paths,
         kind,
         _frames.builder(kind, tags, color_space),
         idle_timeout=idle_timeout,

@@ -37,7 +37,7 @@ class LogFollower(Closing):
     Attributes
     ----------
     logdir
-        The log directory (or the one event file) followed.
+        The log directory, event file or glob pattern followed, or the list of them.
     kind
         The kind of summary read: ``"scalars"``, ``"tensors"``, ``"histograms"``, ``"images"``,
         ``"text"`` or ``"hparams"``.
@@ -45,7 +45,7 @@ class LogFollower(Closing):
 
     def __init__(
         self,
-        logdir: str,
+        logdir: str | list[str],
         kind: str,
         build: Builder,
         *,
@@ -123,7 +123,7 @@ class LogFollower(Closing):
 
     def _discover(self) -> None:
         """Open a follower for every event file not followed yet."""
-        for run, path in _read.event_files(self.logdir):
+        for run, path in _read.event_files(self.logdir, missing_ok=True):
             if path in self._files:
                 continue
             try:

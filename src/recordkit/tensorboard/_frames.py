@@ -16,11 +16,15 @@ import numpy as np
 from recordkit.tensorboard import _read
 from recordkit.tensorboard._events import Values
 
-__all__ = ["KINDS", "Builder", "Item", "builder", "tag_set"]
+__all__ = ["KINDS", "TEXT_SUFFIX", "Builder", "Item", "builder", "tag_set"]
 
 Item = tuple[str, Values, dict[str, str]]
 Builder = Callable[[Iterable[Item]], Any]
 _Rows = Callable[[Values, dict[str, str]], Iterable[dict[str, Any]]]
+
+#: What PyTorch's and tensorboardX's ``add_text(tag, ...)`` append to the tag: ``text(tags=[tag])`` reads
+#: both ``tag`` and ``tag + TEXT_SUFFIX``.
+TEXT_SUFFIX = "/text_summary"
 
 #: The kinds of summary, by the name of the function that reads them.
 KINDS = ("scalars", "tensors", "histograms", "images", "text", "hparams")
@@ -126,7 +130,9 @@ def builder(
     elif kind == "histograms":
         rows = lambda values, plugins: _read.histogram_rows(values, plugins, wanted)
     elif kind == "text":
-        rows = lambda values, plugins: _read.text_rows(values, plugins, wanted)
+        # A tag names the text logged under it by PyTorch's and tensorboardX's add_text too.
+        texts = None if wanted is None else {*wanted, *(tag + TEXT_SUFFIX for tag in wanted)}
+        rows = lambda values, plugins: _read.text_rows(values, plugins, texts)
     elif kind == "hparams":
         rows = _read.hparam_rows
     else:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
+import glob
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from pathlib import PurePath
+from typing import Any, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -22,12 +25,15 @@ __all__ = [
     "hparam_rows",
     "image_rows",
     "is_event_file",
+    "is_pattern",
     "legacy_edges",
     "load_runs",
     "merge_plugins",
     "read_values",
     "record_values",
+    "Sources",
     "scalar_columns",
+    "source_paths",
     "tensor_rows",
     "text_rows",
 ]
@@ -51,26 +57,126 @@ def is_event_file(name: str) -> bool:
     return "tfevents" in os.path.basename(name)
 
 
-def event_files(logdir: str | os.PathLike[str]) -> list[tuple[str, str]]:
-    """``(run, path)`` of every event file under ``logdir`` (or of ``logdir`` itself, a file).
+#: What the readers and :func:`recordkit.tensorboard.follow` take: a log directory, an event file or a glob
+#: pattern, or a list (any iterable) of them.
+Sources = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]]
+_ACCEPTED = (
+    "a log directory, an event file or a glob pattern (str or os.PathLike), or a list of them"
+)
+_GLOB_CHARS = frozenset("*?[")  # as recordkit.open tells a glob pattern from a name
 
-    A run is a directory holding event files, named by its path relative to ``logdir`` with ``/``
-    separators (``"."`` for ``logdir`` itself), as TensorBoard names runs. Runs come sorted by name, and
-    a run's files by file name (which starts with the time they were created).
+
+def _one_path(item: object) -> str:
+    if isinstance(item, (str, os.PathLike)):
+        path = os.fspath(item)
+        if isinstance(path, str):
+            return path
+    raise TypeError(f"logdir_or_file takes {_ACCEPTED}, not {type(item).__name__} {item!r:.80}")
+
+
+def source_paths(sources: object) -> list[str]:
+    """The paths and patterns of ``sources`` (one, or a list of them), checked to be ``str`` paths.
+
+    Raises
+    ------
+    TypeError
+        ``sources`` or one of its items is not a ``str`` or ``os.PathLike`` path (bytes paths included).
+    ValueError
+        An empty list.
     """
-    root = os.fspath(logdir)
-    if os.path.isfile(root):
-        return [(ROOT_RUN, root)]
-    if not os.path.isdir(root):
-        raise FileNotFoundError(f"no such file or directory: {root!r}")
+    if isinstance(sources, (str, os.PathLike)):
+        return [_one_path(sources)]
+    if isinstance(sources, (bytes, bytearray, Mapping)) or not isinstance(sources, Iterable):
+        raise TypeError(
+            f"logdir_or_file takes {_ACCEPTED}, not {type(sources).__name__} {sources!r:.80}"
+        )
+    paths = [_one_path(item) for item in sources]
+    if not paths:
+        raise ValueError(f"no log directories given: pass {_ACCEPTED}")
+    return paths
+
+
+def is_pattern(path: str) -> bool:
+    """Whether ``path`` is read as a glob pattern: it has ``*``, ``?`` or ``[`` and names nothing itself."""
+    return bool(_GLOB_CHARS.intersection(path)) and not os.path.lexists(path)
+
+
+def _pattern_parent(pattern: str) -> str:
+    """The directory a glob pattern matches under: its components before the first with a wildcard."""
+    parts = PurePath(pattern).parts
+    fixed: list[str] = []
+    for part in parts:
+        if _GLOB_CHARS.intersection(part):
+            break
+        fixed.append(part)
+    return os.path.join(*fixed) if fixed else os.curdir
+
+
+def event_files(sources: Sources, *, missing_ok: bool = False) -> list[tuple[str, str]]:
+    """``(run, path)`` of every event file that ``sources`` names.
+
+    ``sources`` is a log directory (every event file below it), an event file, a glob pattern (the
+    directories and event files it matches), or a list of them. A run is a directory holding event files,
+    named by its path relative to the *base* with ``/`` separators (``"."`` for the base itself), as
+    TensorBoard names runs relative to its ``--logdir``. The base is the common parent of what each item
+    stands for: a directory itself, an event file's directory, a pattern's directory before its first
+    wildcard (``logs`` for ``logs/*``, however many runs it matches). So one directory is a log directory
+    (runs relative to it) and one file is run ``"."``; ``["logs/a", "logs/b"]`` and ``"logs/*"`` give runs
+    ``"a"``, ``"b"`` (and ``"a/..."`` below them). A file named twice is listed once. Runs come sorted by
+    name, and a run's files by file name (which starts with the time they were created).
+
+    Raises
+    ------
+    FileNotFoundError
+        A path does not exist, or a pattern matches no directory or event file (unless ``missing_ok``:
+        then a pattern may match nothing).
+    TypeError, ValueError
+        As :func:`source_paths`.
+    """
+    bases: list[str] = []
+    tops: list[str] = []  # the directories and event files to read, in the order named
+    for item in source_paths(sources):
+        if is_pattern(item):
+            bases.append(_pattern_parent(item))
+            matches = [
+                path
+                for path in sorted(glob.glob(item))
+                if os.path.isdir(path) or (os.path.isfile(path) and is_event_file(path))
+            ]
+            if not matches and not missing_ok:
+                raise FileNotFoundError(
+                    errno.ENOENT, "no directory or event file matches this pattern", item
+                )
+            tops.extend(matches)
+        elif os.path.isfile(item):
+            bases.append(os.path.dirname(item) or os.curdir)
+            tops.append(item)
+        elif os.path.isdir(item):
+            bases.append(item)
+            tops.append(item)
+        else:
+            raise FileNotFoundError(errno.ENOENT, "no such file or directory", item)
+    base = os.path.commonpath([os.path.abspath(path) for path in bases])
     found: list[tuple[str, str]] = []
-    for directory, subdirs, files in os.walk(root):
-        subdirs.sort()
-        names = sorted(name for name in files if is_event_file(name))
-        if names:
-            run = os.path.relpath(directory, root).replace(os.sep, "/")
-            found.extend((run, os.path.join(directory, name)) for name in names)
-    found.sort(key=lambda item: item[0])  # stable: a run's files keep their order
+    seen: set[str] = set()
+
+    def add(directory: str, names: Iterable[str]) -> None:
+        run = os.path.relpath(os.path.abspath(directory), base).replace(os.sep, "/")
+        for name in names:
+            path = os.path.join(directory, name)
+            if os.path.abspath(path) not in seen:
+                seen.add(os.path.abspath(path))
+                found.append((run, path))
+
+    for top in tops:
+        if os.path.isfile(top):
+            directory, name = os.path.split(top)
+            add(directory or os.curdir, [name])
+            continue
+        for directory, subdirs, files in os.walk(top):
+            subdirs.sort()
+            add(directory, sorted(name for name in files if is_event_file(name)))
+    found.sort(key=lambda item: (item[0], os.path.basename(item[1])))
     return found
 
 
@@ -109,12 +215,12 @@ def merge_plugins(plugins: dict[str, str], values: Values) -> None:
 
 
 def load_runs(
-    logdir: str | os.PathLike[str], check_crc: bool, growing: bool = False
+    sources: Sources, check_crc: bool, growing: bool = False
 ) -> Iterator[tuple[str, Values, dict[str, str]]]:
     """Each event file's run, values, and its run's plugins (the first metadata of the run wins), file by
     file, runs by name and a run's files by name."""
     runs: dict[str, list[str]] = {}
-    for run, path in event_files(logdir):
+    for run, path in event_files(sources):
         runs.setdefault(run, []).append(path)
     for run, paths in runs.items():
         files = [read_values(path, check_crc, growing) for path in paths]
