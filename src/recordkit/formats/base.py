@@ -735,13 +735,8 @@ class RecordFormat(ABC):
 
     @abstractmethod
     def sniff(self, head: bytes, size: int | None) -> bool | int:
-        """Return whether ``head`` (the first bytes of a file of ``size`` bytes) looks like this format.
-
-        Returns
-        -------
-        bool or int
-            ``True``/``False``, or the number of leading bytes needed to decide when ``head`` is too short.
-        """
+        """Return whether ``head`` (the first bytes of a file of ``size`` bytes) looks like this format:
+        ``True``/``False``, or the number of leading bytes needed to decide when ``head`` is too short."""
 
     @abstractmethod
     def reader(
@@ -780,19 +775,9 @@ class RecordFormat(ABC):
         level: int | None = None,
         n: int | None = None,
     ) -> FrameWriter:
-        """Return a :class:`FrameWriter` appending records to ``fileobj``.
-
-        Parameters
-        ----------
-        fileobj
-            A binary file object open for writing.
-        compression
-            The whole-file compression (normalised name).
-        level
-            The compression level, when compressing.
-        n
-            The number of records that will be written, when the format can use it.
-        """
+        """Return a :class:`FrameWriter` appending records to ``fileobj`` (a binary file object open for
+        writing), with the whole-file ``compression`` (normalised name) at ``level``; ``n``, when given, is
+        the number of records that will be written, for a format that can use it."""
 
     def verifying(self) -> contextlib.AbstractContextManager[Any]:
         """Within it, readers :meth:`reader` makes also run checks too slow for every read (what
