@@ -754,3 +754,24 @@ def test_a_typed_error_ends_with_its_class_in_every_command(capsys, tmp_path):
         missing.err
         == f"recordkit: error: {tmp_path / 'missing.tfrecord'}: No such file or directory\n"
     )
+
+
+@pytest.mark.skipif(fcntl is None, reason="needs POSIX FIFOs")
+def test_verify_reads_a_fifo_once(tmp_path, many_records):
+    # A stream cannot be opened twice: verify must learn the format from the one reading it checks.
+    fifo = tmp_path / "stream.tfrecord"
+    os.mkfifo(fifo)
+    child = _recordkit("verify", fifo)
+    fd = _open_fifo_for_writing(fifo, child)
+    os.set_blocking(fd, True)
+    try:
+        with open(many_records, "rb") as source:
+            data = source.read()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    stdout, stderr = child.communicate(timeout=60)
+    assert child.returncode == 0, stderr.decode()
+    assert "20000 records" in stdout.decode()

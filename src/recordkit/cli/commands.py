@@ -229,11 +229,17 @@ def cmd_count(args: argparse.Namespace) -> int:
 def _verify_file(args: argparse.Namespace, path: InputPath) -> int:
     """Check one file, with its format's slow checks too (:meth:`RecordFormat.verifying`); return how
     many records it holds."""
-    name = path.resolved.format
-    if name is None:  # opening reads at most a header or footer
-        with path.open() as probe:
-            name = probe.format
-    with rk.get_format(name).verifying(), path.open() as reader:
+    with contextlib.ExitStack() as slow_checks:
+        # Every format's, since the file's format may be known only once it is open, and a stream (a
+        # FIFO, stdin) cannot be opened twice to learn it first.
+        for name in rk.available_formats():
+            slow_checks.enter_context(rk.get_format(name).verifying())
+        return _count_verified(args, path)
+
+
+def _count_verified(args: argparse.Namespace, path: InputPath) -> int:
+    """Read one file as :func:`_verify_file` checks it; return how many records it holds."""
+    with path.open() as reader:
         records = progress(reader, total=reader_len(reader), desc=path, enabled=not args.quiet)
         if not args.decode:
             return sum(1 for _ in records)
