@@ -27,6 +27,7 @@ from recordkit.errors import (
 )
 from recordkit.formats._decompress import NAMES, DecompressionFailed, decompressor
 from recordkit.formats._highwayhash import highwayhash64_many
+from recordkit.formats._varint import varint_at
 
 __all__ = [
     "BLOCK",
@@ -103,16 +104,10 @@ def read_varint(data: bytes, pos: int) -> tuple[int, int]:
     Malformed
         The varint runs past the data or past 10 bytes.
     """
-    result = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise Malformed("a varint runs past its buffer")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
+    found = varint_at(data, pos)
+    if found is None:
+        raise Malformed("a varint runs past its buffer")
+    return found
 
 
 def _inflate(kind: int, block: bytes) -> bytes:

@@ -27,6 +27,7 @@ from collections.abc import Generator
 from typing import IO, Any, ClassVar
 
 from recordkit.errors import CorruptRecordError
+from recordkit.formats._varint import varint_at
 from recordkit.formats.base import (
     Capabilities,
     Offsets,
@@ -41,20 +42,6 @@ __all__ = ["OFRecordFormat", "OFRecordFrameReader", "OFRecordFrameWriter"]
 
 _LENGTH = struct.Struct("<q")
 _MAP_ENTRY_TAG = 0x0A  # field 1 (``feature`` map), wire type 2 (length-delimited)
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int] | None:
-    """Decode a protobuf varint at ``pos``: ``(value, next position)``, or ``None`` if it runs off ``data``."""
-    value = 0
-    for shift in range(0, 70, 7):
-        if pos >= len(data):
-            return None
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-    return None
 
 
 class OFRecordFrameReader(SequentialFrameReader):
@@ -211,7 +198,7 @@ class OFRecordFormat(RecordFormat):
         length = _plausible_length(head, 0, size)
         if length is None:
             return False
-        entry = _varint(head, 9)
+        entry = varint_at(head, 9)
         return entry is None or entry[0] + entry[1] - 8 <= length
 
     def resync(self, buffer: Any, size: int) -> Resync:
