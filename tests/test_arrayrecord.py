@@ -12,6 +12,7 @@ import random
 from pathlib import Path
 
 import pytest
+from _array_record import array_record_module, write_array_record
 from _cli import run_cli
 
 import recordkit as rk
@@ -24,8 +25,7 @@ from recordkit.formats.arrayrecord import ArrayRecordFrameReader
 from recordkit.formats.base import Source
 from recordkit.testing import NoSeekBytesIO
 
-array_record = pytest.importorskip("array_record.python.array_record_module")
-pytest.importorskip("cramjam")
+array_record = array_record_module()
 
 OPTIONS = [
     "",
@@ -56,14 +56,6 @@ def _records(count: int = 60, seed: int = 0) -> list[bytes]:
     return records
 
 
-def _write(path, records, options: str = "") -> str:
-    writer = array_record.ArrayRecordWriter(os.fspath(path), options)
-    for record in records:
-        writer.write(record)
-    writer.close()
-    return os.fspath(path)
-
-
 @pytest.fixture
 def check_data():
     fmt = get_format("arrayrecord")
@@ -76,7 +68,7 @@ def check_data():
 @pytest.mark.parametrize("options", OPTIONS)
 def test_reads_what_array_record_writes(tmp_path, options):
     records = _records()
-    path = _write(tmp_path / "data.array_record", records, options)
+    path = write_array_record(tmp_path / "data.array_record", records, options)
     oracle = array_record.ArrayRecordReader(path)
     expected = list(oracle.read_all())
     assert expected == records
@@ -95,13 +87,13 @@ def test_reads_what_array_record_writes(tmp_path, options):
 @pytest.mark.interop
 def test_data_hashes_on_request(tmp_path, check_data):
     records = _records(20)
-    path = _write(tmp_path / "data.array_record", records, "group_size:3")
+    path = write_array_record(tmp_path / "data.array_record", records, "group_size:3")
     assert list(rk.open(path)) == records
 
 
 @pytest.mark.interop
 def test_empty_file(tmp_path):
-    path = _write(tmp_path / "empty.array_record", [])
+    path = write_array_record(tmp_path / "empty.array_record", [])
     with rk.open(path) as reader:
         assert len(reader) == 0
         assert list(reader) == []
@@ -111,7 +103,7 @@ def test_empty_file(tmp_path):
 @pytest.mark.interop
 def test_detected_without_suffix_and_from_a_stream(tmp_path):
     records = _records(30)
-    path = _write(tmp_path / "blob", records, "group_size:4")
+    path = write_array_record(tmp_path / "blob", records, "group_size:4")
     with rk.open(path) as reader:
         assert reader.format == "arrayrecord"
         assert list(reader) == records
@@ -124,7 +116,7 @@ def test_detected_without_suffix_and_from_a_stream(tmp_path):
 @pytest.mark.interop
 def test_dataset_map_dataset_and_cli(tmp_path, capsys):
     records = _records(40)
-    path = _write(tmp_path / "data.array_record", records, "group_size:6")
+    path = write_array_record(tmp_path / "data.array_record", records, "group_size:6")
     assert list(Dataset(path)) == records
     assert sorted(Dataset(path, seed=2).shuffle()) == sorted(records)
     torch = pytest.importorskip("recordkit.integrations.torch", exc_type=ImportError)
@@ -145,7 +137,7 @@ def test_dataset_map_dataset_and_cli(tmp_path, capsys):
 @pytest.mark.interop
 @pytest.mark.parametrize("options", ["transpose:true", "transpose:true,uncompressed,group_size:4"])
 def test_transposed_chunks_are_refused(tmp_path, options):
-    path = _write(tmp_path / "t.array_record", _records(10), options)
+    path = write_array_record(tmp_path / "t.array_record", _records(10), options)
     with rk.open(path) as reader:
         assert len(reader) == 10  # the footer is a simple chunk
         with pytest.raises(UnsupportedOperationError, match=r"transpos.*byte 64 \(record 0\)"):
@@ -161,7 +153,7 @@ def test_writing_is_refused(tmp_path):
 
 
 def test_a_missing_decompressor_names_the_extra(tmp_path, monkeypatch):
-    path = _write(tmp_path / "z.array_record", [b"a", b"b"], "zstd")
+    path = write_array_record(tmp_path / "z.array_record", [b"a", b"b"], "zstd")
     monkeypatch.setattr(_decompress, "_module", lambda name: None)
     _decompress.decompressor.cache_clear()
     try:
@@ -261,7 +253,7 @@ def test_highwayhash_second_key_and_riegeli_signature():
 def test_highwayhash_matches_every_hash_array_record_wrote(tmp_path):
     """Every chunk's data hash in a file array_record wrote (compressed and not) is what we compute."""
     for options in ("uncompressed,group_size:3", "zstd,group_size:2"):
-        path = _write(tmp_path / "h.array_record", _records(12), options)
+        path = write_array_record(tmp_path / "h.array_record", _records(12), options)
         frame = ArrayRecordFrameReader(Source(path=path, buffer=Path(path).read_bytes()))
         for offset in frame.offsets:
             chunk = frame.chunks.chunk(offset)
@@ -283,7 +275,7 @@ def _read_all(data: bytes, *, check_data: bool = True) -> tuple[int, list[bytes]
 def test_every_bit_flip_is_caught(tmp_path, options):
     """A flipped bit anywhere before the padding is an error or changes nothing, never other records."""
     records = [bytes([i]) * (i * 7 % 50) for i in range(12)]
-    data = Path(_write(tmp_path / "f.array_record", records, options)).read_bytes()
+    data = Path(write_array_record(tmp_path / "f.array_record", records, options)).read_bytes()
     frame = ArrayRecordFrameReader(Source(path="x", buffer=data))
     # The chunks' bytes: the data chunks, the footer and the postscript (not the padding after them).
     postscript = len(data) - BLOCK
@@ -308,7 +300,7 @@ def test_every_bit_flip_is_caught(tmp_path, options):
 def test_flips_in_headers_and_data_name_the_record_and_offset(tmp_path):
     records = _records(20)
     data = Path(
-        _write(tmp_path / "f.array_record", records, "uncompressed,group_size:4")
+        write_array_record(tmp_path / "f.array_record", records, "uncompressed,group_size:4")
     ).read_bytes()
     frame = ArrayRecordFrameReader(Source(path="x", buffer=data))
     third = frame.offsets[2]  # the chunk of records 8..11
@@ -334,7 +326,7 @@ def test_flips_in_headers_and_data_name_the_record_and_offset(tmp_path):
 @pytest.mark.interop
 def test_truncated_files_raise_typed_errors(tmp_path):
     records = _records(30)
-    path = _write(tmp_path / "t.array_record", records, "group_size:4")
+    path = write_array_record(tmp_path / "t.array_record", records, "group_size:4")
     data = Path(path).read_bytes()
     for cut in [
         *range(0, 200, 7),
@@ -398,7 +390,7 @@ def test_chunks_of_many_records_and_long_sizes(tmp_path):
     rng = random.Random(3)
     records = [rng.randbytes(rng.choice((0, 5, 127, 128, 300, 20_000))) for _ in range(700)]
     for options in ("group_size:1000", "uncompressed,group_size:64", "snappy,group_size:100"):
-        path = _write(tmp_path / "many.array_record", records, options)
+        path = write_array_record(tmp_path / "many.array_record", records, options)
         with rk.open(path) as reader:
             assert list(reader) == records
             assert reader.read([699, 0, 350]) == [records[699], records[0], records[350]]
@@ -441,7 +433,7 @@ def test_footer_entries_in_any_encoding():
 def test_cli_verify_checks_data_hashes_and_info_names_the_footer(tmp_path, capsys):
     """`recordkit verify` checks the data hashes (which plain reads skip); `info` and `index` say footer."""
     records = _records(20)
-    path = _write(tmp_path / "data.array_record", records, "uncompressed,group_size:4")
+    path = write_array_record(tmp_path / "data.array_record", records, "uncompressed,group_size:4")
     result = run_cli(capsys, "info", path)
     assert result.code == 0, result.err
     assert "in the file footer" in result.out
@@ -464,7 +456,7 @@ def test_cli_verify_checks_data_hashes_and_info_names_the_footer(tmp_path, capsy
 def test_random_reads_across_chunks_and_the_cache_bound(tmp_path, options):
     """``r[i]`` and ``read()`` slice records out of cached chunks, and the cache keeps to its byte budget."""
     records = [random.Random(i).randbytes(i % 97) for i in range(1000)]
-    path = _write(tmp_path / "data.array_record", records, options)
+    path = write_array_record(tmp_path / "data.array_record", records, options)
     oracle = array_record.ArrayRecordReader(path)
     frame = ArrayRecordFrameReader(Source(path=path, buffer=Path(path).read_bytes()))
     count = len(frame.offsets) - 1

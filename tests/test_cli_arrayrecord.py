@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from _array_record import write_array_record
 from _cli import run_cli
 
 import recordkit as rk
@@ -12,16 +14,6 @@ from recordkit.errors import UnsupportedOperationError
 from recordkit.formats import get_format
 
 RECORDS = [b"record %d " % i * (i % 50) for i in range(120)]
-
-
-def _write(path, options, records=RECORDS):
-    array_record = pytest.importorskip("array_record.python.array_record_module")
-    pytest.importorskip("cramjam")
-    writer = array_record.ArrayRecordWriter(str(path), options)
-    for record in records:
-        writer.write(record)
-    writer.close()
-    return path
 
 
 @pytest.mark.interop
@@ -37,7 +29,7 @@ def _write(path, options, records=RECORDS):
     ],
 )
 def test_info_reports_the_chunk_compression(capsys, tmp_path, options, expected):
-    path = _write(tmp_path / "data.array_record", options)
+    path = write_array_record(tmp_path / "data.array_record", RECORDS, options)
     result = run_cli(capsys, "info", path)
     assert result.code == 0
     assert f"  compression  {expected}\n" in result.out
@@ -51,18 +43,18 @@ def test_info_reports_the_chunk_compression(capsys, tmp_path, options, expected)
 
 @pytest.mark.interop
 def test_chunk_compression_of_files_that_differ_is_mixed(tmp_path):
-    first = _write(tmp_path / "a.array_record", "zstd")
-    second = _write(tmp_path / "b.array_record", "snappy")
+    first = write_array_record(tmp_path / "a.array_record", RECORDS, "zstd")
+    second = write_array_record(tmp_path / "b.array_record", RECORDS, "snappy")
     with rk.open([first, second]) as reader:
         assert reader.chunk_compression == "mixed"
     with rk.open([first, first]) as reader:
         assert reader.chunk_compression == "zstd"
-    assert rk.open(_write(tmp_path / "empty.array_record", "", [])).chunk_compression == ""
+    assert rk.open(write_array_record(tmp_path / "empty.array_record", [])).chunk_compression == ""
 
 
 @pytest.mark.interop
 def test_convert_to_arrayrecord_names_the_output_option(capsys, tmp_path):
-    source = _write(tmp_path / "data.array_record", "group_size:1")
+    source = write_array_record(tmp_path / "data.array_record", RECORDS, "group_size:1")
     (tmp_path / "out").mkdir()
     for args in (
         [tmp_path / "out" / "x.array_record"],
@@ -91,7 +83,7 @@ def test_the_writer_refusal_names_the_output_option(tmp_path):
 
 @pytest.mark.interop
 def test_verify_salvages_into_the_format_the_name_says(capsys, tmp_path):
-    source = _write(tmp_path / "bad.array_record", "group_size:10")
+    source = Path(write_array_record(tmp_path / "bad.array_record", RECORDS, "group_size:10"))
     with rk.open(source) as reader:
         frames = reader._frames[0]
         offsets, starts = list(frames.offsets), list(frames.starts)

@@ -13,6 +13,7 @@ import warnings
 import zlib
 
 import pytest
+from _array_record import array_record_module, write_array_record
 from conftest import GOLDEN_DIR, load_manifest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -576,16 +577,6 @@ def test_recovery_of_a_cut_stream_keeps_output_zlib_held_back(monkeypatch, compr
 # -- ArrayRecord (read only): its intact chunks salvaged into the format the copy's name says ----------------
 
 
-def _array_record(path, records, options):
-    array_record = pytest.importorskip("array_record.python.array_record_module")
-    pytest.importorskip("cramjam")
-    writer = array_record.ArrayRecordWriter(str(path), options)
-    for record in records:
-        writer.write(record)
-    writer.close()
-    return array_record.ArrayRecordReader(str(path))
-
-
 def _chunk_table(path):
     """The offsets of the data chunks (then the footer's) and their first records' numbers."""
     with rk.open(path) as reader:
@@ -607,7 +598,7 @@ def test_array_record_salvage_keeps_the_chunks_around_a_damaged_one(tmp_path, op
     rng = random.Random(3)
     records = [rng.randbytes(rng.randrange(0, 2000)) for _ in range(200)]
     source = tmp_path / "bad.array_record"
-    oracle = _array_record(source, records, options)
+    oracle = array_record_module().ArrayRecordReader(write_array_record(source, records, options))
     assert list(oracle.read_all()) == records
     offsets, starts = _chunk_table(source)
     _flip(source, offsets[4] + 45)  # inside chunk 4's data (past its 40-byte header)
@@ -633,7 +624,7 @@ def test_array_record_salvage_walks_the_chunks_when_the_footer_is_damaged_or_cut
     rng = random.Random(4)
     records = [rng.randbytes(rng.randrange(0, 3000)) for _ in range(300)]
     source = tmp_path / "data.array_record"
-    _array_record(source, records, "group_size:1")
+    write_array_record(source, records, "group_size:1")
     whole = source.read_bytes()
     offsets, _ = _chunk_table(source)
     footer = offsets[-1]
@@ -659,7 +650,7 @@ def test_array_record_salvage_walks_the_chunks_when_the_footer_is_damaged_or_cut
 @pytest.mark.interop
 def test_array_record_salvage_refuses_a_name_it_cannot_write_before_writing(tmp_path):
     source = tmp_path / "bad.array_record"
-    _array_record(source, [b"a", b"b"], "")
+    write_array_record(source, [b"a", b"b"], "")
     for name in ("rescued.array_record", "rescued", "rescued.txt"):
         with pytest.raises(UnsupportedOperationError, match=r"\.tfrecord \(tfrecord\)") as caught:
             recover.salvage(source, tmp_path / name, warn=False)

@@ -8,6 +8,7 @@ import random
 
 import numpy as np
 import pytest
+from _array_record import write_array_record
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -226,15 +227,6 @@ def test_ofrecord_parsers_take_views(tmp_path):
 # -- ArrayRecord: views where the chunks are stored uncompressed, refused at open where they are not ----------
 
 
-def _array_record(path, records, options):
-    array_record = pytest.importorskip("array_record.python.array_record_module")
-    writer = array_record.ArrayRecordWriter(str(path), options)
-    for record in records:
-        writer.write(record)
-    writer.close()
-    return path
-
-
 @pytest.mark.interop
 @pytest.mark.parametrize(
     "options", ["uncompressed", "uncompressed,group_size:1", "uncompressed,group_size:7"]
@@ -243,7 +235,7 @@ def test_uncompressed_array_record_gives_views_released_at_close(tmp_path, optio
     # Records of 70,000 bytes and chunks of several records cross the 64 KiB block boundaries of Riegeli,
     # whose block headers split them: those come assembled, and still as views released at close.
     records = _records("tfrecord", 120)
-    path = _array_record(tmp_path / "data.array_record", records, options)
+    path = write_array_record(tmp_path / "data.array_record", records, options)
     reader = rk.open(path, zero_copy=True)
     views = list(reader)
     assert all(type(view) is memoryview and view.readonly for view in views)
@@ -263,7 +255,7 @@ def test_uncompressed_array_record_gives_views_released_at_close(tmp_path, optio
 @pytest.mark.interop
 @pytest.mark.parametrize("options", ["", "group_size:1", "zstd", "brotli,group_size:4", "snappy"])
 def test_compressed_array_record_is_refused_at_open(tmp_path, options):
-    path = _array_record(tmp_path / "data.array_record", [b"a" * 100, b"b"], options)
+    path = write_array_record(tmp_path / "data.array_record", [b"a" * 100, b"b"], options)
     with pytest.raises(UnsupportedOperationError, match=r"uncompressed.*chunks.*compressed"):
         rk.open(path, zero_copy=True)
     assert list(rk.open(path)) == [b"a" * 100, b"b"]
