@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     )
     from recordkit.io.sources import (
         dataset_files,
+        has_glob_wildcards,
+        is_glob_pattern,
         is_url,
         natural_key,
         reading_format,
@@ -60,7 +62,7 @@ _DEFINED_IN = {
         "following": "Follower Following follow",
         "reader": "RecordReader open_shard",
         "resolve": "ResolvedSources Sources expand_sources find_dataset resolve_sources",
-        "sources": "dataset_files is_url natural_key reading_format require_fsspec source_exists",
+        "sources": "dataset_files has_glob_wildcards is_glob_pattern is_url natural_key reading_format require_fsspec source_exists",
         "writer": "RecordWriter index_problem open_writer scan_offsets write_index",
     }.items()
     for name in names.split()
@@ -77,7 +79,9 @@ __all__ = [
     "expand_sources",
     "find_dataset",
     "follow",
+    "has_glob_wildcards",
     "index_problem",
+    "is_glob_pattern",
     "is_url",
     "natural_key",
     "open",

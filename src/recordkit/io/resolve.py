@@ -33,7 +33,14 @@ from recordkit.errors import ManifestError, UnsupportedOperationError
 from recordkit.formats import format_for_path, get_format
 from recordkit.formats.base import RecordFormat, normalize_compression
 from recordkit.io.reader import RecordReader, _read_files, _Reopen
-from recordkit.io.sources import dataset_files, is_url, natural_key, require_fsspec, source_exists
+from recordkit.io.sources import (
+    dataset_files,
+    is_glob_pattern,
+    is_url,
+    natural_key,
+    require_fsspec,
+    source_exists,
+)
 
 if TYPE_CHECKING:
     from recordkit.datasets.tfds import ReadOrder
@@ -43,8 +50,6 @@ Sources = Union[
 ]
 """What a reading entry point takes: a path, a directory, a glob pattern, an fsspec URL, a list of them, or
 what :func:`resolve_sources` returned."""
-
-_GLOB_CHARS = frozenset("*?[")
 
 
 def _is_record_name(path: str) -> bool:
@@ -105,7 +110,7 @@ def _expand_one(
     source = os.fspath(item)
     if not is_url(source) and os.path.isdir(source):
         return sorted(_directory_files(source, fmt), key=key)
-    if _GLOB_CHARS.intersection(source) and not source_exists(source):
+    if is_glob_pattern(source):
         return sorted(_glob(source), key=key)
     if check and not source_exists(source):
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), source)

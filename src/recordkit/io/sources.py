@@ -293,6 +293,20 @@ def natural_key(name: str) -> list[Any]:
     return [int(piece) if i % 2 else piece for i, piece in enumerate(re.split(r"(\d+)", name))]
 
 
+_GLOB_CHARS = frozenset("*?[")
+
+
+def has_glob_wildcards(text: str) -> bool:
+    """Whether ``text`` holds a glob wildcard: ``*``, ``?`` or ``[``."""
+    return bool(_GLOB_CHARS.intersection(text))
+
+
+def is_glob_pattern(source: str) -> bool:
+    """Whether the reading entry points read ``source`` as a glob pattern: it holds a wildcard and names
+    no file or directory itself."""
+    return has_glob_wildcards(source) and not source_exists(source)
+
+
 def source_exists(path: str) -> bool:
     """Whether the file (or directory) ``path`` exists, local or at an fsspec URL."""
     if is_url(path):

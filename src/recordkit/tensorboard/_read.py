@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError as ProtobufDecodeError
 from recordkit._proto.tensorboard import hparams_pb2
 from recordkit.errors import DecodeError, TruncatedRecordError
 from recordkit.formats.bulk import tfrecord_frames
+from recordkit.io.sources import has_glob_wildcards, is_glob_pattern
 from recordkit.tensorboard._events import Values, index_events
 from recordkit.tensorboard._tensors import to_array
 
@@ -25,7 +26,6 @@ __all__ = [
     "hparam_rows",
     "image_rows",
     "is_event_file",
-    "is_pattern",
     "legacy_edges",
     "load_runs",
     "merge_plugins",
@@ -63,7 +63,6 @@ Sources = Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]
 _ACCEPTED = (
     "a log directory, an event file or a glob pattern (str or os.PathLike), or a list of them"
 )
-_GLOB_CHARS = frozenset("*?[")  # as recordkit.open tells a glob pattern from a name
 
 
 def _one_path(item: object) -> str:
@@ -96,17 +95,12 @@ def source_paths(sources: object) -> list[str]:
     return paths
 
 
-def is_pattern(path: str) -> bool:
-    """Whether ``path`` is read as a glob pattern: it has ``*``, ``?`` or ``[`` and names nothing itself."""
-    return bool(_GLOB_CHARS.intersection(path)) and not os.path.lexists(path)
-
-
 def _pattern_parent(pattern: str) -> str:
     """The directory a glob pattern matches under: its components before the first with a wildcard."""
     parts = PurePath(pattern).parts
     fixed: list[str] = []
     for part in parts:
-        if _GLOB_CHARS.intersection(part):
+        if has_glob_wildcards(part):
             break
         fixed.append(part)
     return os.path.join(*fixed) if fixed else os.curdir
@@ -136,7 +130,7 @@ def event_files(sources: Sources, *, missing_ok: bool = False) -> list[tuple[str
     bases: list[str] = []
     tops: list[str] = []  # the directories and event files to read, in the order named
     for item in source_paths(sources):
-        if is_pattern(item):
+        if is_glob_pattern(item):
             bases.append(_pattern_parent(item))
             matches = [
                 path
