@@ -3,8 +3,9 @@
 An event file holds one ``Event`` per record; nearly all of them have one layout: ``wall_time`` (field 1),
 ``step`` (field 2, absent when 0), then a ``summary`` (field 5) holding one ``value`` with its ``tag``, one
 member of the ``value`` oneof (``simple_value``, ``image``, ``histo``, ``audio``, ``tensor``) and, maybe,
-its ``metadata``. Such records are read by :func:`index_events` for all records at once, each step of the
-wire walk one numpy operation over every record still on that layout; a record that leaves it anywhere
+its ``metadata``. Such records are read by :func:`index_events` many records at once (chunks of 32768,
+whose bytes stay in the processor's cache), each step of the wire walk one numpy operation over every
+record of the chunk still on that layout; a record that leaves it anywhere
 (several values, another field order, unknown fields, negative steps, events that are not summaries) is
 parsed by protobuf instead, so that every record is read exactly as protobuf reads it.
 """
@@ -100,51 +101,57 @@ def _varints(
     Varints of 10 bytes (negative numbers) and ones running past ``end`` are marked bad (the caller sends
     their records to protobuf).
     """
-    last = len(data) - 1
-    byte = data[np.minimum(pos, last)]
+    byte = data.take(pos, mode="clip")
     value = (byte & 0x7F).astype(_I64)
     after = pos + 1
-    more = np.flatnonzero(byte >= 0x80)
     good = pos < end
+    more = byte >= 0x80
     shift = 7
-    while len(more):
-        if shift > 56:
-            good[more] = False
-            break
-        byte = data[np.minimum(after[more], last)]
-        value[more] |= (byte & 0x7F).astype(_I64) << shift
-        after[more] += 1
-        more = more[byte >= 0x80]
-        shift += 7
+    if 4 * int(np.count_nonzero(more)) > len(pos):
+        # Most varints go on (steps past 127): every step over all of them, no indexing.
+        while more.any():
+            if shift > 56:
+                good &= ~more
+                break
+            byte = data.take(after, mode="clip")
+            value |= np.where(more, (byte & 0x7F).astype(_I64) << shift, 0)
+            after += more
+            more &= byte >= 0x80
+            shift += 7
+    else:
+        at = np.flatnonzero(more)
+        while len(at):
+            if shift > 56:
+                good[at] = False
+                break
+            byte = data.take(after[at], mode="clip")
+            value[at] |= (byte & 0x7F).astype(_I64) << shift
+            after[at] += 1
+            at = at[byte >= 0x80]
+            shift += 7
     good &= after <= end
     return value, after, good
 
 
-def index_events(
-    buffer: Any,
-    starts: npt.NDArray[np.int64],
-    lengths: npt.NDArray[np.int64],
-    path: str,
-    *,
-    first: int = 0,
-    offsets: npt.NDArray[np.int64] | None = None,
-) -> Values:
-    """Read the summary values of the event records at ``starts``/``lengths`` in ``buffer``.
+_CHUNK = 1 << 15  # records walked together
 
-    Errors name record ``first + i`` at file offset ``offsets[i]`` (default: the buffer is the file from
-    its start, TFRecord-framed, and each record starts 12 bytes before its payload). At least 8 bytes must
-    follow the last payload in ``buffer`` (a TFRecord file's last checksum, or padding).
-    """
-    data = np.frombuffer(buffer, np.uint8)
-    n = len(starts)
-    rows = np.arange(n, dtype=_I64)
-    end = starts + lengths
-    keep = lengths >= 10
+
+def _walk(
+    data: npt.NDArray[np.uint8],
+    wall: npt.NDArray[np.float64],
+    starts: npt.NDArray[np.int64],
+    end: npt.NDArray[np.int64],
+    first: int,
+) -> dict[str, npt.NDArray[Any]]:
+    """The columns of the records on the common layout among records ``first, first + 1, ...`` (payloads
+    ``starts``/``end`` in ``data``; ``wall`` views ``data`` as doubles at every byte), and where their
+    tags are (``tag_start``, ``tag_length``) and whether their values have metadata (``meta``)."""
+    rows = np.arange(len(starts), dtype=_I64)
+    keep = end - starts >= 10
     rows = rows[keep]
     keep = data[starts[rows]] == 0x09  # wall_time, a double
     rows = rows[keep]
     s, e = starts[rows], end[rows]
-    wall = np.ndarray((max(len(data) - 7, 0),), "<f8", buffer, 0, (1,))[s + 1] if n else None
     p = s + 9
     keep = np.ones(len(rows), bool)
     step = np.zeros(len(rows), _I64)
@@ -182,28 +189,67 @@ def index_events(
     keep &= ~meta | (ok & (after + size == e))
     meta &= keep
 
-    regular = rows[keep]
-    columns = {
-        "record": regular,
-        "wall_time": wall[keep] if wall is not None else np.zeros(0),
+    return {
+        "record": rows[keep] + first,
+        "wall_time": wall[s[keep] + 1],
         "step": step[keep],
         "kind": (member[keep] >> 3).astype(_I64),
         "vstart": vstart[keep],
         "vend": e[keep],
         "kstart": kstart[keep],
         "kend": kend[keep],
+        "tag_start": tag_start[keep],
+        "tag_length": tag_length[keep],
+        "meta": meta[keep],
     }
+
+
+def index_events(
+    buffer: Any,
+    starts: npt.NDArray[np.int64],
+    lengths: npt.NDArray[np.int64],
+    path: str,
+    *,
+    first: int = 0,
+    offsets: npt.NDArray[np.int64] | None = None,
+) -> Values:
+    """Read the summary values of the event records at ``starts``/``lengths`` in ``buffer``.
+
+    Errors name record ``first + i`` at file offset ``offsets[i]`` (default: the buffer is the file from
+    its start, TFRecord-framed, and each record starts 12 bytes before its payload). At least 8 bytes must
+    follow the last payload in ``buffer`` (a TFRecord file's last checksum, or padding).
+    """
+    data = np.frombuffer(buffer, np.uint8)
+    n = len(starts)
+    end = starts + lengths
+    wall = np.ndarray((max(len(data) - 7, 0),), "<f8", buffer, 0, (1,))
+    # The records in chunks whose bytes stay in the processor's cache through the walk's many steps.
+    parts = [
+        _walk(data, wall, starts[i : i + _CHUNK], end[i : i + _CHUNK], i)
+        for i in range(0, max(n, 1), _CHUNK)
+    ]
+    found = {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
+    regular = found["record"]
     values = Values(
         path=path,
         buffer=buffer,
+        record=regular,
+        wall_time=found["wall_time"],
+        step=found["step"],
         tag=np.zeros(0, _I64),
+        kind=found["kind"],
+        vstart=found["vstart"],
+        vend=found["vend"],
+        kstart=found["kstart"],
+        kend=found["kend"],
         tags=[],
         offsets=starts - 12 if offsets is None else offsets,
         first=first,
-        **columns,
     )
-    values.tag, values.tags = _tag_ids(values, data, tag_start[keep], tag_length[keep], regular)
-    with_meta = np.flatnonzero(meta[keep])
+    values.tag, values.tags = _tag_ids(
+        values, data, found["tag_start"], found["tag_length"], regular
+    )
+    with_meta = np.flatnonzero(found["meta"])
     if len(with_meta):
         # The first value of each tag that carries metadata names the tag's plugin.
         _, firsts = np.unique(values.tag[with_meta], return_index=True)
@@ -241,7 +287,9 @@ def _tag_ids(
     if not len(starts):
         return ids, tags
     words_view = np.ndarray((max(len(data) - 7, 0),), "<u8", buffer, 0, (1,))
-    for length in np.unique(lengths).tolist():
+    longest = int(lengths.max())
+    distinct = np.flatnonzero(np.bincount(lengths)) if longest < 4096 else np.unique(lengths)
+    for length in distinct.tolist():
         group = np.flatnonzero(lengths == length)
         at = starts[group]
         count = max(1, -(-length // 8))
@@ -252,14 +300,13 @@ def _tag_ids(
             if left < 8:
                 word = word & np.uint64((1 << (8 * max(left, 0))) - 1)
             words[:, j] = word
-        key = words[:, 0].copy()
-        for j in range(1, count):
-            key = key * np.uint64(0x9E3779B97F4A7C15) + words[:, j]
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        if count > 1 and not (words == words[first[inverse]]).all():  # a hash collision
-            _, first, inverse = np.unique(
-                words.view(f"V{8 * count}").ravel(), return_index=True, return_inverse=True
-            )
+        few = _few_distinct(words)
+        if few is not None:
+            first, inverse = few
+        else:
+            _, first, inverse = np.unique(_keys(words), return_index=True, return_inverse=True)
+            if count > 1 and not (words == words[first[inverse]]).all():  # a hash collision
+                first, inverse = _by_bytes(words, True)
         local = np.empty(len(first), _I64)
         for k, row in enumerate(first.tolist()):
             start = int(at[row])
@@ -274,6 +321,55 @@ def _tag_ids(
         ids[group] = local[inverse.ravel()]
     tags = list(numbers)
     return ids, tags
+
+
+def _keys(words: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """A hash of each row of ``words`` (the row itself when it is one word)."""
+    key: npt.NDArray[np.uint64] = words[:, 0].copy()
+    for j in range(1, words.shape[1]):
+        key = key * np.uint64(0x9E3779B97F4A7C15) + words[:, j]
+    return key
+
+
+def _by_bytes(words: npt.NDArray[np.uint64], inverse: bool) -> tuple[Any, Any]:
+    """np.unique's ``first`` (and ``inverse``) of the rows of ``words`` ordered by their bytes."""
+    rows = words.view(f"V{8 * words.shape[1]}").ravel()
+    if inverse:
+        _, first, where = np.unique(rows, return_index=True, return_inverse=True)
+        return first, where
+    return np.unique(rows, return_index=True)[1], None
+
+
+def _few_distinct(
+    words: npt.NDArray[np.uint64], limit: int = 8
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """What ``np.unique(_keys(words), return_index=True, return_inverse=True)`` gives for ``first`` and
+    ``inverse`` (the rows ordered by their bytes after a hash collision), found without sorting by comparing
+    every row with the first row of each distinct one; ``None`` when there are more than ``limit``."""
+    owner = np.empty(len(words), _I64)
+    firsts: list[int] = []
+    left: npt.NDArray[np.int64] | None = None  # None: all rows
+    while left is None or len(left):
+        if len(firsts) == limit:
+            return None
+        row = 0 if left is None else int(left[0])
+        same = ((words if left is None else words[left]) == words[row]).all(axis=1)
+        if left is None:
+            owner[same] = len(firsts)
+            left = np.flatnonzero(~same)
+        else:
+            owner[left[same]] = len(firsts)
+            left = left[~same]
+        firsts.append(row)
+    reps = np.array(firsts, _I64)
+    keys = _keys(words[reps])
+    if len(np.unique(keys)) == len(reps):
+        order = np.argsort(keys, kind="stable")
+    else:  # a hash collision
+        order = _by_bytes(words[reps], False)[0]
+    rank = np.empty(len(reps), _I64)
+    rank[order] = np.arange(len(reps))
+    return reps[order], rank[owner]
 
 
 def _parse_irregular(
