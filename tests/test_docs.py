@@ -105,7 +105,7 @@ NOT_RUN = {
         "installs the published repository from the network, not the checkout under test"
     ),
     "python tests/benchmarks/run.py --json report.json": "full benchmark, minutes of machine time",
-    "python tests/benchmarks/bench_tensorboard.py --repeat 2": (
+    "python tests/benchmarks/bench_tensorboard.py --repeat 1": (
         "10**6 scalars through tbparse and EventAccumulator, minutes; the smoke test runs it small"
     ),
     "python tests/benchmarks/run.py --only read --only write --repeat 7": "full-size data, minutes",
