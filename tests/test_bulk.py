@@ -125,12 +125,24 @@ def test_damage_is_located_like_the_reference(where, seed):
         _check(bytes(data), final)
 
 
-def test_payload_crcs_match_google_crc32c_for_every_short_length():
-    rng = np.random.default_rng(7)
-    lengths = np.repeat(np.arange(0, 130), bulk._GROUP_MIN)
+@pytest.mark.parametrize("first", range(0, 130, 32))
+def test_payload_crcs_match_google_crc32c_for_every_short_length(first, monkeypatch):
+    """Lengths ``first`` to ``first + 31`` (0 included), each common enough to be checksummed with numpy
+    (those over ``_VECTOR_LENGTH`` one by one)."""
+    together: list[int] = []
+    same_length = bulk._same_length_crcs
+
+    def counted(data, starts, length):  # type: ignore[no-untyped-def]
+        together.append(length)
+        return same_length(data, starts, length)
+
+    monkeypatch.setattr(bulk, "_same_length_crcs", counted)
+    rng = np.random.default_rng(first)
+    lengths = np.repeat(np.arange(first, first + 32), bulk._GROUP_MIN)
     rng.shuffle(lengths)
     payloads = [rng.bytes(int(n)) for n in lengths]
     data = b"".join(p + b"\0" * 4 for p in payloads) + b"\0" * 8
     starts = np.cumsum([0] + [len(p) + 4 for p in payloads[:-1]]).astype(np.int64)
     crcs = bulk._payload_crcs(data, starts, lengths.astype(np.int64))
     assert crcs.tolist() == [google_crc32c.value(p) for p in payloads]
+    assert sorted(together) == [n for n in range(first, first + 32) if n <= bulk._VECTOR_LENGTH]

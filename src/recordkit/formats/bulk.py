@@ -22,6 +22,7 @@ This module imports numpy; :mod:`recordkit.formats` does not import it.
 from __future__ import annotations
 
 import struct
+from itertools import pairwise
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -82,7 +83,7 @@ def _walk(buffer: Any, size: int) -> tuple[npt.NDArray[np.int64], int]:
     view = np.ndarray((max(size - 7, 0),), "<u8", buffer, 0, (1,))
     pieces: list[npt.NDArray[np.int64]] = []
     heads: list[int] = []
-    sizes: list[int] = []
+    add = heads.append
     pos = 0
     limit = size - 16  # a record whose header is at pos <= limit may fit
     run = _SCALAR_RUN
@@ -95,19 +96,21 @@ def _walk(buffer: Any, size: int) -> tuple[npt.NDArray[np.int64], int]:
                 if stop > size:
                     pieces.append(np.array(heads, np.int64))
                     return np.concatenate(pieces), pos
-                heads.append(pos)
-                sizes.append(stop - pos)
+                add(pos)
                 pos = stop
                 if pos > limit:
                     break
             else:
-                period = _period(sizes[-_SCALAR_RUN:])
+                tail = [*heads[-_SCALAR_RUN:], pos]
+                sizes = [b - a for a, b in pairwise(tail)]
+                period = _period(sizes)
                 if period:
                     pattern = np.array(sizes[-period:], np.int64)
                 else:
                     run = min(2 * run, 1024)
             pieces.append(np.array(heads, np.int64))
-            heads, sizes = [], []
+            heads = []
+            add = heads.append
             continue
         steps = np.tile(pattern, -(-block // len(pattern)))
         bounds = np.cumsum(steps)
@@ -253,9 +256,11 @@ def _payload_crcs(
     crcs = np.empty(len(starts), np.uint32)
     alone = np.ones(len(starts), bool)
     short = lengths[lengths <= _VECTOR_LENGTH]
-    if len(short) >= _GROUP_MIN:
+    # A group must also be large enough to pay for finding its members among all payloads.
+    least = max(_GROUP_MIN, len(lengths) // 64)
+    if len(short) >= least:
         counts = np.bincount(short)
-        common = np.flatnonzero(counts >= _GROUP_MIN)
+        common = np.flatnonzero(counts >= least)
         common = common[np.argsort(counts[common])[::-1][:_GROUPS]]
         data = np.frombuffer(buffer, np.uint8)
         for length in common.tolist():
