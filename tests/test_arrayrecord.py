@@ -324,6 +324,41 @@ def test_flips_in_headers_and_data_name_the_record_and_offset(tmp_path):
 
 
 @pytest.mark.interop
+def test_reading_in_order_yields_every_record_before_the_first_damaged_chunk(tmp_path):
+    # One record per chunk, so a window read at once holds many chunks: a damaged chunk in its middle must
+    # not cost the records before it, and a damaged chunk before that one is the one named.
+    records = _records(200)
+    path = write_array_record(tmp_path / "w.array_record", records, "zstd,group_size:1")
+    data = Path(path).read_bytes()
+    offsets = ArrayRecordFrameReader(Source(path="x", buffer=data)).offsets
+
+    def read(damaged: bytearray, check_data: bool) -> tuple[list[bytes], rk.ChecksumError]:
+        got: list[bytes] = []
+        reader = ArrayRecordFrameReader(
+            Source(path="d", buffer=bytes(damaged)), check_data=check_data
+        )
+        with pytest.raises(rk.ChecksumError) as caught:
+            got.extend(reader)
+        return got, caught.value
+
+    damaged = bytearray(data)
+    damaged[offsets[150] + 10] ^= 4  # chunk 150's header (its data_size)
+    got, error = read(damaged, False)
+    assert (error.index, error.offset, got) == (150, offsets[150], records[:150])
+    assert "chunk header hash" in error.reason
+    size = int.from_bytes(data[offsets[40] + 8 : offsets[40] + 16], "little")
+    damaged[offsets[40] + 40 + size // 2] ^= 1  # chunk 40's data: only its data hash tells
+    got, error = read(damaged, True)
+    assert (error.index, error.offset, got) == (40, offsets[40], records[:40])
+    assert "data hash" in error.reason
+    reader = ArrayRecordFrameReader(Source(path="d", buffer=bytes(damaged)), check_data=True)
+    chunks, failure = reader.chunks.chunks(reader.offsets[:-1], reader.starts[:-1])
+    assert [chunk.begin for chunk in chunks] == list(offsets[:40])
+    assert failure is not None
+    assert failure.index == 40
+
+
+@pytest.mark.interop
 def test_truncated_files_raise_typed_errors(tmp_path):
     records = _records(30)
     path = write_array_record(tmp_path / "t.array_record", records, "group_size:4")

@@ -370,12 +370,12 @@ class ChunkReader:
             blocks = []
             try:
                 data, _ = self._gather(pos, data_size, indices[i], blocks)
-            except TruncatedRecordError as exc:
+            except TruncatedRecordError as exc:  # the chunks before it are still read and checked
                 failure = (i, exc)
-            checks += [_header_check(indices[i], "block", at, block) for at, block in blocks]
-            if failure is not None:
-                owners += [i] * len(blocks)
+                owners += [i] * (len(checks) + len(blocks) - len(owners))
+                checks += [_header_check(indices[i], "block", at, h) for at, h in blocks]
                 break
+            checks += [_header_check(indices[i], "block", at, block) for at, block in blocks]
             if self.check_data:
                 checks.append((indices[i], "data", begins[i], data, data_hash))
             owners += [i] * (len(checks) - len(owners))

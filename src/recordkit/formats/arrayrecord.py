@@ -62,6 +62,7 @@ from recordkit.formats._riegeli import (
     read_varint,
     varints,
 )
+from recordkit.formats._riegeli_window import window_records
 from recordkit.formats.base import (
     WINDOW,
     Capabilities,
@@ -454,16 +455,28 @@ class ArrayRecordFrameReader(FrameReader):
             stop = bisect.bisect_right(offsets, base + WINDOW, number + 1) - 1
             stop = min(max(stop, number + 1), count)
             blob = source.pread(base, offsets[stop] - base)
-            chunks, failure = ChunkReader(
+            general = ChunkReader(
                 _Window(base, blob, source.pread).pread,
                 self.path,
                 check_hashes=self.chunks.check_hashes,
                 check_data=self.chunks.check_data,
-            ).chunks(offsets[number:stop], self.starts[number:stop])
-            for current, chunk in enumerate(chunks, number):
-                yield from self._decode(chunk, current)
-            if failure is not None:
-                raise failure
+            )
+            counts = [b - a for a, b in itertools.pairwise(self.starts[number : stop + 1])]
+            pieces = window_records(
+                blob,
+                base,
+                offsets[number:stop],
+                counts,
+                check_hashes=general.check_hashes,
+                check_data=general.check_data,
+            )
+            for piece in pieces:  # runs of ordinary chunks' records, or a chunk to read in general
+                if isinstance(piece, int):
+                    current = number + piece
+                    chunk = general.chunk(offsets[current], self.starts[current])
+                    yield from self._decode(chunk, current)
+                else:
+                    yield from piece
             number = stop
 
 
