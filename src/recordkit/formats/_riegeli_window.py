@@ -21,6 +21,7 @@ chunks with the same records, and every error comes from the general path.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 from collections.abc import Callable
 from typing import Any
@@ -50,9 +51,7 @@ def _codecs() -> dict[int, Callable[[Any, int], Any]]:
     whose decompressor then gives the error (or, should it disagree, the records).
     """
     codecs: dict[int, Callable[[Any, int], Any]] = {}
-    zstandard: Any = None
-    with contextlib.suppress(ImportError):
-        import zstandard
+    zstandard = _zstandard()
     if zstandard is not None:
         fast = zstandard.ZstdDecompressor().decompress
         codecs[0x7A] = lambda data, size: fast(data, max_output_size=size, allow_extra_data=False)
@@ -61,6 +60,19 @@ def _codecs() -> dict[int, Callable[[Any, int], Any]]:
             with contextlib.suppress(ImportError):
                 codecs[kind] = decompressor(kind)
     return codecs
+
+
+@functools.cache
+def _zstandard() -> Any:
+    """The ``zstandard`` module if installed and recent enough to refuse bytes after a frame, else ``None``."""
+    try:
+        import zstandard
+
+        frame = zstandard.ZstdCompressor().compress(b"x")
+        zstandard.ZstdDecompressor().decompress(frame, max_output_size=1, allow_extra_data=False)
+    except (ImportError, TypeError):
+        return None
+    return zstandard
 
 
 def window_records(

@@ -17,7 +17,9 @@ and only the records asked for are sliced out of it. A reader keeps the chunks i
 :attr:`ArrayRecordFrameReader.cache_bytes` (:data:`CACHE_BYTES`, 64 MiB) of decompressed data and sizes in
 all, and always the last one, so random reads over a few large chunks decode each chunk once.
 Iteration reads the chunks in order, about :data:`~recordkit.formats.base.WINDOW` bytes at a
-time.
+time; the ordinary chunks of such a window (within one block, intact, simple) are decoded together by
+:func:`~recordkit.formats._riegeli_window.window_records`, any other chunk one by one by the
+:class:`~recordkit.formats._riegeli.ChunkReader` (same records, same errors).
 
 What is checked (``check_crc=True``, the default): the file signature; the HighwayHash of every chunk
 header read (the footer's and postscript's included) and of every block header inside a chunk read; that
