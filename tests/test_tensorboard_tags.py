@@ -33,6 +33,7 @@ def test_few_distinct_numbers_rows_like_unique(distinct, width):
 def test_tags_of_one_length_keep_their_order(tmp_path):
     """Few tags of one length and more than are numbered by comparison: every tag, in the order of
     np.unique of the hashed tags."""
+    pytest.importorskip("pandas")  # scalars() returns a DataFrame
     from recordkit._proto.tensorboard import event_pb2
 
     path = tmp_path / "events.out.tfevents.1.host"
@@ -60,6 +61,7 @@ def test_tags_of_one_length_keep_their_order(tmp_path):
 def test_records_across_chunks_read_like_protobuf(tmp_path, monkeypatch, chunk):
     """More records than one chunk of the columnar walk (or chunks of 7), mixing regular scalars, values
     with metadata and events protobuf parses (two values, no summary): the rows protobuf reads, in order."""
+    pytest.importorskip("pandas")  # scalars() returns a DataFrame
     from recordkit._proto.tensorboard import event_pb2
 
     if chunk is not None:
