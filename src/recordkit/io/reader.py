@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import builtins
 import functools
+import hashlib
 import itertools
 import operator
 import os
@@ -32,6 +33,7 @@ from recordkit.datasets.manifest import (
 )
 from recordkit.errors import (
     ManifestError,
+    RecordKitError,
     StaleIndexError,
     UnknownFormatError,
     UnsupportedOperationError,
@@ -359,6 +361,11 @@ class RecordReader(_RecordFile):
     reader over a file object cannot be pickled (:class:`TypeError`), nor can a closed one
     (:class:`ValueError`).
 
+    A random-access reader is a Grain ``RandomAccessDataSource`` with batched reads (``_getitems`` is
+    :meth:`read`): its ``repr()`` names the format, the path, the number of files and records and a token
+    of the files' paths, sizes and modification times, which Grain's ``DataLoader`` compares when it
+    restores a checkpoint.
+
     Attributes
     ----------
     paths
@@ -428,8 +435,34 @@ class RecordReader(_RecordFile):
         self._release()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
-        return f"<RecordReader {self._format} {self._path or self.paths!r} ({state})>"
+        """What is read: format, path, files, records and a token of their content (Grain checks it)."""
+        where = f"{self._format} {self._path or self.paths!r}"
+        if self._closed:
+            return f"<RecordReader {where} (closed)>"
+        files = f"{len(self._frames)} file{'' if len(self._frames) == 1 else 's'}"
+        records, content = self._records_text(), self._content()
+        return f"<RecordReader {where}: {files}, {records}, content {content} (open)>"
+
+    def _records_text(self) -> str:
+        if self._sequential is not None and self._starts is None:
+            return "records unknown"  # a compressed file without a manifest: counted only by reading it
+        try:
+            return f"{len(self)} records"
+        except RecordKitError as exc:
+            return f"records unknown ({type(exc).__name__})"
+
+    def _content(self) -> str:
+        """A token that changes when a file may have: its path, size and modification time (size alone
+        for a remote file, whose time recordkit does not ask for)."""
+        digest = hashlib.blake2b(digest_size=6)
+        for frames, opened in zip(self._frames, self._opened, strict=True):
+            mtime = None if opened.info is None else opened.info.st_mtime_ns
+            digest.update(repr((frames.path, frames.source.size, mtime)).encode())
+        return digest.hexdigest()
+
+    def _getitems(self, indices: Sequence[int]) -> list[bytes]:
+        """:meth:`read`, under the name Grain's batched ``RandomAccessDataSource`` protocol calls."""
+        return self.read(indices)
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self._closed:
