@@ -62,7 +62,7 @@ from recordkit.cli.payload import (
 )
 from recordkit.datasets import ShardCheck, verify_dataset
 from recordkit.datasets.index import find_index
-from recordkit.io import ResolvedSources, index_problem, write_index
+from recordkit.io import ResolvedSources, index_problem, source_size, write_index
 
 __all__ = ["build_parser"]
 
@@ -113,7 +113,7 @@ def _file_info(args: argparse.Namespace, path: InputPath) -> dict[str, Any]:
             # The whole file's compression, or its chunks' (ArrayRecord compresses chunk by chunk).
             "compression": reader.compression or reader.chunk_compression or "none",
             "records": len(sizes),
-            "file_size": os.path.getsize(path),
+            "file_size": source_size(path),
             "payload_bytes": sum(sizes),
             "mean_size": sum(sizes) / len(sizes) if sizes else 0.0,
             "min_size": min(sizes, default=0),

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         reading_format,
         require_fsspec,
         source_exists,
+        source_size,
     )
     from recordkit.io.writer import (
         RecordWriter,
@@ -62,7 +63,7 @@ _DEFINED_IN = {
         "following": "Follower Following follow",
         "reader": "RecordReader open_shard",
         "resolve": "ResolvedSources Sources expand_sources find_dataset resolve_sources",
-        "sources": "dataset_files has_glob_wildcards is_glob_pattern is_url natural_key reading_format require_fsspec source_exists",
+        "sources": "dataset_files has_glob_wildcards is_glob_pattern is_url natural_key reading_format require_fsspec source_exists source_size",
         "writer": "RecordWriter index_problem open_writer scan_offsets write_index",
     }.items()
     for name in names.split()
@@ -92,6 +93,7 @@ __all__ = [
     "resolve_sources",
     "scan_offsets",
     "source_exists",
+    "source_size",
     "write_index",
 ]
 

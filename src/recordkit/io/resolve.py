@@ -37,6 +37,7 @@ from recordkit.io.sources import (
     dataset_files,
     is_glob_pattern,
     is_url,
+    listed_url,
     natural_key,
     require_fsspec,
     source_exists,
@@ -92,7 +93,7 @@ def _directory_files(directory: str, fmt: RecordFormat | None) -> list[str]:
 def _glob(pattern: str) -> list[str]:
     if is_url(pattern):
         fs, inner = require_fsspec().core.url_to_fs(pattern)
-        matches = [fs.unstrip_protocol(p) for p in fs.glob(inner)]
+        matches = [listed_url(pattern, fs, p) for p in fs.glob(inner)]
     else:
         matches = [p for p in glob.glob(pattern) if os.path.isfile(p)]
     matches = [p for p in matches if _is_record_name(p)]

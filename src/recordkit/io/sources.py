@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
+import itertools
 import os
 import re
 import stat
@@ -44,9 +45,42 @@ SNIFF_SIZE = 1 << 16
 
 def is_url(path: str) -> bool:
     """Whether ``path`` is an fsspec URL (``s3://...``, ``memory://...``, ``file://...``), read through
-    fsspec, rather than a local path."""
-    scheme, sep, _ = path.partition("://")
-    return bool(sep) and scheme.isidentifier() and len(scheme) > 1
+    fsspec, rather than a local path; chained URLs too (``filecache::s3://...``, ``simplecache::gs://...``,
+    ``zip://a.tfrecord::s3://bucket/b.zip``)."""
+    first, chained, _ = path.partition("::")
+    scheme, sep, _ = first.partition("://")
+    return (bool(sep) or bool(chained)) and scheme.isidentifier() and len(scheme) > 1
+
+
+def listed_url(url: str, fs: Any, path: str) -> str:
+    """The URL of ``path``, a file that ``fs`` (``url``'s file system) listed, with ``url``'s chain.
+
+    A glob over ``filecache::s3://bucket/*`` lists through the cache's target; its matches keep the
+    ``filecache::`` prefix (and anything chained after the listed file system, as in ``zip://*::s3://b.zip``)
+    so that they are read through the same cache.
+    """
+    pieces = url.split("::")
+    wrappers = list(itertools.takewhile(lambda piece: "://" not in piece, pieces))
+    tail = pieces[len(wrappers) + 1 :]
+    return "::".join([*wrappers, fs.unstrip_protocol(path), *tail])
+
+
+def _caches(fs: Any) -> bool:
+    """Whether ``fs`` is one of fsspec's caching file systems (``filecache``, ``simplecache``,
+    ``blockcache``)."""
+    try:
+        from fsspec.implementations.cached import CachingFileSystem
+    except ImportError:  # pragma: no cover - an fsspec without caches
+        return False
+    return isinstance(fs, CachingFileSystem)
+
+
+def _cached(fs: Any, path: str) -> bool:
+    """Whether fsspec's cache ``fs`` holds ``path`` (unexpired): then it is read from the cache, and is
+    there even where the remote store no longer has it or cannot be reached. The check is the one the
+    cache's own ``open`` makes (``_check_file``); an fsspec without it answers ``False``."""
+    check = getattr(fs, "_check_file", None)
+    return bool(check(fs._strip_protocol(path))) if callable(check) else False
 
 
 def require_fsspec() -> Any:
@@ -113,7 +147,19 @@ def _open_url(url: str) -> Opened:
     fs, fs_path = require_fsspec().core.url_to_fs(url)
     file = fs.open(fs_path, "rb")
     with _closed_on_error(file):
-        return Opened(Source(path=url, fileobj=file, seekable=True, size=fs.size(fs_path)), [file])
+        return Opened(Source(path=url, fileobj=file, seekable=True, size=_size(file)), [file])
+
+
+def _size(file: Any) -> int:
+    """The size of an open fsspec file, from the file itself: a file a cache holds (``filecache::``) is
+    measured without asking the remote store, which may be gone."""
+    size = getattr(file, "size", None)
+    if isinstance(size, int):
+        return size
+    position = file.tell()
+    end: int = file.seek(0, os.SEEK_END)
+    file.seek(position)
+    return end
 
 
 @contextlib.contextmanager
@@ -311,8 +357,29 @@ def source_exists(path: str) -> bool:
     """Whether the file (or directory) ``path`` exists, local or at an fsspec URL."""
     if is_url(path):
         fs, inner = require_fsspec().core.url_to_fs(path)
+        if _caches(fs) and _cached(fs, inner):
+            return True
         return bool(fs.exists(inner))
     return os.path.exists(path)
+
+
+def source_size(path: str) -> int:
+    """The size in bytes of the file ``path``, local or at an fsspec URL (a file an fsspec cache holds,
+    ``filecache::...``: the cached copy's, without asking the remote store).
+
+    Raises
+    ------
+    FileNotFoundError
+        The file does not exist.
+    """
+    if not is_url(path):
+        return os.path.getsize(path)
+    opened = _open_url(path)
+    try:
+        assert opened.source.size is not None
+        return opened.source.size
+    finally:
+        opened.close()
 
 
 def open_source(src: Any, *, zero_copy: bool = False) -> Opened:
