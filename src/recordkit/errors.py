@@ -42,6 +42,7 @@ __all__ = [
     "SlowCRCWarning",
     "StaleIndexError",
     "StaleIndexWarning",
+    "StateError",
     "TruncatedRecordError",
     "UnknownFormatError",
     "UnsafePathError",
@@ -313,6 +314,15 @@ class NoLengthError(UnsupportedOperationError, TypeError):
 
     It is also a :class:`TypeError`, what ``len()`` raises for an object without a length, so ``list()``
     and other callers that ask for a length only as a hint still work on such a reader.
+    """
+
+
+class StateError(RecordKitError, ValueError):
+    """A saved position (``state_dict()``) that this pipeline cannot continue from.
+
+    It comes from another pipeline (other seed, files, batch size...), another kind of loader or an
+    incompatible recordkit, or a list of positions saved by the ranks of a run is incomplete or inconsistent
+    (a rank missing or given twice, ranks in different epochs).
     """
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing
 from typing import Any
 
@@ -24,8 +24,9 @@ from recordkit.data._stages import (
     run,
     unknown_length,
 )
-from recordkit.data._state import STATE_VERSION, check_state
+from recordkit.data._state import STATE_VERSION, Elastic, Stream, check_state, merge_states
 from recordkit.datasets.plan import EqualShards, resolve_rank, shard_of, worker_info
+from recordkit.errors import StateError, UnsupportedOperationError
 from recordkit.io.resolve import Sources
 
 __all__ = ["EPOCH_END", "Dataset"]
@@ -418,6 +419,7 @@ class Dataset:
     def _fingerprint(self) -> dict[str, Any]:
         legacy = all(isinstance(op, (Map, Batch)) for op in self._ops)
         # Entries added after the first version are None where the pipeline could have been built then,
+        self._set_elastic(None)
         # so that positions saved before still load.
         return {
             **self._source.fingerprint(),
@@ -442,21 +444,84 @@ class Dataset:
         }
         return state
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def _elastic_state(self, epoch: int) -> dict[str, Any] | None:
+        """The elastic position of ``epoch`` as a state stores it (``None``: the epoch as planned)."""
+        source = self._source
+        elastic = source.resumed(epoch) if isinstance(source, FileSource) else None
+        return None if elastic is None else elastic.to_state()
+
+    def _set_elastic(self, elastic: Elastic | None) -> None:
+        source = self._source
+        if isinstance(source, FileSource):
+            if source.elastic is not elastic:
+                self._source = source.replace(elastic=elastic)
+        elif elastic is not None:
+            raise UnsupportedOperationError(
+                "resuming on another number of ranks reads the rest of an epoch of files; a mix of "
+                "datasets resumes only with the layout it was saved with"
+            )
+
+    def _records(self, items: int) -> int:
+        """How many records the stages had taken to deliver ``items`` items."""
+        records, cut, _ = plan_skip(self._ops, items)
+        if cut:
+            raise UnsupportedOperationError(
+                "resuming on another number of ranks needs the number of records each rank had read, "
+                "which filter() and unbatch() hide: resume with the same ranks, or filter in the "
+                "training loop"
+            )
+        return records
+
+    def _load_states(self, states: Sequence[Mapping[str, Any]]) -> None:
+        def streams(state: Mapping[str, Any]) -> list[Stream]:
+            shard = state.get("shard")
+            if shard is None:
+                return [Stream(None, None, int(state["consumed"]))]
+            return [Stream(int(shard[0]), int(shard[1]), int(state["consumed"]))]
+
+        if not isinstance(self._source, FileSource):
+            self._set_elastic(Elastic(0, ()))  # raises: a mix
+        epoch, first, elastic = merge_states(
+            states, "dataset", self._fingerprint(), streams, self._records
+        )
+        self._set_elastic(elastic)
+        self._epoch, self._first_epoch = epoch, first
+        self._consumed = 0
+        self._restored_skip = 0
+        self._expected_shard = self._last_shard = None
+
+    def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         """Continue, at the next iteration, from a position saved by :meth:`state_dict`.
+            "elastic": self._elastic_state(self._epoch),
 
         Raises
         ------
-        ValueError
-            The state comes from a different pipeline (other seed, files, batch size, shuffle...); the
-            shard (rank and worker) is checked when the iteration starts.
+        StateError
+            The state comes from a different pipeline (other seed, files, batch size, shuffle...); a list
+            misses a rank, names one twice, or its ranks are in different epochs. A single state's shard
+            (rank and worker) is checked when the iteration starts. (Also a ``ValueError``.)
+        UnsupportedOperationError
+            A list is given to a pipeline that cannot continue on another layout: a :func:`mix`, a
+            ``filter()`` or ``unbatch()`` stage, or sequential (compressed) files.
         """
+        Parameters
+        ----------
+        state
+            This rank's saved state, to continue with the same ranks; or the list of the states saved by
+            every rank of a run (in any order), to continue on any number of ranks: the rest of the saved
+            epoch (the records no rank had read) is split between the ranks of this run, so every record
+            of the epoch is still read once, and the next epochs are split as usual. See "Resuming on
+            another number of machines" in the docs for what it supports.
+
         check_state(state, "dataset", self._fingerprint())
         self._epoch = int(state["epoch"])
         self._first_epoch = int(state["first_epoch"])
         self._consumed = int(state["consumed"])
         self._restored_skip = self._consumed
         shard = state.get("shard")
+        if not isinstance(state, Mapping):
+            self._load_states(state)
+            return
         self._expected_shard = None if shard is None else (int(shard[0]), int(shard[1]))
 
     # -- iteration -----------------------------------------------------------------------------------
@@ -464,12 +529,15 @@ class Dataset:
     def __iter__(self) -> Iterator[Any]:
         shard, num_shards = self._shard()
         if self._restored_skip is not None and self._expected_shard not in (
+        self._last_shard = self._expected_shard
+        self._set_elastic(Elastic.from_state(state.get("elastic")))
             None,
             (shard, num_shards),
         ):
-            raise ValueError(
+            raise StateError(
                 f"the state was saved by shard {self._expected_shard[0]} of {self._expected_shard[1]} "
-                f"(rank x worker) but this is shard {shard} of {num_shards}"
+                f"(rank x worker) but this is shard {shard} of {num_shards}; to resume on another "
+                "number of ranks, give load_state_dict the list of the states saved by every rank"
             )
         self._last_shard = (shard, num_shards)
         if self._restored_skip is None:

@@ -17,6 +17,7 @@ import numpy as np
 from recordkit.data._interleave import InterleavedStream
 from recordkit.data._readers import CHUNK, Catalog, ReaderPool, ShardStream
 from recordkit.data._shuffle import BufferShuffler
+from recordkit.data._state import Elastic, remaining
 from recordkit.datasets.plan import (
     EqualShards,
     RangeUnit,
@@ -120,6 +121,9 @@ class FileSource:
         The ``take``/``skip`` windows called before and after :meth:`Dataset.shuffle`.
     cycle, block
         ``interleave(cycle_length, block_length)``; ``cycle=0`` reads one unit after the other.
+    elastic
+        An epoch continued on another number of shards (:meth:`Dataset.load_state_dict` with the states of
+        every rank): in that epoch each shard reads its balanced slice of what the saved shards left.
     """
 
     catalog: Catalog
@@ -130,6 +134,7 @@ class FileSource:
     after: Window = EVERYTHING
     cycle: int = 0
     block: int = 1
+    elastic: Elastic | None = None
 
     def replace(self, **changes: Any) -> FileSource:
         """A copy with ``changes``."""
@@ -150,6 +155,16 @@ class FileSource:
             "interleave": [self.cycle, self.block] if self.cycle else None,
             **({"tfds_order": True} if self.catalog.order is not None else {}),
         }
+
+    def resumed(self, epoch: int) -> Elastic | None:
+        """The elastic position that applies to ``epoch``, if any."""
+        elastic = self.elastic
+        if elastic is None or elastic.epoch != epoch or not elastic.phases:
+            return None
+        return elastic
+
+    def _rest(self, pool: ReaderPool, elastic: Elastic) -> np.ndarray:
+        return remaining(self.replace(elastic=None), pool, elastic)
 
     # -- planning ------------------------------------------------------------------------------------
 
@@ -186,6 +201,9 @@ class FileSource:
         starts from a position) count every file, random-access ones by a header scan.
         """
         catalog = self.catalog
+        elastic = self.resumed(epoch)
+        if elastic is not None:
+            return plan_sequence(self._rest(pool, elastic), shard, num_shards, self.equal)
         if self.equal is not None:
             catalog.count_all(pool)
         else:
@@ -245,6 +263,14 @@ class FileSource:
             A count needed is known only by reading a sequential (compressed) file through.
         """
         catalog = self.catalog
+        elastic = self.resumed(epoch)
+        if elastic is not None:
+            pool = ReaderPool(catalog)
+            try:
+                rest = len(self._rest(pool, elastic))
+            finally:
+                pool.close()
+            return global_length(rest, shard, num_shards, self.equal)
         catalog.describe()
 
         def known(f: int) -> int:
@@ -295,10 +321,11 @@ class FileSource:
             plan = self.plan(pool, epoch, shard, num_shards, counted=skip > 0)
             plain = ShardStream(plan, pool)
             stream: ShardStream | InterleavedStream = plain
-            if self.cycle > 1:
+            elastic = self.resumed(epoch) is not None  # the rest of an epoch, in its own order
+            if self.cycle > 1 and not elastic:
                 stream = InterleavedStream(plain, self.cycle, self.block)
             spec = self.shuffle
-            if spec is None or spec.buffer_size is None or spec.buffer_size <= 1:
+            if elastic or spec is None or spec.buffer_size is None or spec.buffer_size <= 1:
                 chunks = stream.chunks(skip)
             else:
                 seed = derive_seed(self.seed, epoch, shard, "buffer")

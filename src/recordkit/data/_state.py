@@ -7,10 +7,30 @@ shuffle buffer) follows from the seed, the epoch and the shard, and is rebuilt o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["STATE_VERSION", "check_state"]
+import numpy as np
+
+from recordkit.errors import StateError, UnsupportedOperationError
+
+if TYPE_CHECKING:
+    from recordkit.data._files import FileSource
+    from recordkit.data._readers import ReaderPool
+    from recordkit.datasets.plan import Unit
+
+__all__ = [
+    "ALL",
+    "STATE_VERSION",
+    "Elastic",
+    "Phase",
+    "Stream",
+    "check_state",
+    "merge_states",
+    "remaining",
+]
 
 STATE_VERSION = 2
 """Version 2: shuffle buffers draw their slots in blocks (numpy), so a version 1 state would resume with
@@ -31,7 +51,7 @@ def check_state(state: Mapping[str, Any], kind: str, expected: Mapping[str, Any]
 
     Raises
     ------
-    ValueError
+    StateError
         The state is of another kind or version, or an entry differs: restoring it would not give the
         remaining records of the saved run.
     """
@@ -39,14 +59,14 @@ def check_state(state: Mapping[str, Any], kind: str, expected: Mapping[str, Any]
         raise TypeError(f"a state must be a mapping, not {type(state).__name__}")
     version = state.get("version")
     if state.get("kind") == kind and isinstance(version, int) and 0 < version < STATE_VERSION:
-        raise ValueError(
+        raise StateError(
             f"this {kind} state was saved by an earlier recordkit (state version {version}), whose "
             "shuffle buffers chose the records in another order: restoring it here would not continue "
             f"the same sequence of records (this version reads state version {STATE_VERSION}); start "
             "the epoch again"
         )
     if state.get("kind") != kind or version != STATE_VERSION:
-        raise ValueError(
+        raise StateError(
             f"not a recordkit {kind} state (kind={state.get('kind')!r}, version={state.get('version')!r})"
         )
     for key, value in expected.items():
@@ -56,7 +76,286 @@ def check_state(state: Mapping[str, Any], kind: str, expected: Mapping[str, Any]
         if isinstance(value, list):
             value = tuple(value)
         if saved != value:
-            raise ValueError(
+            raise StateError(
                 f"the state was saved with {key}={saved!r} but this pipeline has {key}={value!r}; "
                 "restoring it would not continue the same sequence of records"
+                + (
+                    "; to resume on another number of ranks, give load_state_dict the list of the "
+                    "states saved by every rank"
+                    if key in ("rank", "world_size")
+                    else ""
+                )
             )
+
+
+# -- resuming on another number of shards ---------------------------------------------------------------
+
+ALL = -1
+"""A phase's count for a shard that had consumed every record it had (it had moved to the next epoch)."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Part of an epoch read by ``num_shards`` shards before the job stopped.
+
+    ``consumed[s]`` is how many records shard ``s`` had taken from its stream (:data:`ALL`: all of them).
+    """
+
+    num_shards: int
+    consumed: tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Elastic:
+    """The epoch ``epoch`` continued on another layout of shards: what each earlier layout had read.
+
+    The first phase's shards read the epoch as planned (files, shuffle, interleave, shuffle buffer); each
+    later phase's shards read balanced slices of what the phases before left (:func:`remaining`).
+    """
+
+    epoch: int
+    phases: tuple[Phase, ...]
+    _cache: dict[Any, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def to_state(self) -> dict[str, Any]:
+        """The JSON-compatible form stored in a state under ``"elastic"``."""
+        return {
+            "epoch": self.epoch,
+            "phases": [[p.num_shards, list(p.consumed)] for p in self.phases],
+        }
+
+    @classmethod
+    def from_state(cls, data: Any) -> Elastic | None:
+        """Read what :meth:`to_state` wrote (``None`` stays ``None``).
+
+        Raises
+        ------
+        StateError
+            It is malformed.
+        """
+        if data is None:
+            return None
+        try:
+            phases = []
+            for num_shards, consumed in data["phases"]:
+                counts = tuple(_count(c) for c in consumed)
+                if _count(num_shards) < 1 or len(counts) != num_shards:
+                    raise ValueError
+                phases.append(Phase(int(num_shards), counts))
+            return cls(_count(data["epoch"]), tuple(phases))
+        except (KeyError, TypeError, ValueError):
+            raise StateError(f"malformed state: elastic={data!r}") from None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"epoch": self.epoch, "phases": self.phases, "_cache": {}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < ALL:
+        raise ValueError(value)
+    return value
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One saved stream of a position: ``items`` delivered by ``shard`` of ``num_shards`` (``None``:
+    unknown, for a pipeline saved before it was ever iterated)."""
+
+    shard: int | None
+    num_shards: int | None
+    items: int
+
+
+def merge_states(
+    states: Sequence[Mapping[str, Any]],
+    kind: str,
+    expected: Mapping[str, Any],
+    streams: Callable[[Mapping[str, Any]], list[Stream]],
+    records: Callable[[int], int],
+) -> tuple[int, int, Elastic | None]:
+    """Combine the positions saved by every rank of a run into one position for any new layout.
+
+    Parameters
+    ----------
+    states
+        What ``state_dict()`` returned on each rank (in any order).
+    kind, expected
+        As for :func:`check_state`.
+    streams
+        The streams a state saved (a dataset's one; a loader's one per worker).
+    records
+        How many records a stream had taken for a number of items it delivered.
+
+    Returns
+    -------
+    epoch, first_epoch, elastic
+        Where the restored pipeline continues: ``elastic`` says what the epoch's earlier layouts consumed
+        (``None``: nothing, the epoch starts afresh).
+
+    Raises
+    ------
+    StateError
+        A state is of another pipeline, malformed, a shard is missing or given twice, or the ranks are
+        in different epochs.
+    UnsupportedOperationError
+        A count of items cannot be turned into a count of records (see ``records``).
+    """
+    if isinstance(states, Mapping) or not states:
+        raise StateError("give the list of the states saved by every rank of the run")
+    for state in states:
+        check_state(state, kind, expected)
+    epoch = min(_count(state["epoch"]) for state in states)
+    firsts = {_count(state["first_epoch"]) for state in states}
+    if len(firsts) != 1:
+        raise StateError(f"the ranks' states began iterating in different epochs: {sorted(firsts)}")
+    current: list[Stream] = []
+    history: set[Elastic | None] = set()
+    finished: list[Stream] = []
+    for state in states:
+        saved = streams(state)
+        at = _count(state["epoch"])
+        if at == epoch:
+            current.extend(saved)
+            elastic = Elastic.from_state(state.get("elastic"))
+            history.add(None if elastic is None or elastic.epoch != epoch else elastic)
+        elif at == epoch + 1 and not any(s.items for s in saved):
+            finished.extend(saved)  # this rank had read its whole share of the epoch
+        else:
+            raise StateError(
+                f"the ranks' states are in different epochs ({epoch} and {at}): save every rank's "
+                "state at the same step"
+            )
+    keys = {None if e is None else json.dumps(e.to_state()) for e in history}
+    if len(keys) > 1:
+        raise StateError("the ranks' states were resumed from different positions of the epoch")
+    previous = next(iter(history), None)
+    phases = () if previous is None else previous.phases
+    if not finished and not any(s.items for s in current):
+        return epoch, firsts.pop(), None if not phases else Elastic(epoch, phases)
+    every = [(s, False) for s in current] + [(s, True) for s in finished]
+    layouts = {s.num_shards for s, _ in every if s.num_shards is not None}
+    if len(layouts) != 1 or any(s.shard is None for s, _ in every):
+        raise StateError(
+            "the states do not say which shard each rank read (a rank saved before it iterated, "
+            f"or states of different runs: {sorted(layouts)} shards)"
+        )
+    num_shards = layouts.pop()
+    consumed: dict[int, int] = {}
+    for s, done in every:
+        assert s.shard is not None
+        if s.shard in consumed or not 0 <= s.shard < num_shards:
+            raise StateError(f"shard {s.shard} of {num_shards} is given twice or out of range")
+        consumed[s.shard] = ALL if done else records(s.items)
+    missing = sorted(set(range(num_shards)) - set(consumed))
+    if missing:
+        raise StateError(
+            f"the states of shards {missing} of {num_shards} are missing: give the state of every "
+            "rank of the run"
+        )
+    phase = Phase(num_shards, tuple(consumed[s] for s in range(num_shards)))
+    return epoch, firsts.pop(), Elastic(epoch, (*phases, phase))
+
+
+def remaining(source: FileSource, pool: ReaderPool, elastic: Elastic) -> np.ndarray:
+    """The global indexes of the records of ``elastic``'s epoch that its phases left, in reading order.
+
+    ``source`` is the pipeline's record choices (without ``elastic``). Every shard's stream is rebuilt from
+    the seed, the epoch and the shard; of it, the first records (a shuffle buffer's: those it emitted, the
+    buffer replayed on positions) are the consumed ones. What is left is laid shard after shard and, when
+    the pipeline shuffles, permuted (seeded by the seed, the epoch and the phase).
+
+    Raises
+    ------
+    UnsupportedOperationError
+        A file is sequential (compressed): its records cannot be read by index.
+    """
+    from recordkit.data._interleave import RoundRobin
+    from recordkit.data._shuffle import BufferShuffler
+    from recordkit.datasets.plan import IndexUnit, derive_seed, permutation, plan_sequence
+
+    key = (source.seed, source.shuffle, source.before, source.after, source.cycle, source.block)
+    cached = elastic._cache.get(key)
+    if cached is not None:
+        return cached
+    catalog = source.catalog
+    catalog.count_all(pool)
+    for name, ra in zip(catalog.files, catalog.random_access, strict=True):
+        if not ra:
+            raise UnsupportedOperationError(
+                f"resuming on another number of shards reads the rest of the epoch by record index, but "
+                f"{name!r} can only be read sequentially (compressed?): decompress it, or resume with "
+                "the same number of ranks"
+            )
+    offsets = catalog.offsets()
+    epoch = elastic.epoch
+    spec = source.shuffle
+    left: np.ndarray | None = None
+    for p, phase in enumerate(elastic.phases):
+        tails = []
+        for s in range(phase.num_shards):
+            buffer = 0
+            if left is None:
+                units = source.plan(pool, epoch, s, phase.num_shards, counted=True)
+                stream = _indexes(units, offsets)
+                if source.cycle > 1:
+                    stream = stream[_interleaved(units, source.cycle, source.block, RoundRobin)]
+                if spec is not None and spec.buffer_size is not None and spec.buffer_size > 1:
+                    buffer = spec.buffer_size
+            else:
+                (unit,) = plan_sequence(left, s, phase.num_shards, source.equal)
+                assert isinstance(unit, IndexUnit)
+                stream = unit.indices
+            taken = len(stream) if phase.consumed[s] == ALL else min(len(stream), phase.consumed[s])
+            if buffer:
+                shuffler = BufferShuffler(buffer, derive_seed(source.seed, epoch, s, "buffer"))
+                fed = shuffler.replay(len(stream), taken)
+                kept = np.concatenate(
+                    [
+                        np.sort(np.asarray(shuffler.pending, dtype=np.int64)),
+                        np.arange(fed, len(stream)),
+                    ]
+                )
+                tails.append(stream[kept])
+            else:
+                tails.append(stream[taken:])
+        left = np.concatenate(tails).astype(np.int64) if tails else np.zeros(0, np.int64)
+        if spec is not None:
+            left = left[permutation(len(left), source.seed, epoch, "elastic", p)]
+    assert left is not None
+    elastic._cache[key] = left
+    return left
+
+
+def _indexes(units: Sequence[Unit], offsets: np.ndarray) -> np.ndarray:
+    """The global indexes of a plan's records, in plan order (every unit sized)."""
+    from recordkit.datasets.plan import IndexUnit
+
+    parts = []
+    for unit in units:
+        if isinstance(unit, IndexUnit):
+            parts.append(np.asarray(unit.indices, dtype=np.int64))
+        else:
+            assert unit.stop is not None
+            parts.append(offsets[unit.file] + np.arange(unit.start, unit.stop, unit.step))
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+def _interleaved(units: Sequence[Unit], cycle: int, block: int, schedule_of: Any) -> np.ndarray:
+    """The plan positions in the order ``interleave(cycle, block_length=block)`` reads them."""
+    lengths = [len(u) for u in units]
+    bases = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    schedule = schedule_of(len(units), cycle, block)
+    taken = [0] * len(units)
+    order: list[int] = []
+    while (unit := schedule.current()) is not None:
+        if taken[unit] == lengths[unit]:
+            schedule.ended()
+            continue
+        order.append(int(bases[unit]) + taken[unit])
+        taken[unit] += 1
+        schedule.took()
+    return np.asarray(order, dtype=np.int64)
