@@ -522,8 +522,14 @@ DOC_PAGES = {
     "docs/parsing.md": DocPage(files=_example_files),
     "docs/pipelines.md": DocPage(
         files=_pipeline_files,
-        needs={3: ("torch",), 4: ("torch",), 6: ("torch", "torchdata")},
-        scripts=((0, 1, 2, 5, 7), (3, 4, 6)),
+        needs={
+            3: ("torch",),
+            4: ("torch",),
+            6: ("torch", "torchdata"),
+            7: ("torchdata",),
+            8: ("grain",),
+        },
+        scripts=((0, 1, 2, 5, 9), (3, 4, 6, 7), (8,)),
         marks=(pytest.mark.torch,),
     ),
     "docs/quickstart.md": DocPage(),

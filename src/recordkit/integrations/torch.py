@@ -755,3 +755,12 @@ def dataloader(
         "world_size": w,
     }
     return RecordLoader(loader, dataset, fingerprint=fingerprint)
+
+
+def __getattr__(name: str) -> Any:
+    # ``node`` (recordkit.integrations.torchnodes.node) is loaded on use: it needs torchdata, torch does not.
+    if name == "node":
+        from recordkit.integrations.torchnodes import node
+
+        return node
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
