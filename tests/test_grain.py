@@ -59,7 +59,8 @@ def test_map_dataset_source_reads_what_rk_open_reads(tmp_path, kind: str) -> Non
         batches = list(dataset.batch(64, batch_fn=list))
         assert [record for batch in batches for record in batch] == expected
         shuffled = list(grain.MapDataset.source(reader).shuffle(seed=3))
-        assert shuffled != expected and sorted(shuffled) == sorted(expected)
+        assert shuffled != expected
+        assert sorted(shuffled) == sorted(expected)
 
 
 def test_getitems_is_read(tmp_path) -> None:
@@ -122,7 +123,8 @@ def _loader(path: str, *, workers: int, seed: int = 7):
 def test_data_loader_checkpoint_restore(tmp_path, kind: str) -> None:
     path = _write(tmp_path, kind)
     whole = list(_loader(path, workers=0))
-    assert sorted(whole) == sorted(RECORDS) and whole != RECORDS
+    assert sorted(whole) == sorted(RECORDS)
+    assert whole != RECORDS
     iterator = iter(_loader(path, workers=0))
     first = [next(iterator) for _ in range(123)]
     state = iterator.get_state()
