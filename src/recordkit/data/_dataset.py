@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing
 from typing import Any
 
+from recordkit.data._damage import OnError, skipped_summary, with_damage_filter
 from recordkit.data._files import EVERYTHING, FileSource, Shuffle, catalog_of, narrow
 from recordkit.data._prefetch import prefetch
 from recordkit.data._readers import Catalog
@@ -107,6 +108,13 @@ class Dataset:
         As for :func:`recordkit.open`: verify checksums; the sidecar index to use (a path, for a single
         file), ``False`` to use none, ``None`` for the file's own; let a file that ends inside a record
         header end cleanly, as TensorFlow does.
+    on_error, max_skipped
+        ``"raise"`` (default): a damaged record raises its :class:`~recordkit.errors.CorruptRecordError`.
+        ``"skip"``: damaged records are skipped and reading goes on at the next intact record; each
+        damaged file gives one :class:`~recordkit.errors.DataLossWarning`, :meth:`state_dict` counts what
+        was skipped (``"skipped"``), and once an epoch has skipped more than ``max_skipped`` records and
+        damaged ranges (``None``: no limit) the error is raised. Errors of ``map`` functions (decoding a
+        payload) are not skipped. See "Training through damage" in the docs.
 
     Examples
     --------
@@ -128,6 +136,8 @@ class Dataset:
         check_crc: bool = True,
         index: str | os.PathLike[str] | bool | None = None,
         lenient: bool = False,
+        on_error: OnError = "raise",
+        max_skipped: int | None = None,
     ) -> None:
         if equal_shards not in (None, "pad", "drop"):
             raise ValueError(f"equal_shards must be None, 'pad' or 'drop', not {equal_shards!r}")
@@ -136,6 +146,7 @@ class Dataset:
         catalog = catalog_of(
             sources, format, split, check_crc=check_crc, index=index, lenient=lenient
         )
+        catalog.skipping(on_error, max_skipped)
         self._setup(FileSource(catalog, int(seed), equal_shards), rank, world_size)
 
     def _setup(self, source: Any, rank: int | None, world_size: int | None) -> None:
@@ -440,6 +451,7 @@ class Dataset:
             "first_epoch": self._first_epoch,
             "consumed": self._consumed,
             "shard": None if self._last_shard is None else list(self._last_shard),
+            "skipped": skipped_summary(self._source),
             **self._fingerprint(),
         }
         return state
@@ -592,15 +604,16 @@ class Dataset:
 
     def _epoch_items(self, epoch: int, shard: int, num_shards: int, skip: int) -> Iterator[Any]:
         """One epoch of one shard, without its first ``skip`` items."""
-        records, cut, dropped = plan_skip(self._ops, skip)
+        ops = with_damage_filter(self._source, self._ops)
+        records, cut, dropped = plan_skip(ops, skip)
         source = self._source
         if isinstance(source, FileSource):
             # Records come a list at a time, straight from the readers.
             chunks = source.chunks(epoch, shard, num_shards, records)
-            items = run(chunks, self._ops, chunks=True, cut=cut, dropped=dropped)
+            items = run(chunks, ops, chunks=True, cut=cut, dropped=dropped)
         else:
             records_ = source.records(epoch, shard, num_shards, records)
-            items = run(records_, self._ops, chunks=False, cut=cut, dropped=dropped)
+            items = run(records_, ops, chunks=False, cut=cut, dropped=dropped)
         return items
 
     def _one_epoch(self, epoch: int, shard: int, num_shards: int, skip: int) -> Iterator[Any]:

@@ -316,6 +316,7 @@ class FileSource:
         self, epoch: int, shard: int, num_shards: int, skip: int
     ) -> Generator[list[bytes], None, None]:
         """:meth:`records` in lists (non-empty), as they are read; readers close at the end."""
+        self.catalog.damage.begin(epoch)
         pool = ReaderPool(self.catalog)
         try:
             plan = self.plan(pool, epoch, shard, num_shards, counted=skip > 0)

@@ -10,6 +10,7 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from recordkit.data._damage import log_of, skipped_summary
 from recordkit.data._dataset import Dataset, _check_int
 from recordkit.data._workers import Job, WorkerPool
 from recordkit.data.loading import Passes, Resume, Share, _keep
@@ -105,9 +106,29 @@ class Loader(Passes):
         counts = self._counts
         return next((w for w, n in enumerate(counts) if n < counts[0]), 0)
 
+    def state_dict(self) -> dict[str, Any]:
+        """The position (see :class:`~recordkit.data.loading.Passes`), and, for a pipeline that skips
+        damage, what it skipped so far in the epoch, in every worker (``"skipped"``, as
+        :meth:`Dataset.state_dict <recordkit.data.Dataset.state_dict>` counts it)."""
+        state = super().state_dict()
+        state["skipped"] = skipped_summary(self._share.dataset._source)
+        return state
+
+    def _damaged(self, events: list[dict[str, Any]]) -> None:
+        """Count and warn about what a worker skipped (raising past ``max_skipped``, in all workers)."""
+        damage = log_of(self._share.dataset._source)
+        assert damage is not None
+        for event in events:
+            error = event.pop("error")
+            damage.add(event, error)
+            damage.warn(event["path"])
+
     def _pass(self) -> Iterator[tuple[int, Any]]:
         epoch = self._epoch
         resume = self._resume()
+        damage = log_of(self._share.dataset._source)
+        if damage is not None:
+            damage.begin(epoch)
         if self.num_workers == 0:
             for run in self._share.runs(0, 1, epoch, epoch + 1, resume):
                 for item in self._share.items(run):
@@ -121,6 +142,7 @@ class Loader(Passes):
             prefetch_factor=self._prefetch,
             timeout=self._timeout,
             first_turn=self._first_turn(resume),
+            on_damage=self._damaged,
         )
         yield from pool
 

@@ -11,10 +11,11 @@ import itertools
 import os
 from collections import OrderedDict
 from collections.abc import Generator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from recordkit.data._damage import DamageLog, OnError, SkippingReader, check_on_error
 from recordkit.datasets.plan import IndexUnit, RangeUnit, Unit, plan_length
 
 if TYPE_CHECKING:
@@ -88,6 +89,9 @@ class Catalog:
         # Every file opens as recordkit.open opens it (ResolvedSources.open_part): a dataset's shards are
         # checked against their entries, with the errors and remedies of whatever lists them.
         self._resolved = resolved
+        # on_error="skip": files open as SkippingReaders, which note what they skip here (this process's).
+        self.on_error: OnError = "raise"
+        self.damage = DamageLog()
         manifest = resolved.manifest
         if manifest is not None:
             from recordkit.datasets.tfds import read_order
@@ -100,8 +104,25 @@ class Catalog:
         return len(self.files)
 
     def open(self, i: int) -> RecordReader:
-        """Open a new reader on file ``i`` (a manifest's shard is checked against its entry)."""
+        """Open a new reader on file ``i`` (a manifest's shard is checked against its entry).
+
+        With ``on_error="skip"``, a :class:`~recordkit.data._damage.SkippingReader` in its place.
+        """
+        if self.on_error == "skip":
+            opened = SkippingReader(
+                lambda: self._resolved.open_part(i, **self.options),
+                self.files[i],
+                self.damage,
+                self.format,
+            )
+            return cast("RecordReader", opened)
         return self._resolved.open_part(i, **self.options)
+
+    def skipping(self, on_error: OnError, max_skipped: int | None) -> None:
+        """Read with ``on_error`` (``"skip"``: through damage), skipping at most ``max_skipped`` per epoch."""
+        check_on_error(on_error, max_skipped)
+        self.on_error = on_error
+        self.damage.max_skipped = max_skipped
 
     def describe(self, pool: ReaderPool | None = None, *, count: bool = True) -> None:
         """Learn, for every file not yet described, whether it is random-access and its record count.

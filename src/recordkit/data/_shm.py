@@ -54,7 +54,7 @@ __all__ = [
 
 FREE, SENT, HELD = 0, 1, 2
 # The first byte of a message from a worker: an item inline or in a slot, the end of the pass, an error.
-INLINE, SLOT, END, ERROR = 1, 2, 3, 4
+INLINE, SLOT, END, ERROR, DAMAGE = 1, 2, 3, 4, 5
 # kind, stream (then the pickle)
 _INLINE_HEAD = struct.Struct("<Bq")
 # kind, stream, slot, generation, slot size, pickle length, buffers (then each buffer's start and size)

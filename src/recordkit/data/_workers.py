@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from recordkit.data._shm import END, ERROR, Control, SlotReader, SlotWriter, make_directory
+from recordkit.data._damage import DamageLog, log_of
+from recordkit.data._shm import DAMAGE, END, ERROR, Control, SlotReader, SlotWriter, make_directory
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -126,11 +127,18 @@ def _serve(
         _become_worker(job, worker, num_workers)
         if job.init is not None:
             job.init(worker)
+        # What on_error="skip" skips is counted and warned about by the main process.
+        damage = log_of(job.share.dataset._source) or DamageLog()
+        damage.forward = True
         for run in job.share.runs(worker, num_workers, job.first, job.end, job.resume):
             for item in job.share.items(run):
                 if control.stopped:
                     return
+                if damage.pending:
+                    conn.send_bytes(bytes([DAMAGE]) + pickle.dumps(damage.take_pending()))
                 conn.send_bytes(writer.pack(run.slot, item))
+        if damage.pending:
+            conn.send_bytes(bytes([DAMAGE]) + pickle.dumps(damage.take_pending()))
         conn.send_bytes(bytes([END]))
     except (BrokenPipeError, InterruptedError):
         orphaned = not control.stopped
@@ -197,6 +205,8 @@ class WorkerPool:
         Seconds to wait for an item before raising ``TimeoutError`` (``0``: no limit).
     first_turn
         The worker whose item comes first (a resumed pass continues the turns where they stopped).
+    on_damage
+        Called with the events of what a worker skipped (``on_error="skip"``), before its next item.
     """
 
     def __init__(
@@ -208,8 +218,10 @@ class WorkerPool:
         prefetch_factor: int = 2,
         timeout: float = 0,
         first_turn: int = 0,
+        on_damage: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> None:
         self.job = job
+        self.on_damage = on_damage
         self.num_workers = num_workers
         self.context = _context(context)
         self.slots = (
@@ -258,6 +270,10 @@ class WorkerPool:
                 message = self._receive(worker, conns[worker], processes[worker])
                 if message[0] == END:
                     active.pop(turn)
+                    continue
+                if message[0] == DAMAGE:  # what the worker skipped before its next item
+                    if self.on_damage is not None:
+                        self.on_damage(pickle.loads(memoryview(message)[1:]))
                     continue
                 if message[0] == ERROR:
                     payload, name, text = pickle.loads(memoryview(message)[1:])

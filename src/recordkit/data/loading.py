@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from recordkit.data._damage import OnError, intact
 from recordkit.data._dataset import EPOCH_END, Dataset
 from recordkit.data._files import catalog_of
 from recordkit.data._readers import ReaderPool
@@ -416,10 +417,13 @@ class IndexedFiles:
         check_crc: bool = True,
         index: str | os.PathLike[str] | bool | None = None,
         lenient: bool = False,
+        on_error: OnError = "raise",
+        max_skipped: int | None = None,
     ) -> None:
         self._catalog = catalog_of(
             sources, format, split, check_crc=check_crc, index=index, lenient=lenient
         )
+        self._catalog.skipping(on_error, max_skipped)
         self._catalog.describe()
         for name, ra in zip(self._catalog.files, self._catalog.random_access, strict=True):
             if not ra:
@@ -457,6 +461,24 @@ class IndexedFiles:
             idx = positions_in_files(self._catalog.order, self._offsets, idx)
         files = np.searchsorted(self._offsets, idx, side="right") - 1
         return self._pool.read(files, idx - self._offsets[files])
+
+    def intact(self, indices: Sequence[int], single: bool = False) -> tuple[list[int], list[bytes]]:
+        """The indexes among ``indices`` whose records are intact, and those records (:meth:`read`).
+
+        Only with ``on_error="skip"`` can records be missing (they are skipped and warned about, see
+        :class:`~recordkit.data.Dataset`). ``single``: one index was asked for, which has nothing to go
+        on to: its error is raised.
+        """
+        records = self.read(indices)
+        if self._catalog.on_error != "skip":
+            return list(indices), records
+        kept = [(i, r) for i, r in zip(indices, records, strict=True) if intact(r)]
+        if single and not kept:
+            self.close()  # warn now about the file
+            error = self._catalog.damage.last_error
+            assert error is not None
+            raise error
+        return [i for i, _ in kept], [r for _, r in kept]
 
     def close(self) -> None:
         """Close the readers this process opened (they reopen on the next read).

@@ -29,6 +29,7 @@ from typing import Any
 import dask
 import dask.bag
 
+from recordkit.data._damage import OnError, check_on_error, read_range_skipping
 from recordkit.datasets import tasks
 from recordkit.datasets.manifest import Manifest, Shard
 from recordkit.datasets.plan import ReadRange, absolute_path, plan_reads, read_range
@@ -47,6 +48,8 @@ def read_records(
     check_crc: bool = True,
     records_per_range: int | None = None,
     decode: Callable[[bytes], Any] | None = None,
+    on_error: OnError = "raise",
+    max_skipped: int | None = None,
 ) -> dask.bag.Bag:
     """Read record files as a bag: one partition per file, or per range of a large random-access shard.
 
@@ -70,6 +73,12 @@ def read_records(
     decode
         A function applied to each record (``bytes``) on the worker, e.g. :func:`recordkit.decode_example`.
         Default: the items are the records' bytes.
+    on_error, max_skipped
+        ``"skip"``: skip damaged records and go on at the next intact one, as
+        :class:`recordkit.data.Dataset` does (see "Training through damage" in the docs); each partition
+        warns about its damaged file with a :class:`~recordkit.errors.DataLossWarning` and raises the error
+        once it has skipped more than ``max_skipped`` records and damaged ranges. Errors of ``decode``
+        are not skipped.
 
     Returns
     -------
@@ -83,21 +92,35 @@ def read_records(
     Listing the files, reading the manifest and reading FFRecord headers (to count their records) happen
     on the calling machine, when the bag is made; no record is read there.
     """
+    check_on_error(on_error, max_skipped)
     planned = plan_reads(sources, format=format, split=split, records_per_range=records_per_range)
     ranges = [item.absolute() for item in planned]
     if not ranges:
         return dask.bag.from_sequence([], npartitions=1)
     plan = dask.bag.from_sequence(ranges, npartitions=len(ranges))
-    return plan.map_partitions(_read_partition, check_crc=check_crc, decode=decode)
+    skip = None if on_error == "raise" else max_skipped if max_skipped is not None else -1
+    return plan.map_partitions(_read_partition, check_crc=check_crc, decode=decode, skip=skip)
 
 
 def _read_partition(
-    items: Sequence[ReadRange], *, check_crc: bool, decode: Callable[[bytes], Any] | None
+    items: Sequence[ReadRange],
+    *,
+    check_crc: bool,
+    decode: Callable[[bytes], Any] | None,
+    skip: int | None = None,
 ) -> list[Any]:
-    """Read the range(s) of one partition (there is one) into a list, decoding each record if asked."""
+    """Read the range(s) of one partition (there is one) into a list, decoding each record if asked.
+
+    ``skip``: ``None`` raises on damage, else damage is skipped up to that many (``-1``: no limit).
+    """
     out: list[Any] = []
     for item in items:
-        for chunk in read_range(item, check_crc=check_crc):
+        if skip is None:
+            chunks = read_range(item, check_crc=check_crc)
+        else:
+            limit = None if skip < 0 else skip
+            chunks = read_range_skipping(item, check_crc=check_crc, max_skipped=limit)
+        for chunk in chunks:
             out.extend(chunk if decode is None else map(decode, chunk))
     return out
 

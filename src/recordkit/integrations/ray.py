@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from recordkit.data._damage import OnError, check_on_error, intact_chunks, open_range_skipping
 from recordkit.datasets.manifest import Manifest, Shard
 from recordkit.datasets.plan import ReadRange, absolute_path, open_range, plan_reads, read_range
 from recordkit.datasets.shardfile import write_shard
@@ -73,7 +74,11 @@ class RecordDatasource(Datasource):
         check_crc: bool = True,
         records_per_range: int | None = None,
         column: str = COLUMN,
+        on_error: OnError = "raise",
+        max_skipped: int | None = None,
     ) -> None:
+        check_on_error(on_error, max_skipped)
+        self._skip = None if on_error == "raise" else max_skipped if max_skipped is not None else -1
         self._sources = sources
         self._format = format
         self._split = split
@@ -129,9 +134,10 @@ class RecordDatasource(Datasource):
 
     def _task(self, group: list[ReadRange], limit: int | None) -> ReadTask:
         features, check_crc, column = self._features, self._check_crc, self._column
+        skip = self._skip
 
         def read() -> Iterator[pa.Table]:
-            for payload, batch in _blocks(group, check_crc=check_crc):
+            for payload, batch in _blocks(group, check_crc=check_crc, skip=skip):
                 yield (
                     _raw_table(batch, column)
                     if features is None
@@ -183,24 +189,30 @@ def _range_bytes(item: ReadRange) -> int | None:
 
 
 def _blocks(
-    group: Iterable[ReadRange], *, check_crc: bool
+    group: Iterable[ReadRange], *, check_crc: bool, skip: int | None = None
 ) -> Iterator[tuple[str | None, list[bytes]]]:
     """The records of ``group`` in lists of about ``_BLOCK_BYTES`` (at least one record each), with the
     payload kind of the files they come from (as each opened file says, not its name).
 
-    A list never mixes payload kinds: records of a file of another kind start a new list.
+    A list never mixes payload kinds: records of a file of another kind start a new list. ``skip``:
+    ``None`` raises on damage, else damaged records are skipped, up to that many (``-1``: no limit).
     """
     pending: list[bytes] = []
     size = 0
     kind: str | None = None
     for item in group:
-        with open_range(item, check_crc=check_crc) as reader:
+        if skip is None:
+            opened: Any = open_range(item, check_crc=check_crc)
+        else:
+            limit = None if skip < 0 else skip
+            opened = open_range_skipping(item, check_crc=check_crc, max_skipped=limit)
+        with opened as reader:
             payload = get_format(reader.format).payload
             if pending and payload != kind:
                 yield kind, pending
                 pending, size = [], 0
             kind = payload
-            for batch in read_range(item, batch=_BATCH, reader=reader):
+            for batch in intact_chunks(read_range(item, batch=_BATCH, reader=reader)):
                 pending.extend(batch)
                 size += sum(map(len, batch))
                 if size >= _BLOCK_BYTES:
@@ -418,6 +430,8 @@ def read_records(
     records_per_range: int | None = None,
     override_num_blocks: int | None = None,
     column: str = COLUMN,
+    on_error: OnError = "raise",
+    max_skipped: int | None = None,
     **ray_options: Any,
 ) -> ray.data.Dataset:
     """Read record files into a Ray dataset.
@@ -453,6 +467,12 @@ def read_records(
         Ray's read parallelism (the number of read tasks wanted), as for Ray's own readers.
     column
         The name of the column of raw records.
+    on_error, max_skipped
+        ``"skip"``: skip damaged records and go on at the next intact one, as
+        :class:`recordkit.data.Dataset` does (see "Training through damage" in the docs); each read task
+        warns about each damaged file with a :class:`~recordkit.errors.DataLossWarning` (in the worker's
+        log) and raises the error once it has skipped more than ``max_skipped`` records and damaged
+        ranges. Errors of parsing ``features`` are not skipped.
     **ray_options
         Passed to :func:`ray.data.read_datasource` (``concurrency``, ``num_cpus``, ``ray_remote_args``...).
 
@@ -477,6 +497,8 @@ def read_records(
         check_crc=check_crc,
         records_per_range=records_per_range,
         column=column,
+        on_error=on_error,
+        max_skipped=max_skipped,
     )
     dataset: ray.data.Dataset = read_datasource(
         source, override_num_blocks=override_num_blocks, **ray_options

@@ -35,6 +35,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
     ) from exc
 
 from recordkit.data import Dataset, Loader
+from recordkit.data._damage import OnError
 from recordkit.data.loading import (
     STATE_VERSION,
     EpochClock,
@@ -282,6 +283,9 @@ class MapDataset(torch_data.Dataset[Any]):
         directory's split (``"train"``), required when it has several; verify checksums; the sidecar
         index to use (a path, for a single file), ``False`` to use none, ``None`` for the file's own; let a
         file that ends inside a record header end cleanly, as TensorFlow does.
+    on_error, max_skipped
+        As for :class:`~recordkit.data.Dataset`: ``"skip"`` leaves damaged records out of a batch (a single
+        damaged index raises its error).
     process
         ``process(indices, data)`` used when the subclass does not override :meth:`process`: it returns
         a list of samples (one per index) or a dict of equal-length columns.
@@ -305,10 +309,12 @@ class MapDataset(torch_data.Dataset[Any]):
         check_crc: bool = True,
         index: str | os.PathLike[str] | bool | None = None,
         lenient: bool = False,
+        on_error: OnError = "raise",
+        max_skipped: int | None = None,
     ) -> None:
-        self._records = IndexedFiles(
-            sources, format=format, split=split, check_crc=check_crc, index=index, lenient=lenient
-        )
+        options: dict[str, Any] = {"check_crc": check_crc, "index": index, "lenient": lenient}
+        options.update(on_error=on_error, max_skipped=max_skipped)
+        self._records = IndexedFiles(sources, format=format, split=split, **options)
         self._process = process
 
     @property
@@ -330,7 +336,7 @@ class MapDataset(torch_data.Dataset[Any]):
             if isinstance(index, slice):
                 return self._batch(list(range(*index.indices(total))))
             if isinstance(index, (int, np.integer)):
-                batch = self._batch([_normalize(index, total)])
+                batch = self._batch([_normalize(index, total)], single=True)
                 if isinstance(batch, Mapping):
                     return {key: column[0] for key, column in batch.items()}
                 return batch[0]
@@ -339,8 +345,9 @@ class MapDataset(torch_data.Dataset[Any]):
             _mark_in_worker(err)
             raise
 
-    def _batch(self, indices: list[int]) -> Any:
-        batch = self.process(indices, self.read(indices))
+    def _batch(self, indices: list[int], single: bool = False) -> Any:
+        indices, data = self._records.intact(indices, single)
+        batch = self.process(indices, data)
         if isinstance(batch, Mapping):
             _check_columns(batch, len(indices))
         return batch
