@@ -1,0 +1,488 @@
+"""HuggingFace ``datasets`` over record files, and HuggingFace datasets written as sharded records.
+
+:func:`to_dataset` reads any recordkit source (a file, a glob, a directory, a dataset with a manifest, a
+tensorflow-datasets directory: what :func:`recordkit.open` reads, resolved the same way) as a
+``datasets.Dataset``, or a ``datasets.IterableDataset`` with ``streaming=True``. Its ``Features`` come from
+the spec, else from what the dataset's manifest says (the HuggingFace features :func:`write` stored, else
+the manifest's schema), else from the first records; an :class:`~recordkit.Image` spec (or encoded JPEG or
+PNG bytes) becomes a ``datasets.Image`` column.
+
+:func:`write` writes a HuggingFace dataset as ``tf.train.Example`` records in shards with a manifest
+(:class:`~recordkit.ShardWriter`), which :func:`to_dataset` and every other reader read back.
+
+Also importable as ``recordkit.hf``. Needs ``pip install 'recordkit[hf]'`` (the ``datasets`` package).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import importlib.metadata
+import itertools
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from recordkit.datasets import ShardWriter
+from recordkit.decode.images import Image
+from recordkit.decode.messages import decode_example, decode_ofrecord
+from recordkit.decode.parsing import parse_examples, parse_ofrecords
+from recordkit.decode.specs import FixedLen, VarLen, as_value_type
+from recordkit.decode.tables import encode_examples, encode_ofrecords
+from recordkit.errors import DecodeError, UnsupportedOperationError
+from recordkit.formats import get_format
+from recordkit.io import ResolvedSources, resolve_sources
+
+__all__ = ["METADATA_KEY", "features_of", "to_dataset", "write"]
+
+METADATA_KEY = "huggingface"
+"""The key of a manifest's ``metadata`` under which :func:`write` stores the dataset's features
+(``{"features": Features.to_dict()}``), so that :func:`to_dataset` gives them back exactly."""
+
+_BATCH = 256
+_SAMPLE = 100
+_IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"BM")
+_HF_VALUE = {"bytes": "binary", "str": "string"}
+_FROM_KIND = {"int64_list": "int64", "float_list": "float32", "bytes_list": "bytes"}
+_FROM_KIND_OF = {**_FROM_KIND, "double_list": "float64", "int32_list": "int32"}
+
+
+def _datasets() -> Any:
+    try:
+        return importlib.import_module("datasets")
+    except ImportError as exc:
+        raise ImportError(
+            "recordkit.hf needs HuggingFace datasets: pip install 'recordkit[hf]' (or pip install datasets)"
+        ) from exc
+
+
+@dataclasses.dataclass(frozen=True)
+class _Column:
+    """How one feature is parsed and turned into a HuggingFace value."""
+
+    spec: Any  # what the records are parsed with
+    feature: Any  # the datasets feature
+    scalar_or_none: bool = False  # a VarLen read as one optional value: [] -> None, [x] -> x
+    image: bool = False  # bytes given to datasets.Image as {"bytes": ..., "path": None}
+
+
+# -- specs and features --------------------------------------------------------------------------
+
+
+def _value(dtype: Any) -> Any:
+    value_type = as_value_type(dtype)
+    name = value_type if isinstance(value_type, str) else value_type.name
+    return _datasets().Value(_HF_VALUE.get(name, name))
+
+
+def _list(feature: Any, length: int = -1) -> Any:
+    return _datasets().List(feature, length=length)
+
+
+def _column_of_spec(name: str, spec: Any) -> _Column:
+    if isinstance(spec, Image):
+        return _Column(FixedLen((), "bytes"), _datasets().Image(), image=True)
+    if isinstance(spec, VarLen):
+        return _Column(spec, _list(_value(spec.dtype)))
+    if isinstance(spec, FixedLen):
+        feature = _value(spec.dtype)
+        for size in reversed(spec.shape):
+            feature = _list(feature, size)
+        return _Column(spec, feature)
+    raise UnsupportedOperationError(
+        f"feature {name!r}: recordkit.hf reads FixedLen, VarLen and Image specs, not {type(spec).__name__}"
+    )
+
+
+def _column_of_feature(name: str, feature: Any) -> _Column:
+    """The column of a HuggingFace feature (as :func:`write` stored it)."""
+    hf = _datasets()
+    if isinstance(feature, hf.Image):
+        return _Column(VarLen("bytes"), feature, scalar_or_none=True, image=True)
+    if isinstance(feature, hf.ClassLabel):
+        return _Column(VarLen("int64"), feature, scalar_or_none=True)
+    if isinstance(feature, hf.Value):
+        return _Column(VarLen(_value_type(name, feature)), feature, scalar_or_none=True)
+    if (
+        isinstance(feature, hf.List)
+        and isinstance(feature.feature, (hf.Value, hf.ClassLabel))
+        and feature.length in (-1, None)
+    ):
+        inner = feature.feature
+        dtype = "int64" if isinstance(inner, hf.ClassLabel) else _value_type(name, inner)
+        return _Column(VarLen(dtype), feature)
+    if isinstance(feature, hf.List) and isinstance(feature.feature, hf.Value):
+        return _Column(FixedLen((feature.length,), _value_type(name, feature.feature)), feature)
+    raise UnsupportedOperationError(
+        f"feature {name!r}: {feature!r} has no tf.train.Example equivalent (recordkit.hf writes and reads "
+        "values, lists of values, class labels and images)"
+    )
+
+
+def _value_type(name: str, value: Any) -> str:
+    dtype = str(value.dtype)
+    if dtype in ("string", "large_string"):
+        return "str"
+    if dtype in ("binary", "large_binary"):
+        return "bytes"
+    if dtype == "bool" or dtype.startswith(("int", "uint")):
+        return "int64"
+    if dtype.startswith("float"):
+        return "float32"
+    raise UnsupportedOperationError(
+        f"feature {name!r}: the value type {dtype} has no Example equivalent"
+    )
+
+
+def _columns_of_stats(
+    stats: Mapping[str, Mapping[str, Any]], first: Mapping[str, Any]
+) -> dict[str, _Column]:
+    """Columns from a schema's statistics (``kind``, ``min_len``, ``max_len``): a feature with one value
+    in every record a value, one of a constant length a list of that length, any other a list; a single
+    bytes value that holds an encoded image (``first``: the first record's values) an image."""
+    columns = {}
+    for name, stat in sorted(stats.items()):
+        kinds = stat.get("kind")
+        kind = kinds[0] if isinstance(kinds, list) and len(kinds) == 1 else kinds
+        dtype = _FROM_KIND_OF.get(kind) if isinstance(kind, str) else None
+        if dtype is None:
+            continue  # never seen with a value, or with several list types: no one feature type
+        low, high = stat.get("min_len"), stat.get("max_len")
+        sample = first.get(name)
+        if (
+            dtype == "bytes"
+            and high == 1
+            and isinstance(sample, bytes)
+            and sample.startswith(_IMAGE_MAGIC)
+        ):
+            columns[name] = _Column(
+                VarLen("bytes"), _datasets().Image(), scalar_or_none=True, image=True
+            )
+        elif low == high == 1:
+            columns[name] = _Column(VarLen(dtype), _value(dtype), scalar_or_none=True)
+        elif low == high and isinstance(high, int) and stat.get("present", 0) >= 0:
+            columns[name] = (
+                _column_of_spec(name, FixedLen((high,), dtype))
+                if low
+                else _Column(VarLen(dtype), _list(_value(dtype)))
+            )
+        else:
+            columns[name] = _Column(VarLen(dtype), _list(_value(dtype)))
+    return columns
+
+
+def _first_values(resolved: ResolvedSources, ofrecord: bool, count: int) -> list[dict[str, Any]]:
+    decode = decode_ofrecord if ofrecord else decode_example
+    with resolved.open() as reader:
+        return [
+            {name: np.asarray(value) for name, value in decode(record).items()}
+            for record in itertools.islice(reader, count)
+        ]
+
+
+def _sampled_stats(decoded: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The schema statistics of a sample of decoded records (as ``recordkit info`` reports them)."""
+    stats: dict[str, dict[str, Any]] = {}
+    for values in decoded:
+        for name, array in values.items():
+            kind = (
+                "bytes_list"
+                if array.dtype.kind in "OSU"
+                else ("float_list" if array.dtype.kind == "f" else "int64_list")
+            )
+            if array.dtype == np.float64:
+                kind = "double_list"
+            stat = stats.setdefault(
+                name, {"kind": [], "present": 0, "min_len": None, "max_len": None}
+            )
+            if array.size and kind not in stat["kind"]:
+                stat["kind"].append(kind)
+            stat["present"] += 1
+            n = int(array.size)
+            stat["min_len"] = n if stat["min_len"] is None else min(stat["min_len"], n)
+            stat["max_len"] = n if stat["max_len"] is None else max(stat["max_len"], n)
+    for stat in stats.values():
+        if stat["present"] < len(decoded):
+            stat["min_len"] = 0
+    return stats
+
+
+def _columns(
+    resolved: ResolvedSources, spec: Mapping[str, Any] | None, ofrecord: bool
+) -> dict[str, _Column]:
+    if spec is not None:
+        return {name: _column_of_spec(name, one) for name, one in spec.items()}
+    manifest = resolved.manifest
+    stored = None if manifest is None else manifest.metadata.get(METADATA_KEY)
+    if isinstance(stored, Mapping) and isinstance(stored.get("features"), Mapping):
+        features = _datasets().Features.from_dict(dict(stored["features"]))
+        return {name: _column_of_feature(name, feature) for name, feature in features.items()}
+    schema = None if manifest is None else manifest.schema
+    listed = schema.get("features") if isinstance(schema, Mapping) else None
+    if isinstance(listed, list) and all(
+        isinstance(item, Mapping) and "name" in item for item in listed
+    ):
+        first = _first_values(resolved, ofrecord, 1)
+        sample = {name: _one_bytes(value) for name, value in (first[0] if first else {}).items()}
+        return _columns_of_stats({item["name"]: item for item in listed}, sample)
+    decoded = _first_values(resolved, ofrecord, _SAMPLE)
+    if not decoded:
+        raise DecodeError(
+            f"{resolved.source or 'the sources'} hold no records and no schema to take features from: "
+            "pass spec="
+        )
+    sample = {name: _one_bytes(value) for name, value in decoded[0].items()}
+    return _columns_of_stats(_sampled_stats(decoded), sample)
+
+
+def _one_bytes(value: Any) -> Any:
+    return value.reshape(-1)[0] if value.size == 1 and value.dtype.kind in "OS" else None
+
+
+def features_of(spec: Mapping[str, Any]) -> Any:
+    """The ``datasets.Features`` :func:`to_dataset` gives records parsed with ``spec``.
+
+    ``FixedLen((), dtype)`` is a ``Value``, ``FixedLen((n, ...), dtype)`` nested ``List`` features of
+    those lengths, ``VarLen(dtype)`` a ``List`` of any length and :class:`~recordkit.Image` an ``Image``;
+    ``"bytes"`` values are ``binary``, ``"str"`` values ``string``.
+
+    Raises
+    ------
+    UnsupportedOperationError
+        A spec other than ``FixedLen``, ``VarLen`` and ``Image``.
+    """
+    return _datasets().Features(
+        {name: _column_of_spec(name, one).feature for name, one in spec.items()}
+    )
+
+
+# -- reading -----------------------------------------------------------------------------------------
+
+
+def _rows(
+    resolved: ResolvedSources, columns: dict[str, _Column], ofrecord: bool
+) -> Iterator[dict[str, Any]]:
+    """The records of ``resolved``, in :func:`recordkit.open`'s order, as HuggingFace rows."""
+    parse = parse_ofrecords if ofrecord else parse_examples
+    specs = {name: column.spec for name, column in columns.items()}
+    with resolved.open() as reader:
+        records = iter(reader)
+        while batch := list(itertools.islice(records, _BATCH)):
+            parsed = parse(batch, specs)
+            values = {name: _to_list(parsed[name]) for name in columns}
+            for i in range(len(batch)):
+                yield {name: _hf_value(columns[name], values[name][i]) for name in columns}
+
+
+def _to_list(parsed: Any) -> list[Any]:
+    if isinstance(parsed, np.ndarray):
+        return parsed.tolist()  # type: ignore[no-any-return]
+    return parsed.to_list()  # type: ignore[no-any-return]
+
+
+def _hf_value(column: _Column, value: Any) -> Any:
+    if column.scalar_or_none:
+        if len(value) > 1:
+            raise DecodeError(f"a record holds {len(value)} values where one was expected")
+        value = value[0] if value else None
+    if column.image and value is not None:
+        return {"bytes": value, "path": None}
+    return value
+
+
+def _generate(
+    resolved: ResolvedSources, columns: dict[str, _Column], ofrecord: bool
+) -> Iterator[dict[str, Any]]:
+    """The generator ``datasets`` calls (a module-level function, so that it pickles)."""
+    yield from _rows(resolved, columns, ofrecord)
+
+
+def _fingerprint(resolved: ResolvedSources, features: Any) -> str:
+    """What names the cached table of :func:`to_dataset`: the files (local ones with their size and
+    modification time: a file written again is read again), the features and recordkit's version; a
+    remote file cannot be told unchanged cheaply, so sources with one get a fresh fingerprint each time."""
+    digest = hashlib.sha256(repr((features.to_dict(), _version(), resolved.format)).encode())
+    for file in resolved.files:
+        if not isinstance(file, (str, os.PathLike)) or (
+            "://" in os.fspath(file) or "::" in os.fspath(file)
+        ):
+            return os.urandom(16).hex()
+        info = os.stat(file)
+        digest.update(repr((os.path.abspath(file), info.st_size, info.st_mtime_ns)).encode())
+    return digest.hexdigest()[:32]
+
+
+def _version() -> str:
+    """recordkit's installed version (parsing may change between versions)."""
+    try:
+        return importlib.metadata.version("recordkit")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - run from a source tree
+        return ""
+
+
+def to_dataset(
+    source: Any,
+    spec: Mapping[str, Any] | None = None,
+    *,
+    streaming: bool = False,
+    split: str | None = None,
+    format: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> Any:
+    """A HuggingFace ``datasets.Dataset`` (``streaming=True``: ``IterableDataset``) over record files.
+
+    Parameters
+    ----------
+    source
+        What :func:`recordkit.open` reads: a file, a glob, a directory, a list, an fsspec URL, a dataset
+        with a manifest or a tensorflow-datasets directory, resolved the same way
+        (:func:`recordkit.io.resolve_sources`). The rows are its records, in the order
+        :func:`recordkit.open` reads them.
+    spec
+        Feature name to :class:`~recordkit.FixedLen`, :class:`~recordkit.VarLen` or
+        :class:`~recordkit.Image`: the columns, parsed as :func:`recordkit.parse_examples` parses them
+        (OFRecord files: :func:`recordkit.parse_ofrecords`), with the features :func:`features_of` gives.
+        ``None``: the features a dataset's manifest stored (:func:`write` stores the HuggingFace features,
+        given back exactly), else ones derived from its schema, else from the first 100 records: a feature
+        with one value in every record is a ``Value`` (``None`` where a record lacks it), one always of the
+        same length a ``List`` of that length, any other a ``List``, and one bytes value holding a JPEG,
+        PNG, GIF or BMP image an ``Image``.
+    streaming
+        Return an ``IterableDataset`` that reads the records as it is iterated, instead of a ``Dataset``
+        that reads them all first into HuggingFace's cache (an Arrow file).
+    split, format
+        As for :func:`recordkit.open`.
+    cache_dir
+        Where a ``Dataset``'s Arrow file goes (default: HuggingFace's cache, ``HF_DATASETS_CACHE``).
+
+    Raises
+    ------
+    UnsupportedOperationError
+        A spec other than ``FixedLen``, ``VarLen`` and ``Image``, or a stored feature without an Example
+        equivalent.
+    DecodeError
+        A record does not parse with the spec (when the rows are read: at once for a ``Dataset``).
+    ImportError
+        ``datasets`` is not installed.
+    """
+    hf = _datasets()
+    resolved = resolve_sources(source, format=format, split=split)
+    ofrecord = _is_ofrecord(resolved)
+    columns = _columns(resolved, spec, ofrecord)
+    features = hf.Features({name: column.feature for name, column in columns.items()})
+    kwargs = {"resolved": resolved, "columns": columns, "ofrecord": ofrecord}
+    if streaming:
+        return hf.IterableDataset.from_generator(_generate, features=features, gen_kwargs=kwargs)
+    return hf.Dataset.from_generator(
+        _generate,
+        features=features,
+        gen_kwargs=kwargs,
+        cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+        fingerprint=_fingerprint(resolved, features),
+    )
+
+
+def _is_ofrecord(resolved: ResolvedSources) -> bool:
+    if resolved.format is not None:
+        return get_format(resolved.format).name == "ofrecord"
+    with resolved.open() as reader:
+        return bool(reader.format == "ofrecord")
+
+
+# -- writing -----------------------------------------------------------------------------------------
+
+_SUFFIXES = {"tfrecord": ".tfrecord", "ffrecord": ".ffr", "ofrecord": ".ofrecord"}
+
+
+def write(
+    dataset: Any,
+    out: str | os.PathLike[str],
+    *,
+    format: str = "tfrecord",
+    shard_size: int | None = None,
+    split: str | None = None,
+    compression: str | None = None,
+    batch_size: int = 1000,
+) -> None:
+    """Write a HuggingFace ``Dataset`` or ``IterableDataset`` as records in shards, with a manifest.
+
+    Each row becomes one ``tf.train.Example`` (``format="ofrecord"``: one ``OFRecord``), a feature per
+    column, as :func:`recordkit.encode_examples` encodes a table: integers, booleans and class labels
+    ``int64_list``, floats ``float_list``, strings (UTF-8) and binary ``bytes_list``, lists of these lists,
+    and an ``Image`` column the image file's bytes as they are (no decoding). A ``None`` value leaves the
+    feature out of that record. The shards are written by :class:`~recordkit.ShardWriter` (each one
+    atomically), and the manifest keeps the dataset's features (under ``metadata["huggingface"]``), so that
+    :func:`to_dataset` gives the same features back.
+
+    Parameters
+    ----------
+    dataset
+        A ``datasets.Dataset`` or ``datasets.IterableDataset``.
+    out
+        A directory (the shards are ``part-00000.tfrecord``, ... there, or ``SPLIT-00000...`` with
+        ``split``) or a :class:`~recordkit.ShardWriter` pattern with ``{shard}``.
+    format, compression
+        Of the shards: ``"tfrecord"`` (default), ``"ffrecord"`` or ``"ofrecord"``.
+    shard_size
+        Records per shard (``None``: one shard).
+    split
+        The split the shards are, in the manifest.
+    batch_size
+        Rows encoded at once.
+
+    Raises
+    ------
+    UnsupportedOperationError
+        A column whose type has no Example equivalent (nested lists, structs other than an image).
+    """
+    hf = _datasets()
+    features = dataset.features
+    if features is None:
+        raise UnsupportedOperationError(
+            "the dataset's features are unknown (an IterableDataset without features): "
+            "cast it with .cast(features) first"
+        )
+    for name, feature in features.items():
+        _column_of_feature(
+            name, feature
+        )  # refuse what cannot be read back, before writing anything
+    images = [name for name, feature in features.items() if isinstance(feature, hf.Image)]
+    for name in images:
+        dataset = dataset.cast_column(name, hf.Image(decode=False))
+    name = get_format(format).name
+    pattern = os.fspath(out)
+    if "{shard" not in pattern:
+        suffix = _SUFFIXES.get(name, "." + name)
+        pattern = os.path.join(pattern, f"{split or 'part'}-{{shard:05d}}{suffix}")
+    encode = encode_ofrecords if name == "ofrecord" else encode_examples
+    with ShardWriter(
+        pattern,
+        format=name,
+        compression=compression,
+        max_records=shard_size,
+        split=split,
+        metadata={METADATA_KEY: {"features": features.to_dict()}},
+    ) as writer:
+        for table in dataset.with_format("arrow").iter(batch_size=batch_size):
+            writer.write_many(encode(_plain_columns(table, images)))
+
+
+def _plain_columns(table: Any, images: list[str]) -> Any:
+    """``table`` with each image column (``{"bytes", "path"}`` structs) replaced by the images' bytes."""
+    for name in images:
+        column = table.column(name).combine_chunks()
+        data = column.field("bytes").to_pylist()
+        paths = column.field("path").to_pylist()
+        for i, (value, path) in enumerate(zip(data, paths, strict=True)):
+            if value is None and path is not None:
+                with open(path, "rb") as file:
+                    data[i] = file.read()
+        import pyarrow as pa
+
+        table = table.set_column(
+            table.schema.get_field_index(name), name, pa.array(data, pa.binary())
+        )
+    return table
