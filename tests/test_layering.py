@@ -256,7 +256,7 @@ LAYERS: list[tuple[str, ...]] = [
     ),
     ("decode",),
     ("data",),
-    ("integrations", "compat", "ffrecord", "tensorboard"),
+    ("integrations", "compat", "ffrecord", "hf", "tensorboard"),
     ("cli", "__main__", "testing", "__init__"),
 ]
 
