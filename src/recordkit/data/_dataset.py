@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing
 from typing import Any
 
-from recordkit.data._damage import OnError, skipped_summary, with_damage_filter
+from recordkit.data._damage import OnError, log_of, skipped_summary, with_damage_filter
 from recordkit.data._files import EVERYTHING, FileSource, Shuffle, catalog_of, narrow
 from recordkit.data._prefetch import prefetch
 from recordkit.data._readers import Catalog
@@ -424,13 +424,13 @@ class Dataset:
         self._epoch = self._first_epoch = int(epoch)
         self._consumed = 0
         self._restored_skip = None
+        self._set_elastic(None)
         for dataset in getattr(self._source, "datasets", ()):
             dataset.set_epoch(epoch)
 
     def _fingerprint(self) -> dict[str, Any]:
         legacy = all(isinstance(op, (Map, Batch)) for op in self._ops)
         # Entries added after the first version are None where the pipeline could have been built then,
-        self._set_elastic(None)
         # so that positions saved before still load.
         return {
             **self._source.fingerprint(),
@@ -452,6 +452,7 @@ class Dataset:
             "consumed": self._consumed,
             "shard": None if self._last_shard is None else list(self._last_shard),
             "skipped": skipped_summary(self._source),
+            "elastic": self._elastic_state(self._epoch),
             **self._fingerprint(),
         }
         return state
@@ -475,6 +476,12 @@ class Dataset:
 
     def _records(self, items: int) -> int:
         """How many records the stages had taken to deliver ``items`` items."""
+        if log_of(self._source) is not None:
+            raise UnsupportedOperationError(
+                "resuming on another number of ranks needs the number of records each rank had read, "
+                'which on_error="skip" hides (skipped records are not delivered): resume with the same '
+                "ranks"
+            )
         records, cut, _ = plan_skip(self._ops, items)
         if cut:
             raise UnsupportedOperationError(
@@ -504,7 +511,15 @@ class Dataset:
 
     def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         """Continue, at the next iteration, from a position saved by :meth:`state_dict`.
-            "elastic": self._elastic_state(self._epoch),
+
+        Parameters
+        ----------
+        state
+            This rank's saved state, to continue with the same ranks; or the list of the states saved by
+            every rank of a run (in any order), to continue on any number of ranks: the rest of the saved
+            epoch (the records no rank had read) is split between the ranks of this run, so every record
+            of the epoch is still read once, and the next epochs are split as usual. See "Resuming on
+            another number of machines" in the docs for what it supports.
 
         Raises
         ------
@@ -516,33 +531,24 @@ class Dataset:
             A list is given to a pipeline that cannot continue on another layout: a :func:`mix`, a
             ``filter()`` or ``unbatch()`` stage, or sequential (compressed) files.
         """
-        Parameters
-        ----------
-        state
-            This rank's saved state, to continue with the same ranks; or the list of the states saved by
-            every rank of a run (in any order), to continue on any number of ranks: the rest of the saved
-            epoch (the records no rank had read) is split between the ranks of this run, so every record
-            of the epoch is still read once, and the next epochs are split as usual. See "Resuming on
-            another number of machines" in the docs for what it supports.
-
+        if not isinstance(state, Mapping):
+            self._load_states(state)
+            return
         check_state(state, "dataset", self._fingerprint())
         self._epoch = int(state["epoch"])
         self._first_epoch = int(state["first_epoch"])
         self._consumed = int(state["consumed"])
         self._restored_skip = self._consumed
         shard = state.get("shard")
-        if not isinstance(state, Mapping):
-            self._load_states(state)
-            return
         self._expected_shard = None if shard is None else (int(shard[0]), int(shard[1]))
+        self._last_shard = self._expected_shard
+        self._set_elastic(Elastic.from_state(state.get("elastic")))
 
     # -- iteration -----------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Any]:
         shard, num_shards = self._shard()
         if self._restored_skip is not None and self._expected_shard not in (
-        self._last_shard = self._expected_shard
-        self._set_elastic(Elastic.from_state(state.get("elastic")))
             None,
             (shard, num_shards),
         ):

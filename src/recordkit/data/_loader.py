@@ -7,11 +7,12 @@ It needs neither PyTorch nor anything but numpy: JAX and numpy training loops us
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from recordkit.data._damage import log_of, skipped_summary
 from recordkit.data._dataset import Dataset, _check_int
+from recordkit.data._state import Elastic
 from recordkit.data._workers import Job, WorkerPool
 from recordkit.data.loading import Passes, Resume, Share, _keep
 
@@ -77,6 +78,15 @@ class Loader(Passes):
 
     def _fingerprint(self) -> dict[str, Any]:
         return self._share.fingerprint()
+
+    def _elastic_state(self) -> dict[str, Any] | None:
+        return self._share.elastic_state(self._epoch)
+
+    def _restore_elastic(self, elastic: Elastic | None) -> None:
+        self._share.restore_elastic(elastic)
+
+    def _merge(self, states: Sequence[Mapping[str, Any]]) -> tuple[int, int, Elastic | None]:
+        return self._share.merge(states)
 
     def __len__(self) -> int:
         """The number of items one iteration delivers: for each worker, ``len()`` of the pipeline as that

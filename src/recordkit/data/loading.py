@@ -26,11 +26,11 @@ import numpy as np
 
 from recordkit.data._damage import OnError, intact
 from recordkit.data._dataset import EPOCH_END, Dataset
-from recordkit.data._files import catalog_of
+from recordkit.data._files import FileSource, catalog_of
 from recordkit.data._readers import ReaderPool
-from recordkit.data._state import STATE_VERSION, check_state
+from recordkit.data._state import STATE_VERSION, Elastic, Stream, check_state, merge_states
 from recordkit.datasets.plan import positions_in_files, resolve_rank, shard_of
-from recordkit.errors import UnsupportedOperationError
+from recordkit.errors import StateError, UnsupportedOperationError
 from recordkit.io.resolve import Sources
 
 __all__ = [
@@ -113,6 +113,35 @@ class Share:
     def fingerprint(self) -> dict[str, Any]:
         """What a saved position must match: the pipeline's seed, files, batch size and stages, and the rank."""
         return {**self.dataset._fingerprint(), "rank": self.rank, "world_size": self.world_size}
+
+    def elastic_state(self, epoch: int) -> dict[str, Any] | None:
+        """What earlier layouts of ranks read of ``epoch``, as a state stores it (``None``: nothing)."""
+        return self.dataset._elastic_state(epoch)
+
+    def restore_elastic(self, elastic: Elastic | None) -> None:
+        """Continue an epoch that earlier layouts of ranks partly read (``None``: epochs as planned)."""
+        self.dataset._set_elastic(elastic)
+
+    def merge(self, states: Sequence[Mapping[str, Any]]) -> tuple[int, int, Elastic | None]:
+        """The position that continues the loader states saved by every rank of a run, on this layout.
+
+        Each state's streams are its workers' (or, in an epoch it resumed with another number of
+        workers, the saved workers' it finished): ``shard_of(rank, world_size, i, len(delivered))``.
+        """
+        if not isinstance(self.dataset._source, FileSource):
+            self.restore_elastic(Elastic(0, ()))  # raises: a mix
+        expected = {k: v for k, v in self.fingerprint().items() if k not in ("rank", "world_size")}
+
+        def streams(state: Mapping[str, Any]) -> list[Stream]:
+            delivered = _delivered(state)
+            rank, world_size = resolve_rank(int(state["rank"]), int(state["world_size"]))
+            n = len(delivered)
+            return [
+                Stream(*shard_of(rank, world_size, i, n), count)
+                for i, count in enumerate(delivered)
+            ]
+
+        return merge_states(states, "loader", expected, streams, self.dataset._records)
 
     def runs(
         self, worker: int, num_workers: int, first: int, end: int | None, resume: Resume | None
@@ -233,6 +262,7 @@ class Passes:
         # state saved with another number of workers, each saved worker's.
         self._counts = [0] * self._slots()
         self._restored = False
+        self._restore_elastic(None)
 
     def __iter__(self) -> Iterator[Any]:
         if not self._restored:
@@ -264,30 +294,41 @@ class Passes:
             "first_epoch": self._first_epoch,
             "delivered": list(self._counts),
             "num_workers": self._workers(),
+            "elastic": self._elastic_state(),
             **self._fingerprint(),
         }
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
         """Continue, at the next iteration, from a position saved by :meth:`state_dict`.
 
         The number of workers may differ from the saved one: the rest of the saved epoch is read as the
         saved workers would have read it (each saved worker's stream finished by one of the current
         workers), and the following epochs are split between the current workers.
 
+        Given the list of the states saved by every rank of a run (any number of ranks and workers), a
+        loader over a :class:`~recordkit.data.Dataset` continues on this run's ranks and workers: the
+        records of the saved epoch that no rank had delivered are split between them, and the next epochs
+        are split as usual (see :meth:`recordkit.data.Dataset.load_state_dict`).
+
         Raises
         ------
-        ValueError
-            The state comes from a loader with other data, seed, batch size or ranks, or is malformed.
+        StateError
+            The state comes from a loader with other data, seed, batch size or ranks, or is malformed;
+            a list misses a rank, names one twice, or its ranks are in different epochs.
+        UnsupportedOperationError
+            A list is given to a loader that cannot continue on another layout (see
+            :meth:`recordkit.data.Dataset.load_state_dict`).
         """
+        if not isinstance(state, Mapping):
+            self._epoch, self._first_epoch, elastic = self._merge(state)
+            self._restore_elastic(elastic)
+            self._counts = [0] * self._slots()
+            self._restored = True
+            return
         check_state(state, "loader", self._fingerprint())
-        delivered = state.get("delivered")
-        if (
-            not isinstance(delivered, list)
-            or not delivered
-            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in delivered)
-        ):
-            raise ValueError(f"malformed loader state: delivered={delivered!r}")
+        delivered = _delivered(state)
         self._check_streams(len(delivered))
+        self._restore_elastic(Elastic.from_state(state.get("elastic")))
         self._epoch = int(state["epoch"])
         self._first_epoch = int(state["first_epoch"])
         self._counts = list(delivered)
@@ -295,6 +336,36 @@ class Passes:
 
     def _check_streams(self, streams: int) -> None:
         """Refuse a state with a number of streams this loader cannot continue."""
+
+    def _elastic_state(self) -> dict[str, Any] | None:
+        """What earlier layouts of ranks read of the current epoch (``None``: nothing)."""
+        return None
+
+    def _restore_elastic(self, elastic: Elastic | None) -> None:
+        """Continue an epoch that earlier layouts of ranks partly read."""
+        if elastic is not None:
+            raise UnsupportedOperationError(
+                "this loader resumes only with the ranks it was saved with (a map-style dataset's "
+                "sampler decides its order)"
+            )
+
+    def _merge(self, states: Sequence[Mapping[str, Any]]) -> tuple[int, int, Elastic | None]:
+        """Combine the states of every rank of a run (see :meth:`load_state_dict`)."""
+        raise UnsupportedOperationError(
+            "this loader resumes only from its own rank's state, with the ranks it was saved with"
+        )
+
+
+def _delivered(state: Mapping[str, Any]) -> list[int]:
+    """The items each stream of a loader state delivered, checked."""
+    delivered = state.get("delivered")
+    if (
+        not isinstance(delivered, list)
+        or not delivered
+        or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in delivered)
+    ):
+        raise StateError(f"malformed loader state: delivered={delivered!r}")
+    return delivered
 
 
 # Cells of an EpochClock: the epoch the next iteration starts in, the slot of the newest iteration, then

@@ -310,8 +310,13 @@ def plan_pieces(
 
     def one(s: int) -> list[Unit]:
         # Within a shard, files are read in the epoch's file order.
-        # The pieces of ``indexed`` are sized: cut never asks for a count.
-        units = cut(indexed, lambda file: 0, *_balanced(total, s, num_shards))
+        # The pieces of ``indexed`` are sized: cut never asks for a count. One shard keeps them whole,
+        # empty files too, so that its units are the same whether or not the files were counted
+        # (interleave gives an empty file a turn, as tf.data does).
+        if num_shards == 1:
+            units = list(indexed)
+        else:
+            units = cut(indexed, lambda file: 0, *_balanced(total, s, num_shards))
         units.extend(
             u if u.sized or counts[u.file] is None else dataclasses.replace(u, stop=counts[u.file])
             for u in _sequential_units(sequential, s, num_shards)
