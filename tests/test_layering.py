@@ -70,6 +70,11 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("recordkit.errors", ("google.protobuf", "torch", "numpy")),
+    # The notebook previews: stdlib only until a record is parsed (then the protobuf classes).
+    (
+        "recordkit.support.preview",
+        ("google.protobuf", "numpy", "recordkit.formats", "recordkit.io"),
+    ),
     (
         "recordkit.formats",
         ("google.protobuf", "numpy", "torch", "recordkit._proto", "recordkit.io"),
@@ -244,7 +249,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("formats",),
     ("io.sources", "io.mapped", "io.atomic"),
     ("datasets.manifest", "datasets.tfds", "datasets.index"),
-    ("io.resolve", "io.reader", "io.following", "io.writer", "io.__init__"),
+    ("io.resolve", "io.reader", "io.following", "io.preview", "io.writer", "io.__init__"),
     ("recover",),
     (
         "datasets.shardfile",

@@ -412,6 +412,12 @@ class RecordReader(_RecordFile):
         """Whether ``len()``, indexing, slicing and :meth:`read` work."""
         return self._sequential is None
 
+    def _repr_html_(self) -> str:
+        """The notebook view: files, format, count and the first records (:mod:`recordkit.io.preview`)."""
+        from recordkit.io.preview import reader_html
+
+        return reader_html(self)
+
     @property
     def chunk_compression(self) -> str:
         """The compression of the records inside the files' chunks: ``""`` (none), or the codec of a format

@@ -1,0 +1,21 @@
+"""The result type of :func:`~recordkit.decode.parsing.parse_examples` and
+:func:`~recordkit.decode.parsing.parse_ofrecords`."""
+
+from __future__ import annotations
+
+from recordkit.decode.specs import Parsed
+from recordkit.support.preview import batch_html
+
+__all__ = ["ParsedBatch"]
+
+
+class ParsedBatch(dict[str, Parsed]):
+    """A parsed batch: a ``dict`` of feature name -> array (or :class:`~recordkit.decode.specs.Ragged`, or
+    list of images), in every way a plain ``dict``, which a notebook shows as a table of its columns' types
+    and shapes and its first rows (decoded images as thumbnails; see :mod:`recordkit.support.preview`)."""
+
+    __slots__ = ()
+
+    def _repr_html_(self) -> str:
+        """The notebook view of the batch."""
+        return batch_html(self)
