@@ -516,10 +516,12 @@ DOC_PAGES = {
     # The plugin module, its use, and its conformance suite (which needs pytest), as one script.
     "docs/formats/plugins.md": DocPage(needs={2: ("pytest",)}),
     "docs/formats/tfds.md": DocPage(needs={2: ("tensorflow_datasets",)}),
+    # The HF cache goes to the page's folder (cache_dir=) and HF_HOME is not needed for the rest.
     "docs/hf.md": DocPage(needs={0: ("datasets",)}, marks=(pytest.mark.slow,)),
     "docs/images.md": DocPage(files=_jpeg_files, needs={0: ("PIL",), 1: ("PIL",)}),
     "docs/index.md": DocPage(files=_example_files),
     "docs/messages.md": DocPage(),
+    "docs/notebook.md": DocPage(),
     "docs/parsing.md": DocPage(files=_example_files),
     "docs/pipelines.md": DocPage(
         files=_pipeline_files,
