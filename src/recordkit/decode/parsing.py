@@ -31,13 +31,16 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from recordkit.decode import _composite
 from recordkit.decode import columns as _columns
+from recordkit.decode._composite import ExampleSpec
 from recordkit.decode.images import Image
+from recordkit.decode.partitions import Partitioned, read_partitioned_lists
+from recordkit.decode.sparse import Sparse
 from recordkit.decode.specs import (
     ColumnReader,
     FixedLen,
     FixedLenSequence,
-    Parsed,
     Ragged,
     VarLen,
     _check_specs,
@@ -66,7 +69,11 @@ __all__ = [
 
 
 def _parse_batch(
-    records: Iterable[Any], features: Mapping[str, Spec], *, ofrecord: bool, to: str = "numpy"
+    records: Iterable[Any],
+    features: Mapping[str, ExampleSpec],
+    *,
+    ofrecord: bool,
+    to: str = "numpy",
 ) -> Any:
     if to == "arrow":
         from recordkit.decode.tables import parse_arrow  # needs pyarrow: imported on demand
@@ -74,22 +81,27 @@ def _parse_batch(
         return parse_arrow(records, features, ofrecord=ofrecord)
     if to != "numpy":
         raise ValueError(f'to must be "numpy" or "arrow", not {to!r}')
-    specs = _check_specs(features, (FixedLen, VarLen, FixedLenSequence, Image), "features")
-    columns = _columns.collect(_columns.as_records(records), list(specs), ofrecord=ofrecord)
+    allowed = (FixedLen, VarLen, FixedLenSequence, Image, Sparse, Partitioned)
+    specs = _check_specs(features, allowed, "features")
+    names = _composite.column_names(specs)
+    columns = _columns.collect(_columns.as_records(records), names, ofrecord=ofrecord)
     reader = ColumnReader(ofrecord=ofrecord)
-    return {name: reader.read(name, columns[name], spec) for name, spec in specs.items()}
+    batch: dict[str, Any] = {  # Parsed, or a SparseArray for a Sparse spec
+        name: _composite.read(reader, name, spec, columns) for name, spec in specs.items()
+    }
+    return batch
 
 
 @overload
 def parse_examples(
-    records: Iterable[Any], features: Mapping[str, Spec], *, to: Literal["numpy"] = ...
-) -> dict[str, Parsed]: ...
+    records: Iterable[Any], features: Mapping[str, ExampleSpec], *, to: Literal["numpy"] = ...
+) -> dict[str, Any]: ...
 @overload
 def parse_examples(
-    records: Iterable[Any], features: Mapping[str, Spec], *, to: Literal["arrow"]
+    records: Iterable[Any], features: Mapping[str, ExampleSpec], *, to: Literal["arrow"]
 ) -> pa.Table: ...
 def parse_examples(
-    records: Iterable[Any], features: Mapping[str, Spec], *, to: str = "numpy"
+    records: Iterable[Any], features: Mapping[str, ExampleSpec], *, to: str = "numpy"
 ) -> Any:
     """Parse a batch of serialized ``tf.train.Example`` messages, like ``tf.io.parse_example``.
 
@@ -98,8 +110,11 @@ def parse_examples(
     records
         An iterable of bytes-like serialized Examples.
     features
-        Feature name -> :class:`FixedLen`, :class:`VarLen`, :class:`FixedLenSequence` or
-        :class:`~recordkit.decode.images.Image` (an encoded image in a bytes feature).
+        Feature name -> :class:`FixedLen`, :class:`VarLen`, :class:`FixedLenSequence`,
+        :class:`~recordkit.decode.images.Image` (an encoded image in a bytes feature),
+        :class:`~recordkit.decode.sparse.Sparse` (values placed at indices read from other features) or
+        :class:`~recordkit.decode.partitions.Partitioned` (values cut by row partitions read from other
+        features).
     to
         ``"numpy"``, or ``"arrow"`` for a ``pyarrow.Table`` (needs pyarrow; see ``docs/tables.md``).
 
@@ -108,9 +123,11 @@ def parse_examples(
     dict or pyarrow.Table
         Feature name -> ``(batch, *shape)`` array for FixedLen, :class:`Ragged` for VarLen,
         ``(batch, longest, *shape)`` for FixedLenSequence, ``(batch, height, width, channels)`` uint8
-        for an Image with a ``size`` (else a list of ``(H, W, channels)`` arrays). With ``to="arrow"``, a
-        table with one column per feature: FixedLen as scalars or fixed-size lists, VarLen as lists,
-        FixedLenSequence as lists of fixed-size items (not padded).
+        for an Image with a ``size`` (else a list of ``(H, W, channels)`` arrays), a
+        :class:`~recordkit.decode.sparse.SparseArray` for Sparse, a (nested) :class:`Ragged` for
+        Partitioned. With ``to="arrow"``, a table with one column per feature: FixedLen as scalars or
+        fixed-size lists, VarLen as lists, FixedLenSequence as lists of fixed-size items (not padded),
+        Partitioned as nested lists (Sparse and Image cannot be parsed to Arrow).
 
     Raises
     ------
@@ -121,7 +138,7 @@ def parse_examples(
     return _parse_batch(records, features, ofrecord=False, to=to)
 
 
-def parse_example(record: Any, features: Mapping[str, Spec]) -> dict[str, Any]:
+def parse_example(record: Any, features: Mapping[str, ExampleSpec]) -> dict[str, Any]:
     """Parse one serialized Example, like ``tf.io.parse_single_example``: arrays without a batch axis.
 
     VarLen features come out as 1-D arrays. See :func:`parse_examples`.
@@ -131,14 +148,14 @@ def parse_example(record: Any, features: Mapping[str, Spec]) -> dict[str, Any]:
 
 @overload
 def parse_ofrecords(
-    records: Iterable[Any], features: Mapping[str, Spec], *, to: Literal["numpy"] = ...
-) -> dict[str, Parsed]: ...
+    records: Iterable[Any], features: Mapping[str, ExampleSpec], *, to: Literal["numpy"] = ...
+) -> dict[str, Any]: ...
 @overload
 def parse_ofrecords(
-    records: Iterable[Any], features: Mapping[str, Spec], *, to: Literal["arrow"]
+    records: Iterable[Any], features: Mapping[str, ExampleSpec], *, to: Literal["arrow"]
 ) -> pa.Table: ...
 def parse_ofrecords(
-    records: Iterable[Any], features: Mapping[str, Spec], *, to: str = "numpy"
+    records: Iterable[Any], features: Mapping[str, ExampleSpec], *, to: str = "numpy"
 ) -> Any:
     """Parse a batch of serialized ``oneflow.OFRecord`` messages with the same specs as Examples.
 
@@ -152,8 +169,8 @@ def parse_ofrecords(
 
 def parse_sequence_examples(
     records: Iterable[Any],
-    context_features: Mapping[str, FixedLen | VarLen] | None = None,
-    sequence_features: Mapping[str, FixedLenSequence | VarLen] | None = None,
+    context_features: Mapping[str, FixedLen | VarLen | Partitioned] | None = None,
+    sequence_features: Mapping[str, FixedLenSequence | VarLen | Partitioned] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any], dict[str, npt.NDArray[np.int64]]]:
     """Parse a batch of serialized ``tf.train.SequenceExample`` messages, like
     ``tf.io.parse_sequence_example``.
@@ -163,10 +180,13 @@ def parse_sequence_examples(
     records
         An iterable of bytes-like serialized SequenceExamples.
     context_features
-        Name -> :class:`FixedLen` or :class:`VarLen`, for the context.
+        Name -> :class:`FixedLen`, :class:`VarLen` or :class:`~recordkit.decode.partitions.Partitioned`,
+        for the context.
     sequence_features
-        Name -> :class:`FixedLenSequence` (one item per time step, padded to the longest record) or
-        :class:`VarLen` (a two-level :class:`Ragged`: records, then steps, then values).
+        Name -> :class:`FixedLenSequence` (one item per time step, padded to the longest record),
+        :class:`VarLen` (a two-level :class:`Ragged`: records, then steps, then values) or
+        :class:`~recordkit.decode.partitions.Partitioned` (records, then steps, then each step's values
+        cut by the partitions of the same step, read from feature lists with as many steps).
 
     Returns
     -------
@@ -174,20 +194,34 @@ def parse_sequence_examples(
         As TensorFlow: ``lengths`` holds the number of steps of each record for every FixedLenSequence
         feature.
     """
-    context_specs = _check_specs(context_features or {}, (FixedLen, VarLen), "context_features")
+    context_specs = _check_specs(
+        context_features or {}, (FixedLen, VarLen, Partitioned), "context_features"
+    )
     sequence_specs = _check_specs(
-        sequence_features or {}, (FixedLenSequence, VarLen), "sequence_features"
+        sequence_features or {}, (FixedLenSequence, VarLen, Partitioned), "sequence_features"
     )
     context_columns, sequence_columns = _columns.collect_sequences(
-        _columns.as_records(records), list(context_specs), list(sequence_specs)
+        _columns.as_records(records),
+        _composite.column_names(context_specs),
+        _composite.column_names(sequence_specs),
     )
     reader = ColumnReader(ofrecord=False)
     context = {
-        name: reader.read(name, context_columns[name], spec) for name, spec in context_specs.items()
+        name: _composite.read(reader, name, spec, context_columns)
+        for name, spec in context_specs.items()
     }
     sequence: dict[str, Any] = {}
     lengths: dict[str, npt.NDArray[np.int64]] = {}
     for name, spec in sequence_specs.items():
+        if isinstance(spec, Partitioned):
+            sequence[name] = read_partitioned_lists(
+                reader,
+                name,
+                spec,
+                {key: sequence_columns[key].steps for key in spec.keys(name)},
+                {key: sequence_columns[key].column for key in spec.keys(name)},
+            )
+            continue
         seq = sequence_columns[name]
         assert isinstance(spec, (FixedLenSequence, VarLen))
         if isinstance(spec, FixedLenSequence) and not spec.allow_missing and not seq.present.all():
@@ -226,8 +260,8 @@ def parse_sequence_examples(
 
 def parse_sequence_example(
     record: Any,
-    context_features: Mapping[str, FixedLen | VarLen] | None = None,
-    sequence_features: Mapping[str, FixedLenSequence | VarLen] | None = None,
+    context_features: Mapping[str, FixedLen | VarLen | Partitioned] | None = None,
+    sequence_features: Mapping[str, FixedLenSequence | VarLen | Partitioned] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Parse one serialized SequenceExample, like ``tf.io.parse_single_sequence_example``.
 

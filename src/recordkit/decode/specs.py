@@ -308,11 +308,11 @@ Parsed = Union[np.ndarray[Any, Any], Ragged, list[np.ndarray[Any, Any]]]  # noqa
 def pad_rows(
     values: np.ndarray[Any, Any], counts: npt.NDArray[np.int64], width: int, fill: Any
 ) -> np.ndarray[Any, Any]:
-    """Put the rows of ``values`` (``counts[i]`` <= ``width`` each) into an ``(n, width)`` array."""
+    """Put the rows of ``values`` (``counts[i]`` <= ``width`` each) into an ``(n, width, ...)`` array."""
     n = len(counts)
     if n and width and (counts == width).all():
-        return values.reshape(n, width)
-    out = np.empty((n, width), values.dtype)
+        return values.reshape(n, width, *values.shape[1:])
+    out = np.empty((n, width, *values.shape[1:]), values.dtype)
     out[...] = fill
     total = int(counts.sum())
     if total:

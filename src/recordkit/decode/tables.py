@@ -33,9 +33,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
+from recordkit.decode import _composite
 from recordkit.decode import columns as _columns
 from recordkit.decode import messages as _messages
 from recordkit.decode.images import Image
+from recordkit.decode.partitions import Partitioned
+from recordkit.decode.sparse import Sparse
 from recordkit.decode.specs import (
     ColumnReader,
     FixedLen,
@@ -529,9 +532,21 @@ def _arrow_column(
         raise
 
 
+def _partitioned_arrow(
+    reader: ColumnReader, name: str, spec: Partitioned, columns: Mapping[str, _columns.Column]
+) -> Any:
+    """A Partitioned feature as nested lists (a uniform innermost row length as fixed-size lists)."""
+    value = _composite.read(reader, name, spec, columns)
+    try:
+        return _column_to_arrow(value, spec.dtype)  # type: ignore[arg-type]
+    except _pyarrow().ArrowInvalid:  # a str value is not UTF-8: the numpy reader names its record
+        _composite.read(ColumnReader(ofrecord=reader.ofrecord), name, spec, columns)
+        raise
+
+
 def parse_arrow(
     records: Iterable[Any],
-    features: Mapping[str, Spec],
+    features: Mapping[str, _composite.ExampleSpec],
     *,
     ofrecord: bool,
     null_missing: bool = False,
@@ -549,12 +564,19 @@ def parse_arrow(
                 f"features[{name!r}]: rk.Image decodes to numpy arrays only; parse images without "
                 'to="arrow", or read the encoded bytes with FixedLen((), bytes)'
             )
-    specs = _check_specs(features, (FixedLen, VarLen, FixedLenSequence), "features")
+        if isinstance(spec, Sparse):
+            raise TypeError(
+                f"features[{name!r}]: a Sparse feature parses to numpy only (a SparseArray); parse it "
+                'without to="arrow"'
+            )
+    specs = _check_specs(features, (FixedLen, VarLen, FixedLenSequence, Partitioned), "features")
     batch = _columns.as_records(records)
-    columns = _columns.collect(batch, list(specs), ofrecord=ofrecord)
+    columns = _columns.collect(batch, _composite.column_names(specs), ofrecord=ofrecord)
     reader = _ArrowReader(ofrecord=ofrecord)
     arrays = {
-        name: _arrow_column(reader, name, columns[name], spec, null_missing)
+        name: _partitioned_arrow(reader, name, spec, columns)
+        if isinstance(spec, Partitioned)
+        else _arrow_column(reader, name, columns[name], spec, null_missing)
         for name, spec in specs.items()
     }
     if not arrays:  # no columns, but as many rows as records
