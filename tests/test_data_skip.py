@@ -199,7 +199,7 @@ def _resume_case(paths, make, stop_at):
 
 @pytest.mark.parametrize("fmt", ["tfrecord", "ffrecord"])
 def test_resume_after_a_skip_gives_exactly_the_rest(tmp_path, fmt):
-    paths, expected, damaged = make_files(tmp_path, fmt, seed=11)
+    paths, expected, _ = make_files(tmp_path, fmt, seed=11)
     # Stop after the first damaged file, in order, batched, and through a shuffle buffer.
     n_first_two = len([r for r in expected if r.startswith((b"00-", b"01-"))])
     whole = _resume_case(paths, lambda: Dataset(paths, on_error="skip"), n_first_two + 3)
@@ -244,3 +244,130 @@ def test_a_hole_keeps_the_numbering_of_a_file_whose_index_is_intact(tmp_path):
     assert got == records[:7] + records[8:]
     with pytest.raises(ChecksumError):
         list(Dataset(str(path)))
+
+
+def _loader_run(paths, num_workers, stop_at=None, state=None, context="fork"):
+    from recordkit.data import loader
+
+    got = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        # Planning the workers' shares may already find a damaged file: warned about here too.
+        ld = loader(
+            Dataset(paths, on_error="skip", seed=5).shuffle(8).batch(4),
+            num_workers=num_workers,
+            multiprocessing_context=context,
+        )
+        if state is not None:
+            ld.load_state_dict(state)
+        for item in ld:
+            got.append(list(item))
+            if stop_at is not None and len(got) == stop_at:
+                break
+    losses = [w for w in caught if issubclass(w.category, DataLossWarning)]
+    return got, ld.state_dict(), losses
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "ffrecord"])
+def test_loader_with_two_workers_skips_counts_and_resumes_exactly(tmp_path, fmt):
+    paths, expected, damaged = make_files(tmp_path, fmt, seed=21)
+    whole, state, losses = _loader_run(paths, 2)
+    assert sorted(_flat(whole)) == sorted(expected)
+    # The workers' damage is warned about in this process, once per file, and counted in its state.
+    assert sorted(str(w.message).split(":")[0] for w in losses) == sorted(damaged)
+    assert state["skipped"]["files"] == sorted(damaged)
+    head, saved, _ = _loader_run(paths, 2, stop_at=5)
+    rest, _, _ = _loader_run(paths, 2, state=saved)
+    assert head + rest == whole
+    # Resumed with one worker instead of two: still every intact record once.
+    rest1, _, _ = _loader_run(paths, 1, state=saved)
+    assert sorted(_flat(head + rest1)) == sorted(expected)
+
+
+def test_loader_max_skipped_counts_every_worker(tmp_path):
+    # Two damaged samples, one in each worker's half of the file: each worker alone stays within
+    # max_skipped=1, the loader (all workers together) does not.
+    records = [f"sample {i}".encode() * 4 for i in range(20)]
+    path = str(tmp_path / "two.ffr")
+    with rk.open(path, "w", format="ffrecord") as writer:
+        writer.write_many(records)
+    with open(path, "rb") as file:
+        data = bytearray(file.read())
+    offsets = struct.unpack_from("<20q", data, 12 + 4 * 20)
+    for k in (3, 15):
+        data[offsets[k] + 2] ^= 0x01
+    with open(path, "wb") as file:
+        file.write(bytes(data))
+    from recordkit.data import loader
+
+    def run(max_skipped):
+        ds = Dataset(path, on_error="skip", max_skipped=max_skipped)
+        return list(loader(ds, num_workers=2, multiprocessing_context="fork"))
+
+    with pytest.warns(DataLossWarning):
+        assert sorted(run(2)) == sorted(records[:3] + records[4:15] + records[16:])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataLossWarning)
+        with pytest.raises(ChecksumError):
+            run(1)
+
+
+def test_map_dataset_leaves_damaged_records_out_of_a_batch(tmp_path):
+    torch_integration = pytest.importorskip("recordkit.integrations.torch")
+    paths, expected, damaged = make_files(tmp_path, "ffrecord", seed=5)
+    with warnings.catch_warnings(
+        record=True
+    ) as caught:  # when planning (a cut file), reading (holes)
+        warnings.simplefilter("always")
+        ds = torch_integration.MapDataset(paths, on_error="skip")
+        batch = ds[list(range(len(ds)))]
+        ds.close()
+    assert all(issubclass(w.category, DataLossWarning) for w in caught)
+    assert sorted(batch) == sorted(expected)
+    assert sorted({str(w.message).split(":")[0] for w in caught}) == sorted(damaged)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loader = torch_integration.dataloader(
+            torch_integration.MapDataset(paths, on_error="skip"), batch_size=8, to="numpy"
+        )
+        got = [r for b in loader for r in b]
+    assert sorted(got) == sorted(expected)
+    assert {str(w.message).split(":")[0] for w in caught} == set(damaged)
+
+
+@pytest.mark.parametrize("fmt", ["tfrecord", "ffrecord"])
+def test_dask_reads_the_intact_records(tmp_path, fmt):
+    rkdask = pytest.importorskip("recordkit.integrations.dask")
+    paths, expected, damaged = make_files(tmp_path, fmt, seed=31)
+    bag = rkdask.read_records(paths, on_error="skip", records_per_range=16)
+    with pytest.warns(DataLossWarning) as caught:
+        got = bag.compute(scheduler="sync")
+    assert sorted(got) == sorted(expected)
+    assert {str(w.message).split(":")[0] for w in caught} == set(damaged)
+    with pytest.raises(CorruptRecordError):
+        rkdask.read_records(paths).compute(scheduler="sync")
+    strict = rkdask.read_records(paths, on_error="skip", max_skipped=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataLossWarning)
+        with pytest.raises(CorruptRecordError):
+            strict.compute(scheduler="sync")
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings(r"ignore::DeprecationWarning:ray\..*")
+def test_ray_reads_the_intact_records(tmp_path):
+    ray = pytest.importorskip("ray")
+    rkray = pytest.importorskip("recordkit.integrations.ray")
+    paths, expected, _ = make_files(tmp_path, "tfrecord", seed=41)
+    (tmp_path / "ffr").mkdir()
+    ffr, ffr_expected, _ = make_files(tmp_path / "ffr", "ffrecord", seed=42)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        for files, intact in ((paths, expected), (ffr, ffr_expected)):
+            rows = rkray.read_records(files, on_error="skip").take_all()
+            assert sorted(row["bytes"] for row in rows) == sorted(intact)
+        with pytest.raises(Exception, match=r"checksum|truncated|ends"):
+            rkray.read_records(paths).take_all()
+    finally:
+        ray.shutdown()

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
 from recordkit.data._stages import Filter, Stage
-from recordkit.datasets.plan import ReadRange, open_range, read_range
+from recordkit.datasets.plan import ReadRange, open_range, plan_reads, read_range
 from recordkit.errors import CorruptRecordError, DataLossWarning, ManifestError
 from recordkit.support.caller import user_stacklevel
 
@@ -44,6 +44,7 @@ __all__ = [
     "log_of",
     "intact_chunks",
     "open_range_skipping",
+    "plan_reads_skipping",
     "read_range_skipping",
     "skipped_summary",
     "with_damage_filter",
@@ -109,6 +110,33 @@ def read_range_skipping(
     """
     with open_range_skipping(item, check_crc=check_crc, max_skipped=max_skipped) as reader:
         yield from intact_chunks(read_range(item, reader=reader))  # type: ignore[arg-type]
+
+
+def plan_reads_skipping(sources: Any, **options: Any) -> list[ReadRange]:
+    """:func:`recordkit.datasets.plan_reads`, a file too damaged to be counted planned as one whole range.
+
+    Counting a self-indexed file (FFRecord) reads its header: where that is damaged, the file is read
+    whole, as recovered (:func:`read_range_skipping`), instead of failing the plan.
+    """
+    try:
+        return plan_reads(sources, **options)
+    except ManifestError:
+        raise
+    except CorruptRecordError:
+        pass
+    from recordkit.io.resolve import resolve_sources
+
+    files = resolve_sources(sources, format=options.get("format")).files
+    return [item for path in files for item in _plan_file(path, options)]
+
+
+def _plan_file(path: str, options: dict[str, Any]) -> list[ReadRange]:
+    try:
+        return plan_reads(path, **options)
+    except ManifestError:
+        raise
+    except CorruptRecordError:
+        return [ReadRange(path=path, format=options.get("format"))]
 
 
 def open_range_skipping(
@@ -242,6 +270,7 @@ class DamageLog:
         if self.forward:
             self.pending.append({**event, "error": error})
         if self.max_skipped is not None and self.records + self.ranges > self.max_skipped:
+            self._warned.add(event["path"])  # the error says it; no warning after it
             raise error
         if event["ranges"]:
             self.warn(event["path"])

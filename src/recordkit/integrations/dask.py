@@ -29,7 +29,12 @@ from typing import Any
 import dask
 import dask.bag
 
-from recordkit.data._damage import OnError, check_on_error, read_range_skipping
+from recordkit.data._damage import (
+    OnError,
+    check_on_error,
+    plan_reads_skipping,
+    read_range_skipping,
+)
 from recordkit.datasets import tasks
 from recordkit.datasets.manifest import Manifest, Shard
 from recordkit.datasets.plan import ReadRange, absolute_path, plan_reads, read_range
@@ -93,7 +98,8 @@ def read_records(
     on the calling machine, when the bag is made; no record is read there.
     """
     check_on_error(on_error, max_skipped)
-    planned = plan_reads(sources, format=format, split=split, records_per_range=records_per_range)
+    planner = plan_reads if on_error == "raise" else plan_reads_skipping
+    planned = planner(sources, format=format, split=split, records_per_range=records_per_range)
     ranges = [item.absolute() for item in planned]
     if not ranges:
         return dask.bag.from_sequence([], npartitions=1)

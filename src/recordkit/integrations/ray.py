@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recordkit.data._damage import OnError, check_on_error, intact_chunks, open_range_skipping
+from recordkit.data._damage import (
+    OnError,
+    check_on_error,
+    intact_chunks,
+    open_range_skipping,
+    plan_reads_skipping,
+)
 from recordkit.datasets.manifest import Manifest, Shard
 from recordkit.datasets.plan import ReadRange, absolute_path, open_range, plan_reads, read_range
 from recordkit.datasets.shardfile import write_shard
@@ -94,7 +100,8 @@ class RecordDatasource(Datasource):
         if self._records_per_range is not None:
             min_ranges = 1
         if min_ranges not in self._plans:
-            planned = plan_reads(
+            planner = plan_reads if self._skip is None else plan_reads_skipping
+            planned = planner(
                 self._sources,
                 format=self._format,
                 split=self._split,
