@@ -526,13 +526,13 @@ DOC_PAGES = {
     "docs/pipelines.md": DocPage(
         files=_pipeline_files,
         needs={
-            3: ("torch",),
             4: ("torch",),
-            6: ("torch", "torchdata"),
-            7: ("torchdata",),
-            8: ("grain",),
+            5: ("torch",),
+            7: ("torch", "torchdata"),
+            8: ("torchdata",),
+            9: ("grain",),
         },
-        scripts=((0, 1, 2, 5, 9), (3, 4, 6, 7), (8,)),
+        scripts=((0, 1, 2, 3, 6, 10), (4, 5, 7, 8), (9,)),
         marks=(pytest.mark.torch,),
     ),
     "docs/quickstart.md": DocPage(),
