@@ -371,3 +371,45 @@ def test_ray_reads_the_intact_records(tmp_path):
             rkray.read_records(paths).take_all()
     finally:
         ray.shutdown()
+
+
+def test_arrayrecord_skips_damaged_chunks(tmp_path):
+    from _array_record import write_array_record
+
+    from recordkit.formats import get_format
+
+    rng = np.random.default_rng(51)
+    records = _records(rng, 0, 30)
+    # One record per uncompressed chunk: a record's bytes sit 43 bytes after its chunk's start (a 40-byte
+    # chunk header, then the data's compression byte and the varint and byte of its one record size).
+    clean = write_array_record(
+        tmp_path / "clean.array_record", records, "group_size:1,uncompressed"
+    )
+    with open(clean, "rb") as file:
+        data = bytearray(file.read())
+    whole = bytes(data)
+    starts = [data.find(r) - 43 for r in records]
+    assert all(
+        s > 0 and s >> 16 == (s + 43 + len(r)) >> 16 for s, r in zip(starts, records, strict=True)
+    )
+    headers, payloads = [3, 11], [20]
+    for k in headers:
+        _flip(data, starts[k] + int(rng.integers(0, 40)), rng)  # a chunk header: always checked
+    for k in payloads:
+        _flip(data, starts[k] + 43 + int(rng.integers(0, len(records[k]))), rng)  # its data
+    damaged = str(tmp_path / "damaged.array_record")
+    with open(damaged, "wb") as file:
+        file.write(bytes(data))
+    cut = str(tmp_path / "cut.array_record")  # cut inside record 25's chunk: footer and tail lost
+    with open(cut, "wb") as file:
+        file.write(whole[: starts[25] + 50])
+
+    with pytest.warns(DataLossWarning, match="damaged records"):
+        got = list(Dataset(damaged, on_error="skip"))
+    # The data hash of a chunk is checked on request only: without it, the damaged data is read as is.
+    assert [r for r in got if r not in records] != []
+    with get_format("arrayrecord").verifying(), pytest.warns(DataLossWarning):
+        got = list(Dataset([damaged, cut], on_error="skip"))
+    lost = set(headers + payloads)
+    intact = [r for i, r in enumerate(records) if i not in lost]
+    assert got == intact + records[:25]
