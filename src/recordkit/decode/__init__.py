@@ -10,6 +10,9 @@ Modules, bottom up:
 * ``columns`` -- a batch of payloads to per-feature columns of numpy values;
 * ``specs`` -- the feature specs, ``Ragged``, and the :class:`ColumnReader` that
   turns columns into the arrays a spec asks for (TensorFlow's or OneFlow's rules);
+* ``sparse``, ``partitions`` -- the specs that read several features of a record: ``Sparse`` (values at
+  indices read from other features, a ``SparseArray``) and ``Partitioned`` (values cut into nested rows by
+  partitions read from other features, a ``Ragged``);
 * ``tables`` -- pyarrow tables and pandas DataFrames to records, and parsed batches to Arrow (pyarrow,
   loaded on first use);
 * ``parsing`` -- the batch parsers ``parse_examples``, ``parse_sequence_examples``, ``parse_ofrecords``.
