@@ -85,3 +85,6 @@ def test_sparse_is_refused_where_tensorflow_refuses_it():
     pytest.importorskip("pyarrow")
     with pytest.raises(TypeError, match="numpy only"):
         rk.parse_examples(records, {"sp": Sparse("i", "v", np.float32, 1)}, to="arrow")
+    batch = rk.parse_examples(records, {"sp": Sparse("i", "v", np.float32, 1)})
+    with pytest.raises(TypeError, match="no sparse column"):
+        rk.to_arrow(batch)

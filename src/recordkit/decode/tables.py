@@ -38,7 +38,7 @@ from recordkit.decode import columns as _columns
 from recordkit.decode import messages as _messages
 from recordkit.decode.images import Image
 from recordkit.decode.partitions import Partitioned
-from recordkit.decode.sparse import Sparse
+from recordkit.decode.sparse import Sparse, SparseArray
 from recordkit.decode.specs import (
     ColumnReader,
     FixedLen,
@@ -480,7 +480,8 @@ def to_arrow(batch: Mapping[str, np.ndarray[Any, Any] | Ragged]) -> pa.Table:
         One column per feature: a 1-D array as a plain column, an ``(n, *shape)`` array as (nested)
         fixed-size lists, a :class:`~recordkit.Ragged` as lists (lists of lists for two ragged levels).
         Object arrays give ``binary`` columns (``string`` when they hold ``str``). Numeric values are not
-        copied.
+        copied. A :class:`~recordkit.decode.sparse.SparseArray` (a Sparse spec's result) raises
+        ``TypeError``.
 
     Examples
     --------
@@ -493,6 +494,9 @@ def to_arrow(batch: Mapping[str, np.ndarray[Any, Any] | Ragged]) -> pa.Table:
         raise TypeError(
             f"to_arrow() takes a mapping of feature name to column, not {type(batch).__name__}"
         )
+    for name, value in batch.items():
+        if isinstance(value, SparseArray):
+            raise TypeError(f"batch[{name!r}] is a SparseArray: Arrow has no sparse column")
     return pa.table({name: _column_to_arrow(value) for name, value in batch.items()})
 
 
