@@ -236,7 +236,7 @@ def test_a_hole_keeps_the_numbering_of_a_file_whose_index_is_intact(tmp_path):
     path = tmp_path / "one.tfrecord"
     path.write_bytes(bytes(data))
     first = Dataset(str(path), on_error="skip", rank=0, world_size=2)
-    with pytest.warns(DataLossWarning, match=r"record 7 \(byte \d+\)") as caught:
+    with pytest.warns(DataLossWarning, match=r"records 7 at byte \d+\)") as caught:
         got = list(first)
     assert len(caught) == 1
     assert first.state_dict()["skipped"]["records"] == 1

@@ -256,6 +256,7 @@ LAYERS: list[tuple[str, ...]] = [
         "datasets.writer",
         "datasets.build",
         "datasets.plan",
+        "datasets.damage",
         "datasets.tasks",
         "datasets.__init__",
     ),

@@ -106,7 +106,7 @@ class Catalog:
     def open(self, i: int) -> RecordReader:
         """Open a new reader on file ``i`` (a manifest's shard is checked against its entry).
 
-        With ``on_error="skip"``, a :class:`~recordkit.data._damage.SkippingReader` in its place.
+        With ``on_error="skip"``, a :class:`~recordkit.datasets.damage.SkippingReader` in its place.
         """
         if self.on_error == "skip":
             opened = SkippingReader(

@@ -29,13 +29,13 @@ from typing import Any
 import dask
 import dask.bag
 
-from recordkit.data._damage import (
+from recordkit.datasets import tasks
+from recordkit.datasets.damage import (
     OnError,
     check_on_error,
     plan_reads_skipping,
     read_range_skipping,
 )
-from recordkit.datasets import tasks
 from recordkit.datasets.manifest import Manifest, Shard
 from recordkit.datasets.plan import ReadRange, absolute_path, plan_reads, read_range
 from recordkit.datasets.shardfile import write_shard

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recordkit.data._damage import (
+from recordkit.datasets.damage import (
     OnError,
     check_on_error,
     intact_chunks,

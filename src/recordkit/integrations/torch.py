@@ -35,7 +35,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without torch
     ) from exc
 
 from recordkit.data import Dataset, Loader
-from recordkit.data._damage import OnError
 from recordkit.data.loading import (
     STATE_VERSION,
     EpochClock,
@@ -46,6 +45,7 @@ from recordkit.data.loading import (
     Share,
     check_state,
 )
+from recordkit.datasets.damage import OnError
 from recordkit.datasets.plan import EqualShards, permutation, resolve_rank, worker_info
 from recordkit.errors import RecordKitError, UnsupportedOperationError, attach_attributes
 from recordkit.io import Sources

@@ -1,0 +1,438 @@
+"""Reading through damage: ``on_error="skip"``, for the pipelines (:mod:`recordkit.data`) and the Ray and
+Dask readers.
+
+A :class:`SkippingReader` stands in for a file's :class:`~recordkit.io.RecordReader` when a pipeline skips
+damaged records. Where a record lies is decided once per file, the same way in every process, so that every
+intact record keeps one position in the epoch's order and is read exactly once:
+
+* a file whose records can be located as usual (its index, header or offsets can be read: ``len()``
+  works) keeps its numbering; a record that fails its checks there is a *hole*, handed on as
+  :data:`DAMAGED` at its position and dropped before the pipeline's stages;
+* a file whose records cannot be located (its framing is damaged: a length, a header, a cut end) is
+  numbered by its intact records, as :func:`recordkit.recover.scan` finds them (the formats'
+  resynchronisation, :mod:`recordkit.formats.resync`). Until the damage shows, reading in order gives the
+  same records, so reading switches to the recovered records at the record where it stopped.
+
+A :class:`DamageLog` counts what was skipped (per epoch, in the process that reads), issues one
+:class:`~recordkit.errors.DataLossWarning` per damaged file, and raises the original error once more than
+``max_skipped`` records and damaged ranges were skipped.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from recordkit.datasets.plan import ReadRange, open_range, plan_reads, read_range
+from recordkit.errors import CorruptRecordError, DataLossWarning, ManifestError
+from recordkit.support.caller import user_stacklevel
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+    from recordkit.io import RecordReader
+    from recordkit.recover import SalvageReport
+
+__all__ = [
+    "DAMAGED",
+    "DamageLog",
+    "OnError",
+    "SkippingReader",
+    "check_on_error",
+    "intact",
+    "intact_chunks",
+    "open_range_skipping",
+    "plan_reads_skipping",
+    "read_range_skipping",
+]
+
+OnError = Literal["raise", "skip"]
+
+
+class _Damaged:
+    """The place of a damaged record in a stream of records (never reaches the pipeline's stages)."""
+
+    def __repr__(self) -> str:
+        return "DAMAGED"
+
+    def __len__(self) -> int:
+        return 0  # counted as no bytes where lists of records are sized
+
+    def __reduce__(self) -> str:
+        return "DAMAGED"
+
+
+DAMAGED = _Damaged()
+
+
+def intact(record: Any) -> bool:
+    """Whether ``record`` is a record rather than the place of a damaged one."""
+    return record is not DAMAGED
+
+
+def read_range_skipping(
+    item: ReadRange, *, check_crc: bool = True, max_skipped: int | None = None
+) -> Iterator[list[bytes]]:
+    """:func:`recordkit.datasets.plan.read_range` through damage: the intact records of one range.
+
+    What one range skipped is warned about and limited by ``max_skipped`` on its own (a distributed
+    read task's).
+    """
+    with open_range_skipping(item, check_crc=check_crc, max_skipped=max_skipped) as reader:
+        yield from intact_chunks(read_range(item, reader=reader))  # type: ignore[arg-type]
+
+
+def plan_reads_skipping(sources: Any, **options: Any) -> list[ReadRange]:
+    """:func:`recordkit.datasets.plan_reads`, a file too damaged to be counted planned as one whole range.
+
+    Counting a self-indexed file (FFRecord) reads its header: where that is damaged, the file is read
+    whole, as recovered (:func:`read_range_skipping`), instead of failing the plan.
+    """
+    try:
+        return plan_reads(sources, **options)
+    except ManifestError:
+        raise
+    except CorruptRecordError:
+        pass
+    from recordkit.io.resolve import resolve_sources
+
+    files = resolve_sources(sources, format=options.get("format")).files
+    return [item for path in files for item in _plan_file(path, options)]
+
+
+def _plan_file(path: str, options: dict[str, Any]) -> list[ReadRange]:
+    try:
+        return plan_reads(path, **options)
+    except ManifestError:
+        raise
+    except CorruptRecordError:
+        return [ReadRange(path=path, format=options.get("format"))]
+
+
+def open_range_skipping(
+    item: ReadRange, *, check_crc: bool = True, max_skipped: int | None = None
+) -> SkippingReader:
+    """Open one range's file as a :class:`SkippingReader` with a log of its own."""
+    return SkippingReader(
+        lambda: open_range(item, check_crc=check_crc),
+        item.path,
+        DamageLog(max_skipped),
+        item.format,
+    )
+
+
+def intact_chunks(chunks: Iterable[list[Any]]) -> Iterator[list[bytes]]:
+    """The lists of ``chunks`` without the :data:`DAMAGED` places (and without lists left empty)."""
+    for chunk in chunks:
+        kept = [record for record in chunk if record is not DAMAGED]
+        if kept:
+            yield kept
+
+
+def check_on_error(on_error: object, max_skipped: object) -> None:
+    """Refuse anything but ``"raise"``/``"skip"`` and a non-negative int (or ``None``) limit."""
+    if on_error not in ("raise", "skip"):
+        raise ValueError(f'on_error must be "raise" or "skip", not {on_error!r}')
+    if max_skipped is not None and (
+        isinstance(max_skipped, bool) or not isinstance(max_skipped, int) or max_skipped < 0
+    ):
+        raise ValueError(f"max_skipped must be None or an int of at least 0, not {max_skipped!r}")
+
+
+class DamageLog:
+    """What a pipeline skipped in the current epoch, in this process; warns and enforces ``max_skipped``.
+
+    Attributes
+    ----------
+    max_skipped
+        The most records plus damaged ranges an epoch may skip; one more raises the error that was found.
+    forward
+        Collect the events in :attr:`pending` instead of warning (a loader's worker, whose main process
+        warns and counts).
+    """
+
+    def __init__(self, max_skipped: int | None = None) -> None:
+        self.max_skipped = max_skipped
+        self.forward = False
+        self.last_error: CorruptRecordError | None = None
+        self.epoch: int | None = None
+        self.pending: list[dict[str, Any]] = []
+        self._warned: set[str] = set()
+        # The intact records of the files read as recovered, by path (this process's, kept across epochs).
+        self.recovered: dict[str, tuple[list[bytes], SalvageReport, CorruptRecordError]] = {}
+        self.reset()
+
+    def begin(self, epoch: int) -> None:
+        """Start counting ``epoch`` (unless it is the epoch being counted)."""
+        if epoch != self.epoch:
+            self.reset()
+            self.epoch = epoch
+
+    def reset(self) -> None:
+        """Start counting a new epoch."""
+        self.epoch = None
+        self.records = 0
+        self.ranges = 0
+        self.bytes = 0
+        self.files: dict[str, dict[str, Any]] = {}
+        self._holes: set[tuple[str, int]] = set()
+        self._recovered_now: set[str] = set()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["pending"] = []
+        state["recovered"] = {}
+        return state
+
+    def summary(self) -> dict[str, Any]:
+        """The counts, JSON-compatible: records and damaged byte ranges skipped, their bytes, the files."""
+        return {
+            "records": self.records,
+            "ranges": self.ranges,
+            "bytes": self.bytes,
+            "files": sorted(self.files),
+        }
+
+    def _file(self, path: str) -> dict[str, Any]:
+        return self.files.setdefault(path, {"records": [], "ranges": [], "bytes": 0})
+
+    def hole(self, path: str, index: int, error: CorruptRecordError) -> None:
+        """Note that record ``index`` of ``path`` was skipped (once per epoch, however often it is read)."""
+        self.last_error = error
+        if (path, index) in self._holes:
+            return
+        self._holes.add((path, index))
+        self.add(
+            {"path": path, "records": [[index, error.offset]], "ranges": [], "bytes": 0}, error
+        )
+
+    def salvaged(self, path: str, report: SalvageReport, error: CorruptRecordError) -> None:
+        """Note what recovering ``path`` skipped (its damaged byte ranges), once per epoch."""
+        if path in self._recovered_now:
+            return
+        self._recovered_now.add(path)
+        ranges = [[r.start, r.end, r.reason] for r in report.skipped]
+        lost = report.lost_compressed_bytes
+        if lost:
+            ranges.append([report.size, report.size, f"{lost} compressed bytes after damage"])
+        if not ranges:  # the error came from something recovery tolerates: count the file once
+            ranges = [[error.offset or 0, error.offset or 0, error.reason]]
+        event: dict[str, Any] = {"path": path, "records": [], "ranges": ranges}
+        event["bytes"] = report.bytes_skipped + lost
+        self.add(event, error)
+
+    def add(self, event: dict[str, Any], error: CorruptRecordError) -> None:
+        """Count ``event`` (from this process or a worker's); raise ``error`` past ``max_skipped``.
+
+        A file's recovery is complete at once and is warned about now; holes are warned about when the
+        file's reader closes (:meth:`warn`), with every hole it found.
+        """
+        known = self.files.get(event["path"])
+        if event["ranges"] and not event["records"] and known is not None and known["ranges"]:
+            return  # recovered again (another reader, or a worker's report of the same file)
+        info = self._file(event["path"])
+        info["records"].extend(event["records"])
+        info["ranges"].extend(event["ranges"])
+        info["bytes"] += event["bytes"]
+        self.records += len(event["records"])
+        self.ranges += len(event["ranges"])
+        self.bytes += event["bytes"]
+        if self.forward:
+            self.pending.append({**event, "error": error})
+        if self.max_skipped is not None and self.records + self.ranges > self.max_skipped:
+            self._warned.add(event["path"])  # the error says it; no warning after it
+            raise error
+        if event["ranges"]:
+            self.warn(event["path"])
+
+    def warn(self, path: str) -> None:
+        """Issue the file's :class:`~recordkit.errors.DataLossWarning` (once per file and process)."""
+        if self.forward or path in self._warned or path not in self.files:
+            return
+        self._warned.add(path)
+        info = self.files[path]
+        parts = []
+        if info["records"]:
+            where = ", ".join(
+                f"{i}" if offset is None else f"{i} at byte {offset}"
+                for i, offset in info["records"]
+            )
+            parts.append(f"{len(info['records'])} damaged records (records {where})")
+        if info["ranges"]:
+            spans = ", ".join(f"[{s}, {e}) {reason}" for s, e, reason in info["ranges"])
+            parts.append(
+                f"{len(info['ranges'])} damaged ranges, {info['bytes']} bytes (bytes {spans})"
+            )
+        warnings.warn(
+            f"{path}: skipped {'; '.join(parts)}; the intact records were read",
+            DataLossWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+    def take_pending(self) -> list[dict[str, Any]]:
+        """The events collected since the last call (see :attr:`forward`)."""
+        events, self.pending = self.pending, []
+        return events
+
+
+class SkippingReader:
+    """A file's reader that skips damage: holes where the file's numbering survives, else its intact records.
+
+    It reads as the :class:`~recordkit.io.RecordReader` that ``open_file`` returns does (``len``,
+    ``read``, ``iter_from``, iteration), with :data:`DAMAGED` in place of each damaged record of a file that
+    keeps its numbering. A :class:`~recordkit.errors.ManifestError` (a dataset's shard that changed) is
+    not damage to skip: it is raised.
+    """
+
+    def __init__(
+        self,
+        open_file: Callable[[], RecordReader],
+        path: str,
+        log: DamageLog,
+        format: str | None = None,
+    ) -> None:
+        self.path = path
+        self._log = log
+        self._format = format
+        self._compression: str | None = None
+        self._reader: RecordReader | None = None
+        self._salvaged: list[bytes] | None = None
+        known = log.recovered.get(path)
+        if known is not None:  # found damaged before in this process: read as recovered at once
+            self._salvaged = known[0]
+            log.salvaged(path, known[1], known[2])
+            return
+        try:
+            self._reader = open_file()
+        except ManifestError:
+            raise
+        except CorruptRecordError as error:
+            self._salvage(error)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def format(self) -> str:
+        """The file's format name."""
+        if self._reader is not None:
+            return self._reader.format
+        known = self._log.recovered.get(self.path)
+        return known[1].format if known is not None else (self._format or "")
+
+    def __getattr__(self, name: str) -> Any:
+        reader = self.__dict__.get("_reader")
+        if reader is None:
+            raise AttributeError(name)
+        return getattr(reader, name)
+
+    @property
+    def supports_random_access(self) -> bool:
+        """Whether records can be read by index (a recovered file's always can)."""
+        if self._salvaged is not None or self._reader is None:
+            return True
+        return bool(self._reader.supports_random_access)
+
+    def _salvage(self, error: CorruptRecordError) -> list[bytes]:
+        """Recover the file's intact records (once), note what was skipped, and read them from now on."""
+        if self._salvaged is None:
+            known = self._log.recovered.get(self.path)
+            if known is None:
+                from recordkit.recover import scan
+
+                reader = self._reader
+                fmt = reader.format if reader is not None else self._format
+                comp = reader.compression if reader is not None else None
+                with scan(self.path, format=fmt, compression=comp, warn=False) as records:
+                    known = (list(records), records.report, error)
+                self._log.recovered[self.path] = known
+            self._salvaged = known[0]
+            self._log.salvaged(self.path, known[1], known[2])
+        return self._salvaged
+
+    def _numbered(self, error: CorruptRecordError) -> bool:
+        """Whether the file keeps its numbering after ``error`` (else it is read as recovered from now on)."""
+        if isinstance(error, ManifestError):
+            raise error
+        reader = self._reader
+        if self._salvaged is None and reader is not None and reader.supports_random_access:
+            try:
+                len(reader)
+            except ManifestError:
+                raise
+            except CorruptRecordError:
+                pass
+            else:
+                return True
+        self._salvage(error)
+        return False
+
+    def __len__(self) -> int:
+        if self._salvaged is None:
+            assert self._reader is not None
+            try:
+                return len(self._reader)
+            except ManifestError:
+                raise
+            except CorruptRecordError as error:
+                self._salvage(error)
+        assert self._salvaged is not None
+        return len(self._salvaged)
+
+    def read(self, indices: Iterable[int]) -> list[Any]:
+        """The records at ``indices``, :data:`DAMAGED` for each damaged one."""
+        wanted = list(indices)
+        if self._salvaged is None:
+            assert self._reader is not None
+            try:
+                return self._reader.read(wanted)
+            except CorruptRecordError as error:
+                if self._numbered(error):
+                    return [self._one(i) for i in wanted]
+        assert self._salvaged is not None
+        salvaged = self._salvaged
+        return [salvaged[i] for i in wanted]
+
+    def _one(self, index: int) -> Any:
+        assert self._reader is not None
+        try:
+            return self._reader.read([index])[0]
+        except ManifestError:
+            raise
+        except CorruptRecordError as error:
+            self._log.hole(self.path, index, error)
+            return DAMAGED
+
+    def iter_from(self, start: int) -> Iterator[Any]:
+        """Every record from position ``start`` on, in order (:data:`DAMAGED` for a hole)."""
+        position = start
+        while self._salvaged is None:
+            assert self._reader is not None
+            records = self._reader.iter_from(position) if position else iter(self._reader)
+            try:
+                for record in records:
+                    yield record
+                    position += 1
+                return
+            except CorruptRecordError as error:
+                if self._numbered(error):
+                    yield self._one(position)
+                    position += 1
+            finally:
+                close = getattr(records, "close", None)
+                if close is not None:
+                    close()
+        yield from self._salvaged[position:]
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.iter_from(0)
+
+    def close(self) -> None:
+        """Close the file, and warn about the damaged records it skipped."""
+        if self._reader is not None:
+            self._reader.close()
+        self._log.warn(self.path)
