@@ -232,6 +232,12 @@ class Dataset:
             stages.append(f"prefetch({self._prefetch})")
         return ".".join(stages)
 
+    def _repr_html_(self) -> str:
+        """The notebook view: the pipeline, its files, the first records of the first file as stored."""
+        from recordkit.data._preview import dataset_html
+
+        return dataset_html(self)
+
     # -- stages --------------------------------------------------------------------------------------
 
     def _with(self, **changes: Any) -> Dataset:
