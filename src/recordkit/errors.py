@@ -331,7 +331,12 @@ class RecordKitWarning(UserWarning):
 
 
 class DataLossWarning(RecordKitWarning):
-    """Damaged parts of a file were skipped (by :mod:`recordkit.recover`); the message says how much."""
+    """Damaged parts of a file were skipped; the message names the file and says what was skipped.
+
+    Issued by :mod:`recordkit.recover` and by the pipelines that read with ``on_error="skip"``
+    (:class:`recordkit.data.Dataset` and the loaders, Ray and Dask readers built on it): once per damaged
+    file, naming the damaged records (number and byte offset) or byte ranges with the reasons.
+    """
 
 
 class LegacyFormatWarning(RecordKitWarning):
