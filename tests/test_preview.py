@@ -266,3 +266,15 @@ def test_parsed_batch_is_a_dict_with_a_view() -> None:
         # 200x100 taken every 3rd pixel (fits 96 px): 67x34, the same pixels.
         assert thumb.size == (34, 67)
         assert np.array_equal(np.asarray(thumb), pixels[::3, ::3])
+
+
+def test_sparse_columns_show_their_entries() -> None:
+    from recordkit.decode.sparse import Sparse
+
+    records = [example({"idx": [1, 3], "val": [0.5, 2.0]}), example({"idx": [0], "val": [7.0]})]
+    batch = rk.parse_examples(records, {"sp": Sparse("idx", "val", np.float32, 5)})
+    words = "".join(check_safe(batch._repr_html_()).text)
+    assert "SparseArray float32" in words
+    assert "(2, 5)" in words
+    assert "(1,): 0.5, (3,): 2.0" in words
+    assert "(0,): 7.0" in words

@@ -3,15 +3,16 @@
 
 from __future__ import annotations
 
-from recordkit.decode.specs import Parsed
+from typing import Any
+
 from recordkit.support.preview import batch_html
 
 __all__ = ["ParsedBatch"]
 
 
-class ParsedBatch(dict[str, Parsed]):
+class ParsedBatch(dict[str, Any]):
     """A parsed batch: a ``dict`` of feature name -> array (or :class:`~recordkit.decode.specs.Ragged`, or
-    list of images), in every way a plain ``dict``, which a notebook shows as a table of its columns' types
+    list of images, or :class:`~recordkit.decode.sparse.SparseArray`), in every way a plain ``dict``, which a notebook shows as a table of its columns' types
     and shapes and its first rows (decoded images as thumbnails; see :mod:`recordkit.support.preview`)."""
 
     __slots__ = ()

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from recordkit.decode import _composite
 from recordkit.decode import columns as _columns
 from recordkit.decode._composite import ExampleSpec
+from recordkit.decode.batch import ParsedBatch
 from recordkit.decode.images import Image
 from recordkit.decode.partitions import Partitioned, read_partitioned_lists
 from recordkit.decode.sparse import Sparse
@@ -89,13 +90,13 @@ def _parse_batch(
     batch: dict[str, Any] = {  # Parsed, or a SparseArray for a Sparse spec
         name: _composite.read(reader, name, spec, columns) for name, spec in specs.items()
     }
-    return batch
+    return ParsedBatch(batch)
 
 
 @overload
 def parse_examples(
     records: Iterable[Any], features: Mapping[str, ExampleSpec], *, to: Literal["numpy"] = ...
-) -> dict[str, Any]: ...
+) -> ParsedBatch: ...
 @overload
 def parse_examples(
     records: Iterable[Any], features: Mapping[str, ExampleSpec], *, to: Literal["arrow"]
@@ -149,7 +150,7 @@ def parse_example(record: Any, features: Mapping[str, ExampleSpec]) -> dict[str,
 @overload
 def parse_ofrecords(
     records: Iterable[Any], features: Mapping[str, ExampleSpec], *, to: Literal["numpy"] = ...
-) -> dict[str, Any]: ...
+) -> ParsedBatch: ...
 @overload
 def parse_ofrecords(
     records: Iterable[Any], features: Mapping[str, ExampleSpec], *, to: Literal["arrow"]

@@ -446,6 +446,13 @@ def _cell(value: Any, budget: _Budget) -> str:
         size = int(getattr(value, "size", len(flat)))
         shown = _values_html(flat, budget, str(value.dtype) == "float32")
         return f"[{shown}{', …' if size > MAX_VALUES else ''}]"
+    if hasattr(value, "dense_shape"):  # a SparseArray row: its entries as index: value
+        pairs = zip(
+            value.indices[:MAX_VALUES].tolist(), value.values[:MAX_VALUES].tolist(), strict=True
+        )
+        shown = [f"{_e(str(tuple(i)))}: {_values_html([v], budget, False)}" for i, v in pairs]
+        more = ", …" if len(value.values) > MAX_VALUES else ""
+        return "{" + ", ".join(shown) + more + "}"
     if hasattr(value, "row_splits") or isinstance(value, (list, tuple)):
         items = [_cell(item, budget) for item in itertools.islice(value, MAX_VALUES)]
         return f"[{', '.join(items)}{', …' if len(value) > MAX_VALUES else ''}]"
@@ -457,6 +464,8 @@ def _describe(value: Any) -> tuple[str, str]:
     if hasattr(value, "row_splits"):
         inner = getattr(value, "dtype", "")
         return f"Ragged {inner}", f"({len(value)}, None)"
+    if hasattr(value, "dense_shape"):
+        return f"SparseArray {value.values.dtype}", str(tuple(value.shape))
     shape = getattr(value, "shape", None)
     if shape is not None:
         return f"{type(value).__name__} {getattr(value, 'dtype', '')}", str(tuple(shape))
