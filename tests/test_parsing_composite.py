@@ -88,3 +88,13 @@ def test_sparse_is_refused_where_tensorflow_refuses_it():
     batch = rk.parse_examples(records, {"sp": Sparse("i", "v", np.float32, 1)})
     with pytest.raises(TypeError, match="no sparse column"):
         rk.to_arrow(batch)
+
+
+def test_row_ids_asking_for_too_many_rows_raise_instead_of_allocating():
+    small = rk.encode_example({"v": [1], "ids": [0]})
+    huge = rk.encode_example({"v": [1, 2], "ids": [0, 10**12]})
+    spec = {"rt": Partitioned(np.int64, [ValueRowIds("ids")], value_key="v")}
+    with pytest.raises(
+        rk.DecodeError, match=r"record 1: feature 'rt': the row ids in 'ids' ask for over"
+    ):
+        rk.parse_examples([small, huge], spec)

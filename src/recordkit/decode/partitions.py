@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Final, Union
 
 import numpy as np
 
@@ -197,6 +197,10 @@ class Partitioned:
         return [values] + [p.key for p in self.partitions if not isinstance(p, UniformRowLength)]
 
 
+# The most rows that ValueRowIds may ask for in one batch (2**28: 2 GiB of row lengths).
+_MAX_ROWS: Final = 1 << 28
+
+
 class _RowError(Exception):
     """A partition does not fit the values of row ``row`` (a record, or a time step)."""
 
@@ -254,6 +258,13 @@ def _lengths(
         _check(~first & (p < np.roll(p, 1)), rows, f"the row ids in {key!r} decrease")
         nrows = np.zeros(len(sizes), np.int64)
         nrows[rows[last]] = p[last] + 1
+        # Row ids name rows without holding them: a few bytes can ask for 10^12 empty rows. TensorFlow
+        # allocates them; recordkit refuses past a bound rather than run out of memory.
+        _check(
+            np.cumsum(nrows) > _MAX_ROWS,
+            None,
+            f"the row ids in {key!r} ask for over {_MAX_ROWS} rows",
+        )
         offsets = np.cumsum(nrows) - nrows
         lengths = np.bincount(p + offsets[rows], minlength=int(nrows.sum())).astype(np.int64)
         return lengths, nrows
