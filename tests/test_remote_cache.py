@@ -166,3 +166,26 @@ def test_map_dataset_and_dataloader_through_filecache(remote, cache):
     cached = [f"filecache::{remote}/part-{shard}.tfrecord" for shard in range(3)]
     loader = torch_integration.dataloader(Dataset(cached), to="numpy")
     assert list(loader) == ALL
+
+
+@pytest.mark.parametrize("prefix", ["", "filecache::", "simplecache::"])
+def test_a_remote_directory_without_a_manifest_reads_its_record_files(
+    remote, cache, prefix, capsys
+):
+    write_shards(remote)
+    fsspec.filesystem("memory").pipe(f"{remote}/_SUCCESS", b"")
+    fsspec.filesystem("memory").pipe(f"{remote}/sub/other.tfrecord", b"")
+    directory = f"{prefix}{remote}"
+    assert list(rk.open(directory)) == ALL
+    assert list(Dataset(directory)) == ALL
+    assert run_cli(capsys, "count", directory).out.split()[-2:] == [str(len(ALL)), "total"]
+    files = rk.io.expand_sources(directory)
+    assert [f.rsplit("/", 1)[-1] for f in files] == [f"part-{i}.tfrecord" for i in range(3)]
+    assert all(f.startswith(prefix) for f in files)
+
+
+def test_a_remote_directory_without_record_files_says_so(remote):
+    fsspec.filesystem("memory").pipe(f"{remote}/notes.txt.json", b"{}")
+    fsspec.filesystem("memory").pipe(f"{remote}/run/a.tfrecord", b"")
+    with pytest.raises(FileNotFoundError, match="subdirectories are not read"):
+        rk.open(remote)

@@ -58,13 +58,38 @@ def _is_record_name(path: str) -> bool:
     return not path.endswith(INDEX_SUFFIX) and os.path.basename(path) != MANIFEST_NAME
 
 
-def _directory_files(directory: str, fmt: RecordFormat | None) -> list[str]:
-    """The record files of ``directory``, unsorted (see :func:`expand_sources`)."""
-    named = [
-        (path, format_for_path(path))
-        for path in dataset_files(directory, "")
-        if _is_record_name(path) and os.path.isfile(path)
+def _is_directory(source: str) -> bool:
+    """Whether ``source`` (a local path or an fsspec URL) names a directory."""
+    if not is_url(source):
+        return os.path.isdir(source)
+    # A request to the store: made only for names without a record suffix, as a directory's are.
+    if format_for_path(source) or is_glob_pattern(source):
+        return False
+    fs, inner = require_fsspec().core.url_to_fs(source)
+    return bool(fs.isdir(inner))
+
+
+def _listing(directory: str) -> tuple[list[str], bool]:
+    """The files of ``directory`` (hidden ones left out), and whether it holds subdirectories."""
+    if not is_url(directory):
+        files = [path for path in dataset_files(directory, "") if os.path.isfile(path)]
+        with os.scandir(directory) as entries:
+            return files, any(entry.is_dir() for entry in entries)
+    fs, inner = require_fsspec().core.url_to_fs(directory)
+    entries = fs.ls(inner, detail=True)
+    files = [
+        listed_url(directory, fs, entry["name"])
+        for entry in entries
+        if entry["type"] == "file" and not posixpath.basename(entry["name"]).startswith(".")
     ]
+    return sorted(files), any(entry["type"] == "directory" for entry in entries)
+
+
+def _directory_files(directory: str, fmt: RecordFormat | None) -> list[str]:
+    """The record files of ``directory`` (a local path or an fsspec URL), unsorted (see
+    :func:`expand_sources`)."""
+    listed, subdirectories = _listing(directory)
+    named = [(path, format_for_path(path)) for path in listed if _is_record_name(path)]
     chosen = [path for path, found in named if found and (fmt is None or found[0] is fmt)]
     if not chosen and not any(found for _, found in named):
         # OneFlow's part-0, part-1, ...: no record suffix, the format is given or told by the content.
@@ -80,9 +105,7 @@ def _directory_files(directory: str, fmt: RecordFormat | None) -> list[str]:
     if not chosen:
         kind = "record" if fmt is None else fmt.name
         message = f"no {kind} files in this directory"
-        with os.scandir(directory) as entries:
-            runs = any(entry.is_dir() for entry in entries)
-        if runs:
+        if subdirectories:
             message += (
                 f" (subdirectories are not read: give them, or a glob such as {directory}/*/*)"
             )
@@ -109,7 +132,7 @@ def _expand_one(
     if not isinstance(item, (str, os.PathLike)):
         return [item]
     source = os.fspath(item)
-    if not is_url(source) and os.path.isdir(source):
+    if _is_directory(source):
         return sorted(_directory_files(source, fmt), key=key)
     if is_glob_pattern(source):
         return sorted(_glob(source), key=key)
@@ -142,7 +165,7 @@ def expand_sources(
         One source or a list (any iterable) of them, which keeps its order. A source is
 
         * a file (a path, a :class:`pathlib.Path` or an fsspec URL), returned as it is;
-        * a local directory: its files whose suffix names a record format (with ``format``: that format),
+        * a directory (local, or an fsspec URL): its files whose suffix names a record format (with ``format``: that format),
           or, when no file there has a record suffix of any format, its other files (OneFlow's ``part-0``,
           ``part-1``, ...), JSON files and names starting with ``_`` (``_SUCCESS``) left out. Hidden files,
           sidecar ``*.idx`` indexes, manifests and
