@@ -37,6 +37,7 @@ STDLIB_BASES: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     errors.UnsupportedOperationError: (io.UnsupportedOperation, OSError, ValueError),
     errors.NoLengthError: (io.UnsupportedOperation, TypeError),
     errors.UnsafePathError: (PermissionError, OSError),
+    errors.StateError: (ValueError,),
 }
 CORRUPT_CLASSES = [
     errors.CorruptRecordError,

@@ -450,9 +450,9 @@ def _cell(value: Any, budget: _Budget) -> str:
         pairs = zip(
             value.indices[:MAX_VALUES].tolist(), value.values[:MAX_VALUES].tolist(), strict=True
         )
-        shown = [f"{_e(str(tuple(i)))}: {_values_html([v], budget, False)}" for i, v in pairs]
+        entries = [f"{_e(str(tuple(i)))}: {_values_html([v], budget, False)}" for i, v in pairs]
         more = ", …" if len(value.values) > MAX_VALUES else ""
-        return "{" + ", ".join(shown) + more + "}"
+        return "{" + ", ".join(entries) + more + "}"
     if hasattr(value, "row_splits") or isinstance(value, (list, tuple)):
         items = [_cell(item, budget) for item in itertools.islice(value, MAX_VALUES)]
         return f"[{', '.join(items)}{', …' if len(value) > MAX_VALUES else ''}]"
