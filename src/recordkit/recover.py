@@ -35,17 +35,20 @@ import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from recordkit.errors import DataLossWarning, UnsupportedOperationError
 from recordkit.formats import available_formats, format_for_path, get_format
-from recordkit.formats.base import READ_CHUNK
+from recordkit.formats.base import READ_CHUNK, RecordFormat
 from recordkit.formats.compression import MEMBERS, decompressor
+from recordkit.formats.resync import Resync
 from recordkit.io.sources import Opened, open_source, reading_format
 from recordkit.support.caller import user_stacklevel
 from recordkit.support.closing import Closing
 
 __all__ = ["SalvageReport", "SkippedRange", "Scan", "salvage", "scan"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -261,8 +264,8 @@ def _inflate(
     return mapped, len(mapped)
 
 
-def _counted(fmt: Any, buffer: Any, report: SalvageReport) -> Iterator[bytes]:
-    """The format's intact records, counted as they pass; the skipped ranges in file order at the end."""
+def _skipping(report: SalvageReport) -> Callable[..., None]:
+    """The :data:`~recordkit.formats.resync.Skip` that notes each damaged range in ``report``."""
     skipped = report.skipped
 
     def skip(start: int, end: int, reason: str, index: int | None = None) -> None:
@@ -275,18 +278,32 @@ def _counted(fmt: Any, buffer: Any, report: SalvageReport) -> Iterator[bytes]:
                 SkippedRange(start, end, report.records if index is None else index, reason)
             )
 
-    for record in fmt.salvage(buffer, report.size, skip):
+    return skip
+
+
+def _counted(items: Iterator[_T], report: SalvageReport) -> Iterator[_T]:
+    """The intact records (or their byte ranges), counted as they pass; the skipped ranges in file order
+    at the end."""
+    for item in items:
         report.records += 1
-        yield record
+        yield item
     # Damaged offsets (of a format with an index) may point backwards.
-    skipped.sort(key=lambda r: (r.start, r.end))
+    report.skipped.sort(key=lambda r: (r.start, r.end))
+
+
+def _frames(fmt: RecordFormat, buffer: Any, size: int) -> Resync | None:
+    """The format's frame finder when its records are found by position (its ``salvage`` is the default
+    walk of its :class:`~recordkit.formats.resync.Resync`), else ``None``."""
+    if type(fmt).salvage is not RecordFormat.salvage:
+        return None
+    return fmt.resync(buffer, size)
 
 
 # -- public API -----------------------------------------------------------------------------------
 
 
 class Scan(Closing):
-    """The intact records of a damaged file, read once by iterating; see :func:`scan`.
+    """The intact records of a damaged file, read once by iterating (or by :meth:`spans`); see :func:`scan`.
 
     Attributes
     ----------
@@ -295,23 +312,56 @@ class Scan(Closing):
     """
 
     def __init__(
-        self, records: Iterator[bytes], report: SalvageReport, cleanup: list[Any], warn: bool
+        self, fmt: RecordFormat, buffer: Any, report: SalvageReport, cleanup: list[Any], warn: bool
     ) -> None:
         self.report = report
-        self._records = records
+        self._format = fmt
+        self._buffer = buffer
         self._cleanup = cleanup
         self._warn = warn
         self._used = False
 
-    def __iter__(self) -> Iterator[bytes]:
-        """Yield the intact records; warn at the end if anything was skipped."""
+    @property
+    def positional(self) -> bool:
+        """Whether :meth:`spans` works: the file is not compressed and its format finds records by position
+        (TFRecord, OFRecord; a registered format with a ``resync`` hook)."""
+        return not self.report.compression and _frames(self._format, b"", 0) is not None
+
+    def _walk(self, items: Iterator[_T]) -> Iterator[_T]:
         if self._used:
             raise ValueError("a recovery scan can be iterated only once")
         self._used = True
-        yield from self._records
+        yield from _counted(items, self.report)
         if self._warn and not self.report.clean:
             # The caller's line, however deep the loop that consumed the records (salvage's writer).
             warnings.warn(self.report.summary(), DataLossWarning, stacklevel=user_stacklevel())
+
+    def __iter__(self) -> Iterator[bytes]:
+        """Yield the intact records; warn at the end if anything was skipped."""
+        skip = _skipping(self.report)
+        yield from self._walk(self._format.salvage(self._buffer, self.report.size, skip))
+
+    def spans(self) -> Iterator[tuple[int, int]]:
+        """Yield the byte range ``(start, stop)`` of each intact record's payload in the file, in file order,
+        instead of the records (iterating or this, once); warn at the end if anything was skipped.
+
+        A payload is ``file[start:stop]`` of the file as it was scanned (of a URL or a file object: from
+        where it was positioned). Only for a :attr:`positional` scan.
+
+        Raises
+        ------
+        UnsupportedOperationError
+            The scan is not :attr:`positional` (records located by an index, or a compressed file, whose
+            positions are in the inflated stream).
+        """
+        frames = _frames(self._format, self._buffer, self.report.size)
+        if frames is None or self.report.compression:
+            raise UnsupportedOperationError(
+                f"{self.report.path or 'the file object'}: the records of a "
+                f"{self.report.compression or 'plain'} {self.report.format} file are not read by byte "
+                "range from the file; iterate the scan for them"
+            )
+        yield from self._walk(frames.frames(_skipping(self.report)))
 
     def close(self) -> None:
         """Release the file (and temporary files). Idempotent."""
@@ -346,7 +396,8 @@ def scan(
     Returns
     -------
     Scan
-        Iterate it for the records; ``.report`` describes what was skipped. Use it as a context manager
+        Iterate it for the records (or, where :attr:`Scan.positional`, call :meth:`Scan.spans` for their
+        byte ranges in the file); ``.report`` describes what was skipped. Use it as a context manager
         (or call ``close()``) to release the file.
 
     Raises
@@ -367,12 +418,12 @@ def scan(
         if comp:
             buffer, size = _inflate(buffer, comp, report, cleanup)
         report.size = size
-        records = _counted(get_format(name), buffer, report)
+        fmt = get_format(name)
     except BaseException:
         while cleanup:
             cleanup.pop().close()
         raise
-    return Scan(records, report, cleanup, warn)
+    return Scan(fmt, buffer, report, cleanup, warn)
 
 
 def _destination_format(dst: str, format: str) -> str:

@@ -11,7 +11,10 @@ intact record keeps one position in the epoch's order and is read exactly once:
 * a file whose records cannot be located (its framing is damaged: a length, a header, a cut end) is
   numbered by its intact records, as :func:`recordkit.recover.scan` finds them (the formats'
   resynchronisation, :mod:`recordkit.formats.resync`). Until the damage shows, reading in order gives the
-  same records, so reading switches to the recovered records at the record where it stopped.
+  same records, so reading switches to the recovered records at the record where it stopped. What is kept
+  of such a file is where its intact records lie (:class:`Recovered`): their byte ranges, 16 bytes a
+  record, read from the file on demand; only a file whose records have no place in the file (a compressed
+  one, or a format that locates records by an index) is kept as its payloads, up to :data:`HELD_LIMIT`.
 
 A :class:`DamageLog` counts what was skipped (per epoch, in the process that reads), issues one
 :class:`~recordkit.errors.DataLossWarning` per damaged file, and raises the original error once more than
@@ -20,24 +23,36 @@ A :class:`DamageLog` counts what was skipped (per epoch, in the process that rea
 
 from __future__ import annotations
 
+import itertools
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
 from recordkit.datasets.plan import ReadRange, open_range, plan_reads, read_range
-from recordkit.errors import CorruptRecordError, DataLossWarning, ManifestError
+from recordkit.errors import (
+    CorruptRecordError,
+    DataLossWarning,
+    ManifestError,
+    TruncatedRecordError,
+    UnsupportedOperationError,
+)
 from recordkit.support.caller import user_stacklevel
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
     from recordkit.io import RecordReader
+    from recordkit.io.sources import Opened
     from recordkit.recover import SalvageReport
 
 __all__ = [
     "DAMAGED",
+    "HELD_LIMIT",
     "DamageLog",
     "OnError",
+    "Recovered",
     "SkippingReader",
     "check_on_error",
     "intact",
@@ -45,9 +60,87 @@ __all__ = [
     "open_range_skipping",
     "plan_reads_skipping",
     "read_range_skipping",
+    "recover_file",
 ]
 
 OnError = Literal["raise", "skip"]
+
+HELD_LIMIT = 1 << 30
+"""The most bytes a damaged file whose records cannot be read by byte range (a GZIP/ZLIB/BZIP2 file: its
+records lie in the inflated stream; FFRecord and ArrayRecord recovered whole) may have for its intact records
+to be kept in memory; a larger one is refused. Also the most payload bytes a :class:`DamageLog` keeps of such
+files at once (older ones are recovered again when read again)."""
+
+_BLOCK = 1 << 20
+"""The most bytes read at once when recovered records are read in order."""
+
+
+class Recovered:
+    """What recovering a file found: where its intact records are, the report, and the error that led there.
+
+    Attributes
+    ----------
+    spans
+        ``(start, stop)`` byte range of each intact payload in the file, an ``int64`` array of shape
+        ``(n, 2)`` (a file whose records are read by byte range), else ``None``.
+    payloads
+        The intact payloads (of any other file), else ``None``; ``None`` with no ``spans`` too when
+        :class:`DamageLog` let them go (the file is recovered again when read again).
+    report, error
+        The :class:`~recordkit.recover.SalvageReport` and the error that showed the damage.
+    """
+
+    def __init__(
+        self,
+        spans: np.ndarray[Any, Any] | None,
+        payloads: list[bytes] | None,
+        report: SalvageReport,
+        error: CorruptRecordError,
+    ) -> None:
+        self.spans = spans
+        self.payloads = payloads
+        self.report = report
+        self.error = error
+
+    @property
+    def held(self) -> bool:
+        """Whether the records can be read without recovering the file again."""
+        return self.spans is not None or self.payloads is not None
+
+    def __len__(self) -> int:
+        if self.spans is not None:
+            return len(self.spans)
+        assert self.payloads is not None
+        return len(self.payloads)
+
+
+def recover_file(
+    path: str, format: str | None, compression: str | None, error: CorruptRecordError
+) -> Recovered:
+    """Recover ``path`` (its framing found damaged by ``error``): its intact records' byte ranges, or payloads.
+
+    Raises
+    ------
+    UnsupportedOperationError
+        The records must be held in memory (see :data:`HELD_LIMIT`) and the file is larger than that.
+    """
+    from recordkit.recover import scan
+
+    with scan(path, format=format, compression=compression, warn=False) as found:
+        report = found.report
+        if found.positional:
+            flat = np.fromiter(itertools.chain.from_iterable(found.spans()), dtype=np.int64)
+            return Recovered(flat.reshape(-1, 2), None, report, error)
+        if report.size > HELD_LIMIT:
+            kind = f"{report.compression.upper()} " if report.compression else ""
+            raise UnsupportedOperationError(
+                f"{path}: on_error='skip' cannot read through this damage ({error}): the intact "
+                f"records of a damaged {kind}{report.format} file are held in memory, and its "
+                f"{report.size} bytes exceed the limit of {HELD_LIMIT} "
+                "(recordkit.datasets.damage.HELD_LIMIT); salvage the file first "
+                "(recordkit verify FILE --salvage OUT)"
+            ) from error
+        return Recovered(None, list(found), report, error)
 
 
 class _Damaged:
@@ -159,8 +252,9 @@ class DamageLog:
         self.epoch: int | None = None
         self.pending: list[dict[str, Any]] = []
         self._warned: set[str] = set()
-        # The intact records of the files read as recovered, by path (this process's, kept across epochs).
-        self.recovered: dict[str, tuple[list[bytes], SalvageReport, CorruptRecordError]] = {}
+        # What recovering the files read as recovered found, by path (this process's, kept across
+        # epochs): byte ranges, or payloads of HELD_LIMIT bytes in all at most (see remember).
+        self.recovered: dict[str, Recovered] = {}
         self.reset()
 
     def begin(self, epoch: int) -> None:
@@ -184,6 +278,18 @@ class DamageLog:
         state["pending"] = []
         state["recovered"] = {}
         return state
+
+    def remember(self, path: str, found: Recovered) -> None:
+        """Keep what recovering ``path`` found; let the payloads of the files recovered longest ago go
+        while those kept come to more than :data:`HELD_LIMIT` bytes."""
+        self.recovered.pop(path, None)
+        self.recovered[path] = found
+        held = 0
+        for known in reversed(list(self.recovered.values())):
+            if known.payloads is not None:
+                held += known.report.size
+                if held > HELD_LIMIT and known is not found:
+                    known.payloads = None
 
     def summary(self) -> dict[str, Any]:
         """The counts, JSON-compatible: records and damaged byte ranges skipped, their bytes, the files."""
@@ -282,7 +388,8 @@ class SkippingReader:
     It reads as the :class:`~recordkit.io.RecordReader` that ``open_file`` returns does (``len``,
     ``read``, ``iter_from``, iteration), with :data:`DAMAGED` in place of each damaged record of a file that
     keeps its numbering. A :class:`~recordkit.errors.ManifestError` (a dataset's shard that changed) is
-    not damage to skip: it is raised.
+    not damage to skip: it is raised. A file read as recovered is read by byte range where its records have
+    one (see :class:`Recovered`).
     """
 
     def __init__(
@@ -295,20 +402,19 @@ class SkippingReader:
         self.path = path
         self._log = log
         self._format = format
-        self._compression: str | None = None
         self._reader: RecordReader | None = None
-        self._salvaged: list[bytes] | None = None
+        self._found: Recovered | None = None
+        self._opened: Opened | None = None
         known = log.recovered.get(path)
         if known is not None:  # found damaged before in this process: read as recovered at once
-            self._salvaged = known[0]
-            log.salvaged(path, known[1], known[2])
+            self._recover(known.error)
             return
         try:
             self._reader = open_file()
         except ManifestError:
             raise
         except CorruptRecordError as error:
-            self._salvage(error)
+            self._recover(error)
 
     def __enter__(self) -> Self:
         return self
@@ -322,7 +428,7 @@ class SkippingReader:
         if self._reader is not None:
             return self._reader.format
         known = self._log.recovered.get(self.path)
-        return known[1].format if known is not None else (self._format or "")
+        return known.report.format if known is not None else (self._format or "")
 
     def __getattr__(self, name: str) -> Any:
         reader = self.__dict__.get("_reader")
@@ -333,33 +439,30 @@ class SkippingReader:
     @property
     def supports_random_access(self) -> bool:
         """Whether records can be read by index (a recovered file's always can)."""
-        if self._salvaged is not None or self._reader is None:
+        if self._found is not None or self._reader is None:
             return True
         return bool(self._reader.supports_random_access)
 
-    def _salvage(self, error: CorruptRecordError) -> list[bytes]:
-        """Recover the file's intact records (once), note what was skipped, and read them from now on."""
-        if self._salvaged is None:
+    def _recover(self, error: CorruptRecordError) -> Recovered:
+        """Recover the file (once), note what was skipped, and read its intact records from now on."""
+        if self._found is None:
             known = self._log.recovered.get(self.path)
-            if known is None:
-                from recordkit.recover import scan
-
+            if known is None or not known.held:
                 reader = self._reader
                 fmt = reader.format if reader is not None else self._format
                 comp = reader.compression if reader is not None else None
-                with scan(self.path, format=fmt, compression=comp, warn=False) as records:
-                    known = (list(records), records.report, error)
-                self._log.recovered[self.path] = known
-            self._salvaged = known[0]
-            self._log.salvaged(self.path, known[1], known[2])
-        return self._salvaged
+                known = recover_file(self.path, fmt, comp, error if known is None else known.error)
+                self._log.remember(self.path, known)
+            self._found = Recovered(known.spans, known.payloads, known.report, known.error)
+            self._log.salvaged(self.path, known.report, known.error)
+        return self._found
 
     def _numbered(self, error: CorruptRecordError) -> bool:
         """Whether the file keeps its numbering after ``error`` (else it is read as recovered from now on)."""
         if isinstance(error, ManifestError):
             raise error
         reader = self._reader
-        if self._salvaged is None and reader is not None and reader.supports_random_access:
+        if self._found is None and reader is not None and reader.supports_random_access:
             try:
                 len(reader)
             except ManifestError:
@@ -368,34 +471,62 @@ class SkippingReader:
                 pass
             else:
                 return True
-        self._salvage(error)
+        self._recover(error)
         return False
 
     def __len__(self) -> int:
-        if self._salvaged is None:
+        if self._found is None:
             assert self._reader is not None
             try:
                 return len(self._reader)
             except ManifestError:
                 raise
             except CorruptRecordError as error:
-                self._salvage(error)
-        assert self._salvaged is not None
-        return len(self._salvaged)
+                self._recover(error)
+        assert self._found is not None
+        return len(self._found)
 
     def read(self, indices: Iterable[int]) -> list[Any]:
         """The records at ``indices``, :data:`DAMAGED` for each damaged one."""
         wanted = list(indices)
-        if self._salvaged is None:
+        if self._found is None:
             assert self._reader is not None
             try:
                 return self._reader.read(wanted)
             except CorruptRecordError as error:
                 if self._numbered(error):
                     return [self._one(i) for i in wanted]
-        assert self._salvaged is not None
-        salvaged = self._salvaged
-        return [salvaged[i] for i in wanted]
+        assert self._found is not None
+        if self._found.payloads is not None:
+            payloads = self._found.payloads
+            return [payloads[i] for i in wanted]
+        return [self._spanned(i, i + 1)[0] for i in wanted]
+
+    def _spanned(self, first: int, stop: int) -> list[bytes]:
+        """Recovered records ``first`` to ``stop - 1``, read from the file by their byte ranges at once."""
+        spans = self._found.spans  # type: ignore[union-attr]
+        assert spans is not None
+        count = len(spans)
+        for i in (first, stop - 1):
+            if not -count <= i < count:
+                raise IndexError(f"{self.path}: record {i} of {count} recovered records")
+        if first < 0:
+            first, stop = first + count, stop + count
+        low, high = int(spans[first, 0]), int(spans[stop - 1, 1])
+        if self._opened is None:
+            from recordkit.io.sources import open_source
+
+            self._opened = open_source(self.path)
+        data = self._opened.source.pread(low, high - low)
+        if len(data) < high - low:
+            raise TruncatedRecordError(
+                f"the file is shorter than when it was recovered ({low + len(data)} bytes)",
+                path=self.path,
+                index=first + int(np.searchsorted(spans[first:stop, 1], low + len(data), "right")),
+                offset=low + len(data),
+            )
+        view = memoryview(data)
+        return [bytes(view[a - low : b - low]) for a, b in spans[first:stop].tolist()]
 
     def _one(self, index: int) -> Any:
         assert self._reader is not None
@@ -410,7 +541,7 @@ class SkippingReader:
     def iter_from(self, start: int) -> Iterator[Any]:
         """Every record from position ``start`` on, in order (:data:`DAMAGED` for a hole)."""
         position = start
-        while self._salvaged is None:
+        while self._found is None:
             assert self._reader is not None
             records = self._reader.iter_from(position) if position else iter(self._reader)
             try:
@@ -426,7 +557,19 @@ class SkippingReader:
                 close = getattr(records, "close", None)
                 if close is not None:
                     close()
-        yield from self._salvaged[position:]
+        found = self._found
+        if found.payloads is not None:
+            yield from found.payloads[position:]
+            return
+        spans = found.spans
+        assert spans is not None
+        ends = spans[:, 1]
+        while position < len(spans):
+            # Records up to _BLOCK bytes past this one's start in one read (at least this one).
+            reach = int(spans[position, 0]) + _BLOCK
+            stop = max(int(np.searchsorted(ends, reach, "right")), position + 1)
+            yield from self._spanned(position, stop)
+            position = stop
 
     def __iter__(self) -> Iterator[Any]:
         return self.iter_from(0)
@@ -435,4 +578,7 @@ class SkippingReader:
         """Close the file, and warn about the damaged records it skipped."""
         if self._reader is not None:
             self._reader.close()
+        if self._opened is not None:
+            self._opened.close()
+            self._opened = None
         self._log.warn(self.path)

@@ -26,8 +26,9 @@ _TRUNCATED_TAIL = "no intact record up to the end of the file (truncated?)"
 class Resync(ABC):
     """Finds the intact frames of a damaged file held whole in ``buffer`` (its first ``size`` bytes).
 
-    :meth:`salvage` walks the file with it: a frame that :meth:`frame` accepts is kept, and after damage
-    the walk goes on at :meth:`next_start` from the next byte on.
+    :meth:`frames` walks the file with it (and :meth:`salvage` reads the payloads it finds): a frame that
+    :meth:`frame` accepts is kept, and after damage the walk goes on at :meth:`next_start` from the next
+    byte on.
     """
 
     def __init__(self, buffer: Any, size: int) -> None:
@@ -49,17 +50,24 @@ class Resync(ABC):
         """Return why the frame at ``pos`` was not accepted (a reason for the recovery report)."""
         return "no valid record"
 
-    def salvage(self, skip: Skip) -> Iterator[bytes]:
-        """Yield the payload of every intact frame in file order, reporting each damaged range to ``skip``."""
-        buffer, size = self.buffer, self.size
+    def frames(self, skip: Skip) -> Iterator[tuple[int, int]]:
+        """Yield ``(start, stop)``, the byte range of every intact frame's payload in file order, reporting
+        each damaged range to ``skip``: the one walk of the file, which :meth:`salvage` reads through."""
+        size = self.size
         pos = 0
         while pos < size:
             found = self.frame(pos)
             if found is not None:
                 start, stop, pos = found
-                yield buffer[start:stop]
+                yield start, stop
                 continue
             # Even when the length looks right, bytes may be missing or added inside the frame: look for
             # the next intact frame from the next byte on rather than trusting the length.
             damaged, pos = pos, self.next_start(pos + 1)
             skip(damaged, pos, self.damage(damaged) if pos < size else _TRUNCATED_TAIL)
+
+    def salvage(self, skip: Skip) -> Iterator[bytes]:
+        """Yield the payload of every intact frame in file order, reporting each damaged range to ``skip``."""
+        buffer = self.buffer
+        for start, stop in self.frames(skip):
+            yield buffer[start:stop]
