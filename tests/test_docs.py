@@ -96,6 +96,7 @@ NOT_RUN = {
     'pip install ".[arrayrecord]"': (
         "installed with the other extras by .ci/run; tests/test_arrayrecord.py uses it"
     ),
+    'pip install ".[hf]"': "installed with the other extras by .ci/run; tests/test_hf.py uses it",
     'pip install ".[all]"': "the README's install-and-run command installs it in a fresh venv in .ci/run",
     'pip install ".[image]"': "a subset of .[image-fast], installed with the other extras by .ci/run",
     'pip install ".[image-fast]"': "installed with the other extras by .ci/run; tests/test_images.py",
