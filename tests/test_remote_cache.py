@@ -189,3 +189,19 @@ def test_a_remote_directory_without_record_files_says_so(remote):
     fsspec.filesystem("memory").pipe(f"{remote}/run/a.tfrecord", b"")
     with pytest.raises(FileNotFoundError, match="subdirectories are not read"):
         rk.open(remote)
+
+
+@pytest.mark.parametrize("prefix", ["", "filecache::"])
+def test_a_remote_dataset_with_indexes_verifies_and_splits_without_a_trailing_slash(
+    remote, cache, capsys, prefix
+):
+    pattern = f"{remote}/ds/train-{{shard:03d}}.tfrecord"
+    with rk.ShardWriter(pattern, max_records=5, split="train") as writer:
+        writer.write_many(ALL)
+    assert fsspec.filesystem("memory").glob(f"{remote}/ds/.train-*.idx")
+    for directory in (f"{prefix}{remote}/ds", f"{prefix}{remote}/ds/"):
+        assert list(rk.open(directory, split="train")) == ALL
+        assert list(Dataset(directory, split="train")) == ALL
+        result = run_cli(capsys, "verify", directory)
+        assert result.code == 0, result.out + result.err
+        assert "3 shards: 3 OK, 0 bad" in result.out

@@ -27,6 +27,7 @@ from recordkit.errors import CorruptRecordError, ManifestError, UnsupportedOpera
 from recordkit.io import open as open_records
 from recordkit.io.reader import open_shard
 from recordkit.io.resolve import expand_sources, find_dataset
+from recordkit.io.sources import is_url, require_fsspec
 from recordkit.io.writer import scan_offsets, write_index
 
 # tensorflow-datasets names shards "<name>-<split>.<format>-<i>-of-<n>"; the split is read from the name.
@@ -247,8 +248,9 @@ def _problem(
 def _index_problem(directory: str, manifest: Manifest, shard: Shard, path: str) -> str | None:
     assert shard.index is not None
     index_path = shard_path(directory, dataclasses.replace(shard, path=shard.index.path))
+    opener = require_fsspec().open if is_url(index_path) else open
     try:
-        with open(index_path, "rb") as file:
+        with opener(index_path, "rb") as file:
             data = file.read()
     except FileNotFoundError:
         return f"its index {shard.index.path} is missing (reading it at random will scan it)"

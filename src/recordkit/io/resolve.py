@@ -219,8 +219,8 @@ def find_dataset(
 
     A dataset is a local directory holding a ``_recordkit_manifest.json`` or, failing that, a
     tensorflow-datasets ``dataset_info.json``; or the path or URL of a manifest file itself (any name ending
-    in ``.json``, e.g. one a :class:`~recordkit.ShardWriter` wrote with ``manifest="w3.json"``); or a URL
-    ending in ``/`` whose directory holds a manifest. Shard paths in the manifest are relative to
+    in ``.json``, e.g. one a :class:`~recordkit.ShardWriter` wrote with ``manifest="w3.json"``); or the URL
+    of a directory (ending in ``/``, or without a record suffix) that holds a manifest. Shard paths in the manifest are relative to
     ``directory``.
 
     Parameters
@@ -262,14 +262,17 @@ def _manifest_file(path: str) -> str | None:
     """The manifest (or TFDS ``dataset_info.json``) that makes ``path`` a dataset, else ``None``.
 
     The one test of what a dataset is (:func:`find_dataset`, :func:`resolve_sources`): a local directory
-    holding a manifest or a ``dataset_info.json``, a manifest file (any ``.json`` name), or a URL ending in
-    ``/`` whose directory holds a manifest.
+    holding a manifest or a ``dataset_info.json``, a manifest file (any ``.json`` name), or the URL of a
+    directory (ending in ``/``, or without a record suffix) that holds a manifest.
     """
-    if is_url(path) and path.endswith("/"):
-        candidate = path + MANIFEST_NAME
-        return candidate if source_exists(candidate) else None
     if is_url(path):
-        return path if path.endswith(".json") else None
+        if path.endswith(".json"):
+            return path
+        # A request to the store: made for names without a record suffix, as a directory's are.
+        if path.endswith("/") or not (format_for_path(path) or is_glob_pattern(path)):
+            candidate = path.rstrip("/") + "/" + MANIFEST_NAME
+            return candidate if source_exists(candidate) else None
+        return None
     if os.path.isdir(path):
         candidates = (os.path.join(path, name) for name in (MANIFEST_NAME, TFDS_INFO))
         return next((candidate for candidate in candidates if os.path.isfile(candidate)), None)
