@@ -204,3 +204,18 @@ def test_import_lines_are_one_module():
     import recordkit.integrations.hf
 
     assert recordkit.hf is recordkit.integrations.hf is rk.hf
+
+
+def test_errors_while_reading_are_recordkit_errors(hf, tmp_path):
+    path = tmp_path / "x.tfrecord"
+    with rk.open(path, "w") as writer:
+        writer.write_many(example(i) for i in range(4))
+    with pytest.raises(rk.DecodeError, match="record 0: feature 'label'"):
+        rk.hf.to_dataset(path, {"label": rk.FixedLen((), "float32")}, cache_dir=tmp_path / "c1")
+    data = bytearray(path.read_bytes())
+    data[-6] ^= 0xFF  # the last record's payload
+    path.write_bytes(bytes(data))
+    with pytest.raises(rk.ChecksumError) as caught:
+        rk.hf.to_dataset(path, SPEC, cache_dir=tmp_path / "c2")
+    assert caught.value.index == 3
+    assert caught.value.path == str(path)

@@ -32,7 +32,7 @@ from recordkit.decode.messages import decode_example, decode_ofrecord
 from recordkit.decode.parsing import parse_examples, parse_ofrecords
 from recordkit.decode.specs import FixedLen, VarLen, as_value_type
 from recordkit.decode.tables import encode_examples, encode_ofrecords
-from recordkit.errors import DecodeError, UnsupportedOperationError
+from recordkit.errors import DecodeError, RecordKitError, UnsupportedOperationError
 from recordkit.formats import get_format
 from recordkit.io import ResolvedSources, resolve_sources
 
@@ -376,13 +376,33 @@ def to_dataset(
     kwargs = {"resolved": resolved, "columns": columns, "ofrecord": ofrecord}
     if streaming:
         return hf.IterableDataset.from_generator(_generate, features=features, gen_kwargs=kwargs)
-    return hf.Dataset.from_generator(
-        _generate,
-        features=features,
-        gen_kwargs=kwargs,
-        cache_dir=None if cache_dir is None else os.fspath(cache_dir),
-        fingerprint=_fingerprint(resolved, features),
-    )
+    try:
+        return hf.Dataset.from_generator(
+            _generate,
+            features=features,
+            gen_kwargs=kwargs,
+            cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+            fingerprint=_fingerprint(resolved, features),
+        )
+    except Exception as exc:
+        # datasets wraps what the generator raised in its DatasetGenerationError; the typed error, with
+        # the path, record and offset, is what the caller can act on.
+        cause = _recordkit_cause(exc)
+        if cause is None:
+            raise
+        raise cause from None
+
+
+def _recordkit_cause(error: BaseException) -> RecordKitError | None:
+    """The first recordkit error in ``error``'s chain of causes, itself included."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, RecordKitError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _is_ofrecord(resolved: ResolvedSources) -> bool:
