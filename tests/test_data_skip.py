@@ -335,6 +335,61 @@ def test_map_dataset_leaves_damaged_records_out_of_a_batch(tmp_path):
     assert {str(w.message).split(":")[0] for w in caught} == set(damaged)
 
 
+@pytest.mark.parametrize("persistent", [False, True])
+def test_map_dataset_workers_forward_what_they_skip(tmp_path, persistent):
+    torch_integration = pytest.importorskip("recordkit.integrations.torch")
+    # Files recovered whole when the dataset is made, and one with holes that the workers find as they
+    # read (an FFRecord sample's payload damaged: its header and checksums still read).
+    paths, expected, damaged = make_files(tmp_path, "ffrecord", seed=5)
+    records = _records(np.random.default_rng(1), 9)
+    holes = tmp_path / "holes.ffr"
+    with rk.open(holes, "w", format="ffrecord") as writer:
+        writer.write_many(records)
+    data = bytearray(holes.read_bytes())
+    for k in (7, 30):
+        data[struct.unpack_from("<q", data, 12 + 4 * N + 8 * k)[0] + 2] ^= 1
+    holes.write_bytes(data)
+    paths, damaged = [*paths, str(holes)], sorted([*damaged, str(holes)])
+    expected += [r for i, r in enumerate(records) if i not in (7, 30)]
+
+    def make(workers: int, **options):
+        ds = torch_integration.MapDataset(paths, on_error="skip", **options)
+        return (
+            torch_integration.dataloader(
+                ds, batch_size=8, to="numpy", num_workers=workers, persistent_workers=persistent
+            )
+            if workers
+            else torch_integration.dataloader(ds, batch_size=8, to="numpy")
+        )
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataLossWarning)
+        alone = make(0)
+        assert sorted(r for b in alone for r in b) == sorted(expected)
+        alone.dataset.close()  # warns about the holes its readers found
+
+    loader = None
+    for epoch in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loader = loader or make(2)  # a file cut short is recovered when the dataset is made
+            got = [r for b in loader for r in b]
+        assert sorted(got) == sorted(expected)
+        # In the main process, once per damaged file (and process): the workers forward, not warn.
+        warned = sorted(str(w.message).split(":")[0] for w in caught)
+        assert warned == (sorted(damaged) if epoch == 0 else [])
+        assert all(issubclass(w.category, DataLossWarning) for w in caught)
+        counts = alone.state_dict()["skipped"]
+        assert counts["files"] == sorted(damaged)
+        assert loader.state_dict()["skipped"] == counts  # every worker's, counted once per epoch
+    limit = counts["records"] + counts["ranges"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataLossWarning)
+        assert sorted(r for b in make(2, max_skipped=limit) for r in b) == sorted(expected)
+        with pytest.raises(CorruptRecordError):
+            list(make(2, max_skipped=limit - 1))
+
+
 @pytest.mark.parametrize("fmt", ["tfrecord", "ffrecord"])
 def test_dask_reads_the_intact_records(tmp_path, fmt):
     rkdask = pytest.importorskip("recordkit.integrations.dask")

@@ -128,10 +128,7 @@ class Loader(Passes):
         """Count and warn about what a worker skipped (raising past ``max_skipped``, in all workers)."""
         damage = log_of(self._share.dataset._source)
         assert damage is not None
-        for event in events:
-            error = event.pop("error")
-            damage.add(event, error)
-            damage.warn(event["path"])
+        damage.receive(events)
 
     def _pass(self) -> Iterator[tuple[int, Any]]:
         epoch = self._epoch

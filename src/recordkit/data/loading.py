@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from recordkit.data._damage import OnError, intact
+from recordkit.data._damage import DamageLog, OnError, intact
 from recordkit.data._dataset import EPOCH_END, Dataset
 from recordkit.data._files import FileSource, catalog_of
 from recordkit.data._readers import ReaderPool
@@ -532,6 +532,11 @@ class IndexedFiles:
             idx = positions_in_files(self._catalog.order, self._offsets, idx)
         files = np.searchsorted(self._offsets, idx, side="right") - 1
         return self._pool.read(files, idx - self._offsets[files])
+
+    @property
+    def damage(self) -> DamageLog | None:
+        """What ``on_error="skip"`` skipped in this process (``None`` unless it skips)."""
+        return self._catalog.damage if self._catalog.on_error == "skip" else None
 
     def intact(self, indices: Sequence[int], single: bool = False) -> tuple[list[int], list[bytes]]:
         """The indexes among ``indices`` whose records are intact, and those records (:meth:`read`).

@@ -241,8 +241,8 @@ class DamageLog:
     max_skipped
         The most records plus damaged ranges an epoch may skip; one more raises the error that was found.
     forward
-        Collect the events in :attr:`pending` instead of warning (a loader's worker, whose main process
-        warns and counts).
+        Collect the events in :attr:`pending` instead of counting and warning (a loader's worker, whose
+        main process counts and warns: :meth:`receive`).
     """
 
     def __init__(self, max_skipped: int | None = None) -> None:
@@ -332,8 +332,12 @@ class DamageLog:
         """Count ``event`` (from this process or a worker's); raise ``error`` past ``max_skipped``.
 
         A file's recovery is complete at once and is warned about now; holes are warned about when the
-        file's reader closes (:meth:`warn`), with every hole it found.
+        file's reader closes (:meth:`warn`), with every hole it found. With :attr:`forward`, the event is
+        only collected (the main process counts it, see :meth:`receive`).
         """
+        if self.forward:
+            self.pending.append({**event, "error": error})
+            return
         known = self.files.get(event["path"])
         if event["ranges"] and not event["records"] and known is not None and known["ranges"]:
             return  # recovered again (another reader, or a worker's report of the same file)
@@ -344,8 +348,6 @@ class DamageLog:
         self.records += len(event["records"])
         self.ranges += len(event["ranges"])
         self.bytes += event["bytes"]
-        if self.forward:
-            self.pending.append({**event, "error": error})
         if self.max_skipped is not None and self.records + self.ranges > self.max_skipped:
             self._warned.add(event["path"])  # the error says it; no warning after it
             raise error
@@ -376,9 +378,30 @@ class DamageLog:
             stacklevel=user_stacklevel(),
         )
 
+    def receive(self, events: Iterable[dict[str, Any]]) -> None:
+        """Count and warn about what a worker skipped (:meth:`take_pending` there), raising past
+        ``max_skipped`` over every worker; a record or a file's recovery reported again in the epoch (by
+        another worker, or a worker that read it twice) counts once."""
+        for event in events:
+            event = dict(event)
+            error = event.pop("error")
+            path = event["path"]
+            fresh = [hole for hole in event["records"] if (path, hole[0]) not in self._holes]
+            if event["records"] and not fresh:
+                continue
+            self._holes.update((path, hole[0]) for hole in fresh)
+            self.add({**event, "records": fresh}, error)
+            self.warn(path)
+
     def take_pending(self) -> list[dict[str, Any]]:
-        """The events collected since the last call (see :attr:`forward`)."""
+        """The events collected since the last call (see :attr:`forward`).
+
+        A worker does not know the epoch, so it reports a hole or a recovered file again when it reads it
+        again after this call (the main process counts each once per epoch, :meth:`receive`).
+        """
         events, self.pending = self.pending, []
+        self._holes.clear()
+        self._recovered_now.clear()
         return events
 
 
@@ -496,9 +519,11 @@ class SkippingReader:
             except CorruptRecordError as error:
                 if self._numbered(error):
                     return [self._one(i) for i in wanted]
-        assert self._found is not None
-        if self._found.payloads is not None:
-            payloads = self._found.payloads
+        found = self._found
+        assert found is not None
+        self._log.salvaged(self.path, found.report, found.error)  # once per epoch (or worker batch)
+        if found.payloads is not None:
+            payloads = found.payloads
             return [payloads[i] for i in wanted]
         return [self._spanned(i, i + 1)[0] for i in wanted]
 
@@ -558,6 +583,7 @@ class SkippingReader:
                 if close is not None:
                     close()
         found = self._found
+        self._log.salvaged(self.path, found.report, found.error)
         if found.payloads is not None:
             yield from found.payloads[position:]
             return

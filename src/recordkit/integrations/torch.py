@@ -48,6 +48,7 @@ from recordkit.data.loading import (
 from recordkit.datasets.damage import OnError
 from recordkit.datasets.plan import EqualShards, permutation, resolve_rank, worker_info
 from recordkit.errors import RecordKitError, UnsupportedOperationError, attach_attributes
+from recordkit.integrations import _torchskip
 from recordkit.io import Sources
 
 if TYPE_CHECKING:
@@ -374,6 +375,7 @@ class MapDataset(torch_data.Dataset[Any]):
             "files": len(self.files),
             "records": len(self),
             "workers": worker_info()[1],
+            "skipped": _torchskip.skipped(self),  # in this process (not read on load)
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -531,8 +533,16 @@ class RecordLoader(Passes):
         sampler = cast(_IndexBatches, self.loader.sampler)
         sampler.epoch = self._epoch
         sampler.skip = self._counts[0]
+        log = _torchskip.damage_log(self.dataset)
+        if log is not None:
+            log.begin(self._epoch)
         for item in self.loader:
-            yield 0, item
+            yield 0, _torchskip.received(log, item)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position (see :class:`~recordkit.data.loading.Passes`), and what ``on_error="skip"`` skipped
+        so far in the epoch, in every worker (``"skipped"``, as :class:`~recordkit.data.Loader` has it)."""
+        return {**super().state_dict(), "skipped": _torchskip.skipped(self.dataset)}
 
 
 Output = Literal["torch", "numpy"]
@@ -745,6 +755,9 @@ def dataloader(
     )
     # A dict of columns from process() is a batch already; a list of samples is collated.
     collate = collate_fn or functools.partial(_collate_batch, default_collate, to == "torch")
+    if _torchskip.damage_log(dataset) is not None:  # what workers skip comes with their batches
+        collate = functools.partial(_torchskip.collate_forwarding, collate)
+        options["worker_init_fn"] = functools.partial(_torchskip.start_worker, worker_init_fn)
     loader = torch_data.DataLoader(
         dataset,
         sampler=batches,
