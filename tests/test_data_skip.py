@@ -178,6 +178,8 @@ def test_max_skipped_raises_the_original_error(tmp_path, fmt):
         Dataset(paths, on_error="ignore")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_skipped"):
         Dataset(paths, on_error="skip", max_skipped=-1)
+    with pytest.raises(ValueError, match='pass on_error="skip" with it'):
+        Dataset(paths, max_skipped=3)
 
 
 def _resume_case(paths, make, stop_at):

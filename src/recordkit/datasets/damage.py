@@ -224,13 +224,16 @@ def intact_chunks(chunks: Iterable[list[Any]]) -> Iterator[list[bytes]]:
 
 
 def check_on_error(on_error: object, max_skipped: object) -> None:
-    """Refuse anything but ``"raise"``/``"skip"`` and a non-negative int (or ``None``) limit."""
+    """Refuse anything but ``"raise"``/``"skip"``, and a limit other than ``None`` or a non-negative int
+    (or any limit without ``"skip"``)."""
     if on_error not in ("raise", "skip"):
         raise ValueError(f'on_error must be "raise" or "skip", not {on_error!r}')
     if max_skipped is not None and (
         isinstance(max_skipped, bool) or not isinstance(max_skipped, int) or max_skipped < 0
     ):
         raise ValueError(f"max_skipped must be None or an int of at least 0, not {max_skipped!r}")
+    if max_skipped is not None and on_error != "skip":
+        raise ValueError('max_skipped limits what on_error="skip" skips: pass on_error="skip" with it')
 
 
 class DamageLog:
