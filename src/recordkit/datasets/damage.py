@@ -233,7 +233,9 @@ def check_on_error(on_error: object, max_skipped: object) -> None:
     ):
         raise ValueError(f"max_skipped must be None or an int of at least 0, not {max_skipped!r}")
     if max_skipped is not None and on_error != "skip":
-        raise ValueError('max_skipped limits what on_error="skip" skips: pass on_error="skip" with it')
+        raise ValueError(
+            'max_skipped limits what on_error="skip" skips: pass on_error="skip" with it'
+        )
 
 
 class DamageLog:
