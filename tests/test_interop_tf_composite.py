@@ -25,6 +25,7 @@ from recordkit.decode.partitions import (
     ValueRowIds,
 )
 from recordkit.decode.sparse import Sparse, SparseArray
+from tests._tf_arrays import assert_same as assert_array
 
 tf = pytest.importorskip("tensorflow")
 
@@ -121,17 +122,6 @@ def to_tf(spec: Any) -> Any:
 
 def tf_specs(specs: dict[str, Any]) -> dict[str, Any]:
     return {name: to_tf(spec) for name, spec in specs.items()}
-
-
-def assert_array(ours: Any, theirs: Any) -> None:
-    expected = theirs.numpy() if hasattr(theirs, "numpy") else np.asarray(theirs)
-    assert isinstance(ours, np.ndarray), type(ours)
-    assert ours.shape == expected.shape
-    assert ours.dtype == expected.dtype
-    if ours.dtype == np.float32:
-        assert np.array_equal(ours.view(np.uint32), expected.view(np.uint32))
-    else:
-        assert ours.tolist() == expected.tolist()
 
 
 def assert_same(ours: Any, theirs: Any) -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import recordkit as rk
 from recordkit._proto.tensorflow import example_pb2
+from tests._tf_arrays import assert_same
 
 tf = pytest.importorskip("tensorflow")
 
@@ -26,17 +27,6 @@ interop_settings = settings(
 def read_golden(golden_dir, name: str) -> list[bytes]:
     with rk.open(golden_dir / "tfrecord" / name) as reader:
         return list(reader)
-
-
-def assert_same(ours: np.ndarray, theirs: Any) -> None:
-    """Same dtype, shape and values; float32 compared bit for bit."""
-    expected = theirs.numpy() if hasattr(theirs, "numpy") else np.asarray(theirs)
-    assert ours.shape == expected.shape
-    assert ours.dtype == expected.dtype
-    if ours.dtype == np.float32:
-        assert np.array_equal(ours.view(np.uint32), expected.view(np.uint32))
-    else:
-        assert ours.tolist() == expected.tolist()
 
 
 def assert_same_ragged(ours: rk.Ragged, theirs: Any) -> None:
