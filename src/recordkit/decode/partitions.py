@@ -56,56 +56,41 @@ def _key(key: Any) -> str:
 
 
 @dataclass(frozen=True)
-class RowSplits:
+class _Keyed:
+    """A partition read from the feature ``key``."""
+
+    key: str
+
+    def __post_init__(self) -> None:
+        _key(self.key)
+
+
+@dataclass(frozen=True)
+class RowSplits(_Keyed):
     """Row ``j`` of a record is ``values[splits[j]:splits[j + 1]]``; ``splits`` starts at 0 and ends at the
     number of values (``tf.io.RaggedFeature.RowSplits``)."""
 
-    key: str
-
-    def __post_init__(self) -> None:
-        _key(self.key)
-
 
 @dataclass(frozen=True)
-class RowLengths:
+class RowLengths(_Keyed):
     """The number of values of each row (``tf.io.RaggedFeature.RowLengths``)."""
 
-    key: str
-
-    def __post_init__(self) -> None:
-        _key(self.key)
-
 
 @dataclass(frozen=True)
-class RowStarts:
+class RowStarts(_Keyed):
     """Where each row starts; the first is 0, a row ends where the next starts
     (``tf.io.RaggedFeature.RowStarts``)."""
 
-    key: str
-
-    def __post_init__(self) -> None:
-        _key(self.key)
-
 
 @dataclass(frozen=True)
-class RowLimits:
+class RowLimits(_Keyed):
     """Where each row ends; the last is the number of values (``tf.io.RaggedFeature.RowLimits``)."""
 
-    key: str
-
-    def __post_init__(self) -> None:
-        _key(self.key)
-
 
 @dataclass(frozen=True)
-class ValueRowIds:
+class ValueRowIds(_Keyed):
     """The row of each value, non-decreasing from 0; a record has ``max + 1`` rows
     (``tf.io.RaggedFeature.ValueRowIds``)."""
-
-    key: str
-
-    def __post_init__(self) -> None:
-        _key(self.key)
 
 
 @dataclass(frozen=True)
