@@ -534,7 +534,8 @@ DOC_PAGES = {
             9: ("grain",),
         },
         scripts=((0, 1, 2, 3, 6, 10), (4, 5, 7, 8), (9,)),
-        marks=(pytest.mark.torch,),
+        # torch, torchdata and grain in child processes: about 20 s, with the slow tests.
+        marks=(pytest.mark.torch, pytest.mark.slow),
     ),
     "docs/quickstart.md": DocPage(),
     "docs/ray.md": DocPage(needs={0: ("ray",)}, check=_check_ray, marks=(pytest.mark.ray,)),
@@ -672,7 +673,14 @@ def test_coming_from_page_recordkit_code_runs(tmp_path):
 
 
 @pytest.mark.interop
-@pytest.mark.parametrize("library", sorted(PEERS))
+@pytest.mark.parametrize(
+    "library",
+    # TensorFlow in a child process takes about 15 s: with the slow tests.
+    [
+        pytest.param(name, marks=[pytest.mark.slow] if name == "tf.data" else [])
+        for name in sorted(PEERS)
+    ],
+)
 def test_coming_from_page_peer_code_runs(library, tmp_path):
     """Their side of the page runs too, with the library installed, on the files the page writes."""
     # Looked up, not imported: TensorFlow and vahidk tfrecord cannot share this process.

@@ -7,7 +7,6 @@ import glob
 import json
 import os
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -405,15 +404,6 @@ def test_reading_a_compressed_tfrecord_and_writing_one(tmp_path, examples):
     assert manifest.compression == "gzip"
     shards = glob.glob(str(out / "*.gz"))
     assert _read_bytes(rkray.read_records(shards)) == collections.Counter(records)
-
-
-def test_the_ray_page_code_runs(tmp_path, monkeypatch):
-    from _markdown import run_python_blocks
-
-    monkeypatch.chdir(tmp_path)
-    run_python_blocks(Path(__file__).resolve().parent.parent / "docs" / "ray.md")
-    with rk.open(tmp_path / "out" / "train-tf") as reader:
-        assert len(reader) == 1000
 
 
 def _png(pixels):

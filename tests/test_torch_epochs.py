@@ -16,12 +16,13 @@ pytestmark = pytest.mark.torch
 from recordkit.integrations.torch import torch_dataset
 
 # (num_workers, start method, persistent workers)
+# spawn starts a fresh interpreter per worker (about 10 s here): those cases run with the slow tests.
 SETUPS = [
     (0, None, False),
     (2, "fork", False),
     (2, "fork", True),
-    (2, "spawn", False),
-    (2, "spawn", True),
+    pytest.param((2, "spawn", False), marks=pytest.mark.slow),
+    pytest.param((2, "spawn", True), marks=pytest.mark.slow),
 ]
 
 
