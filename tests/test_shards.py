@@ -798,3 +798,15 @@ def test_an_aborted_writer_keeps_directories_that_hold_files(tmp_path: Path) -> 
     empty = rk.ShardWriter(str(tmp_path / "old" / "other" / "p-{shard}.tfrecord"))
     empty.abort()
     assert sorted(p.name for p in (tmp_path / "old").iterdir()) == ["mine.txt", "new"]
+
+
+@pytest.mark.parametrize(
+    "pattern", ["train-{shard:03d}.tfrecord", "train-{shard}-of-{num_shards}.tfrecord"]
+)
+def test_a_file_url_pattern_creates_its_directories(tmp_path, pattern):
+    url = (tmp_path / "new" / "deeper").as_uri() + "/" + pattern
+    with rk.ShardWriter(url, max_records=2, split="train") as writer:
+        writer.write_many([b"%d" % i for i in range(5)])
+    assert list(rk.open(tmp_path / "new" / "deeper", split="train")) == [
+        b"%d" % i for i in range(5)
+    ]

@@ -133,8 +133,7 @@ class ShardWriter(Closing):
         self._directory = _static_parent(self._pattern)
         # The directories this writer made: a writer dropped or aborted removes those it left empty.
         self._created: list[str] = []
-        if not is_url(self._directory):
-            self._created += _make_directories(self._directory)
+        self._created += _make_directories(self._directory)
         self._manifest_path = _manifest_target(manifest, self._directory)
         self._root = (
             parent_directory(self._manifest_path) if self._manifest_path else self._directory
@@ -221,8 +220,9 @@ class ShardWriter(Closing):
     def _open_shard(self, number: int) -> OpenShard:
         final = self._name(number, None)
         path = _pending_name(final) if "num_shards" in self._fields else final
-        if not is_url(path):
-            self._created += _make_directories(os.path.dirname(path) or ".")
+        self._created += _make_directories(
+            posixpath.dirname(path) if is_url(path) else os.path.dirname(path) or "."
+        )
         return OpenShard(path, root=self._root, **self._options)
 
     def _name(self, number: int, total: int | None) -> str:
@@ -404,7 +404,17 @@ def _abandon(
 
 
 def _make_directories(directory: str) -> list[str]:
-    """Create ``directory`` and its missing parents; return the ones created, outermost first."""
+    """Create ``directory`` and its missing parents; return the ones created, outermost first.
+
+    Of URLs, only ``file://`` ones are directories to create (and are kept): an object store has none,
+    and its ``makedirs`` may try to create a bucket.
+    """
+    if is_url(directory):
+        fs, inner = require_fsspec().core.url_to_fs(directory)
+        protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+        if "file" in protocols:
+            fs.makedirs(inner, exist_ok=True)
+        return []
     missing = []
     path = os.path.abspath(directory)
     while not os.path.isdir(path):
