@@ -238,7 +238,7 @@ def test_a_hole_keeps_the_numbering_of_a_file_whose_index_is_intact(tmp_path):
     path = tmp_path / "one.tfrecord"
     path.write_bytes(bytes(data))
     first = Dataset(str(path), on_error="skip", rank=0, world_size=2)
-    with pytest.warns(DataLossWarning, match=r"records 7 at byte \d+\)") as caught:
+    with pytest.warns(DataLossWarning, match=r"record 7 at byte \d+\)") as caught:
         got = list(first)
     assert len(caught) == 1
     assert first.state_dict()["skipped"]["records"] == 1
@@ -461,7 +461,7 @@ def test_arrayrecord_skips_damaged_chunks(tmp_path):
     with open(cut, "wb") as file:
         file.write(whole[: starts[25] + 50])
 
-    with pytest.warns(DataLossWarning, match="damaged records"):
+    with pytest.warns(DataLossWarning, match="damaged record"):
         got = list(Dataset(damaged, on_error="skip"))
     # The data hash of a chunk is checked on request only: without it, the damaged data is read as is.
     assert [r for r in got if r not in records] != []

@@ -371,11 +371,15 @@ class DamageLog:
                 f"{i}" if offset is None else f"{i} at byte {offset}"
                 for i, offset in info["records"]
             )
-            parts.append(f"{len(info['records'])} damaged records (records {where})")
+            n = len(info["records"])
+            parts.append(
+                f"{n} damaged record{'s' if n > 1 else ''} ({'records' if n > 1 else 'record'} {where})"
+            )
         if info["ranges"]:
             spans = ", ".join(f"[{s}, {e}) {reason}" for s, e, reason in info["ranges"])
+            n = len(info["ranges"])
             parts.append(
-                f"{len(info['ranges'])} damaged ranges, {info['bytes']} bytes (bytes {spans})"
+                f"{n} damaged range{'s' if n > 1 else ''}, {info['bytes']} bytes ({spans})"
             )
         warnings.warn(
             f"{path}: skipped {'; '.join(parts)}; the intact records were read",
