@@ -7,6 +7,7 @@ recordkit keeps no cache of its own: a remote store is read through fsspec's cac
 
 from __future__ import annotations
 
+import errno
 import os
 import uuid
 
@@ -205,3 +206,12 @@ def test_a_remote_dataset_with_indexes_verifies_and_splits_without_a_trailing_sl
         result = run_cli(capsys, "verify", directory)
         assert result.code == 0, result.out + result.err
         assert "3 shards: 3 OK, 0 bad" in result.out
+
+
+@pytest.mark.parametrize("prefix", ["", "filecache::", "simplecache::"])
+def test_a_missing_remote_file_is_named_with_its_url(remote, cache, prefix):
+    url = f"{prefix}{remote}/nothing.tfrecord"
+    with pytest.raises(FileNotFoundError) as caught:
+        rk.open(url)
+    assert caught.value.filename == url
+    assert caught.value.errno == errno.ENOENT

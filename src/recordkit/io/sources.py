@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import dataclasses
+import errno
 import itertools
 import os
 import re
@@ -145,7 +146,11 @@ def _open_local(path: str, zero_copy: bool = False) -> Opened:
 
 def _open_url(url: str) -> Opened:
     fs, fs_path = require_fsspec().core.url_to_fs(url)
-    file = fs.open(fs_path, "rb")
+    try:
+        file = fs.open(fs_path, "rb")
+    except FileNotFoundError as exc:
+        # fsspec names the path without its protocol (and without a cache's chain), and no reason.
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), url) from exc
     with _closed_on_error(file):
         return Opened(Source(path=url, fileobj=file, seekable=True, size=_size(file)), [file])
 
