@@ -315,7 +315,9 @@ def test_loader_max_skipped_counts_every_worker(tmp_path):
 
 
 def test_map_dataset_leaves_damaged_records_out_of_a_batch(tmp_path):
-    torch_integration = pytest.importorskip("recordkit.integrations.torch")
+    pytest.importorskip("torch")
+    import recordkit.integrations.torch as torch_integration
+
     paths, expected, damaged = make_files(tmp_path, "ffrecord", seed=5)
     with warnings.catch_warnings(
         record=True
@@ -339,7 +341,9 @@ def test_map_dataset_leaves_damaged_records_out_of_a_batch(tmp_path):
 
 @pytest.mark.parametrize("persistent", [False, True])
 def test_map_dataset_workers_forward_what_they_skip(tmp_path, persistent):
-    torch_integration = pytest.importorskip("recordkit.integrations.torch")
+    pytest.importorskip("torch")
+    import recordkit.integrations.torch as torch_integration
+
     # Files recovered whole when the dataset is made, and one with holes that the workers find as they
     # read (an FFRecord sample's payload damaged: its header and checksums still read).
     paths, expected, damaged = make_files(tmp_path, "ffrecord", seed=5)

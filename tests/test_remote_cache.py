@@ -157,7 +157,9 @@ def test_salvage_through_filecache(remote, cache, tmp_path):
 
 
 def test_map_dataset_and_dataloader_through_filecache(remote, cache):
-    torch_integration = pytest.importorskip("recordkit.integrations.torch")
+    pytest.importorskip("torch")
+    import recordkit.integrations.torch as torch_integration
+
     write_shards(remote)
     pattern = f"filecache::{remote}/part-*.tfrecord"
     mapped = torch_integration.MapDataset(pattern)
