@@ -64,6 +64,9 @@ def test_fork_workers_and_ranks_read_each_record_once_per_epoch(eleven):
     assert epochs[0] != epochs[1]  # a new order in the next epoch
 
 
+# spawn starts a fresh interpreter per worker (about 8 s here): with the slow tests; the fork
+# variants stay in the default run.
+@pytest.mark.slow
 def test_spawn_workers_and_ranks_read_each_record_once(eleven):
     expected = records_of(eleven)
     (per_rank,) = ranks_epoch(eleven[0], context="spawn")

@@ -101,6 +101,9 @@ def test_stateful_dataloader_state_at_the_end_of_an_epoch(files, num_workers):
     assert first + as_bytes(fresh) == expected
 
 
+# spawn starts a fresh interpreter per worker (about 8 s here): with the slow tests; the fork
+# variants stay in the default run.
+@pytest.mark.slow
 def test_stateful_dataloader_spawn_and_sequential_files(mixed):
     paths, records = mixed
 
@@ -247,6 +250,9 @@ def test_loader_state_saved_in_a_carried_over_epoch(files):
     assert collections.Counter(head + middle + tail) == collections.Counter(records)
 
 
+# spawn starts a fresh interpreter per worker (about 8 s here): with the slow tests; the fork
+# variants stay in the default run.
+@pytest.mark.slow
 def test_loader_resume_with_repeat_and_spawn(mixed):
     paths, records = mixed
 
