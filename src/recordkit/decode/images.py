@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import numpy as np
 
 from recordkit.errors import DecodeError
+from recordkit.support.signatures import JPEG_SIGNATURE
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
@@ -191,7 +192,7 @@ def _decode_jpeg_fast(
     if (
         simplejpeg is None
         or spec.color_space == "GRAY"
-        or data[:3] != b"\xff\xd8\xff"
+        or not data.startswith(JPEG_SIGNATURE)
         or (spec.formats is not None and "JPEG" not in spec.formats)
     ):
         return None

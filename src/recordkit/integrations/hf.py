@@ -35,6 +35,7 @@ from recordkit.decode.tables import encode_examples, encode_ofrecords
 from recordkit.errors import DecodeError, RecordKitError, UnsupportedOperationError
 from recordkit.formats import get_format
 from recordkit.io import ResolvedSources, resolve_sources
+from recordkit.support.signatures import IMAGE_SIGNATURES
 
 __all__ = ["METADATA_KEY", "features_of", "to_dataset", "write"]
 
@@ -44,7 +45,6 @@ METADATA_KEY = "huggingface"
 
 _BATCH = 256
 _SAMPLE = 100
-_IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"BM")
 _HF_VALUE = {"bytes": "binary", "str": "string"}
 _FROM_KIND = {"int64_list": "int64", "float_list": "float32", "bytes_list": "bytes"}
 _FROM_KIND_OF = {**_FROM_KIND, "double_list": "float64", "int32_list": "int32"}
@@ -156,7 +156,7 @@ def _columns_of_stats(
             dtype == "bytes"
             and high == 1
             and isinstance(sample, bytes)
-            and sample.startswith(_IMAGE_MAGIC)
+            and sample.startswith(IMAGE_SIGNATURES)
         ):
             columns[name] = _Column(
                 VarLen("bytes"), _datasets().Image(), scalar_or_none=True, image=True

@@ -26,6 +26,8 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from recordkit.support.signatures import JPEG_SIGNATURE, PNG_SIGNATURE
+
 __all__ = [
     "MAX_FEATURES",
     "MAX_IMAGE_BYTES",
@@ -71,9 +73,6 @@ _STYLE = (
     "</style>"
 )
 
-_JPEG = b"\xff\xd8\xff"
-_PNG = b"\x89PNG\r\n\x1a\n"
-
 
 def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
@@ -99,9 +98,9 @@ class _Budget:
 
 
 def _image_kind(value: bytes) -> str | None:
-    if value.startswith(_JPEG):
+    if value.startswith(JPEG_SIGNATURE):
         return "jpeg"
-    if value.startswith(_PNG):
+    if value.startswith(PNG_SIGNATURE):
         return "png"
     return None
 
@@ -406,7 +405,10 @@ def _png(pixels: bytes, width: int, height: int, channels: int) -> bytes:
 
     header = struct.pack(">IIBBBBB", width, height, 8, colour, 0, 0, 0)
     return (
-        _PNG + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b"")
+        PNG_SIGNATURE
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw, 6))
+        + chunk(b"IEND", b"")
     )
 
 
