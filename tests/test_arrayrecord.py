@@ -56,14 +56,6 @@ def _records(count: int = 60, seed: int = 0) -> list[bytes]:
     return records
 
 
-@pytest.fixture
-def check_data():
-    fmt = get_format("arrayrecord")
-    fmt.check_data = True
-    yield
-    fmt.check_data = False
-
-
 @pytest.mark.interop
 @pytest.mark.parametrize("options", OPTIONS)
 def test_reads_what_array_record_writes(tmp_path, options):
@@ -85,10 +77,20 @@ def test_reads_what_array_record_writes(tmp_path, options):
 
 
 @pytest.mark.interop
-def test_data_hashes_on_request(tmp_path, check_data):
+def test_data_hashes_are_checked_by_default_and_can_be_turned_off(tmp_path, monkeypatch):
     records = _records(20)
-    path = write_array_record(tmp_path / "data.array_record", records, "group_size:3")
+    path = write_array_record(tmp_path / "data.array_record", records, "uncompressed,group_size:3")
     assert list(rk.open(path)) == records
+    damaged = bytearray(Path(path).read_bytes())
+    third = ArrayRecordFrameReader(Source(path="x", buffer=bytes(damaged))).offsets[2]
+    damaged[third + 60] ^= 1  # inside the (uncompressed) records of chunk 2
+    Path(path).write_bytes(damaged)
+    with pytest.raises(rk.ChecksumError, match="data hash"):
+        list(rk.open(path))
+    with pytest.raises(rk.ChecksumError, match="data hash"):
+        rk.open(path).read([7])
+    monkeypatch.setattr(get_format("arrayrecord"), "check_data", False)
+    assert list(rk.open(path)) != records  # the documented cost of turning them off
 
 
 @pytest.mark.interop
@@ -466,7 +468,7 @@ def test_footer_entries_in_any_encoding():
 
 @pytest.mark.interop
 def test_cli_verify_checks_data_hashes_and_info_names_the_footer(tmp_path, capsys):
-    """`recordkit verify` checks the data hashes (which plain reads skip); `info` and `index` say footer."""
+    """`recordkit verify` checks the data hashes, as plain reads do; `info` and `index` say footer."""
     records = _records(20)
     path = write_array_record(tmp_path / "data.array_record", records, "uncompressed,group_size:4")
     result = run_cli(capsys, "info", path)
@@ -478,12 +480,18 @@ def test_cli_verify_checks_data_hashes_and_info_names_the_footer(tmp_path, capsy
     data = bytearray(Path(path).read_bytes())
     data[frame.offsets[2] + 60] ^= 1  # inside the (uncompressed) data of the chunk of records 8..11
     Path(path).write_bytes(bytes(data))
-    assert len(list(rk.open(path))) == len(records)  # a plain read does not see it
-    result = run_cli(capsys, "verify", path)
+    with pytest.raises(rk.ChecksumError, match="data hash"):
+        list(rk.open(path))
+    fmt = get_format("arrayrecord")
+    fmt.check_data = False
+    try:
+        result = run_cli(capsys, "verify", path)  # verify checks them even where reads are told not to
+        assert not fmt.check_data  # and leaves the format as it found it
+    finally:
+        fmt.check_data = True
     assert result.code == 1
     assert "data hash" in result.out
     assert "record 8" in result.out
-    assert not get_format("arrayrecord").check_data  # verify leaves the format as it found it
 
 
 @pytest.mark.interop

@@ -110,16 +110,22 @@ def read_varint(data: bytes, pos: int) -> tuple[int, int]:
     return found
 
 
-def _inflate(kind: int, block: bytes) -> bytes:
-    """Decompress one block prefixed with its decompressed size."""
+def _inflate(kind: int, block: bytes, what: str, lowest: int, highest: int) -> bytes:
+    """Decompress one block prefixed with its decompressed size, which must lie in ``[lowest, highest]``.
+
+    The bounds come from the chunk header (the record count, the records' total size): a block declaring
+    another size is refused before anything is decompressed.
+    """
     size, pos = read_varint(block, 0)
+    if not lowest <= size <= highest:
+        expected = f"{lowest}" if lowest == highest else f"{lowest} to {highest}"
+        raise Malformed(
+            f"the {what} declare {size} bytes decompressed where the chunk header allows {expected}"
+        )
     try:
-        out = decompressor(kind)(block[pos:], size)
+        return decompressor(kind)(block[pos:], size)
     except DecompressionFailed as exc:
-        raise Malformed(f"{NAMES[kind]} data does not decompress ({exc})") from None
-    if len(out) != size:
-        raise Malformed(f"{NAMES[kind]} data decompresses to {len(out)} bytes, not {size}")
-    return out
+        raise Malformed(f"the {NAMES[kind]}-compressed {what} do not decompress: {exc}") from None
 
 
 def varints(buf: bytes) -> tuple[Any, Any]:
@@ -175,7 +181,8 @@ def simple_parts(
     sizes = data[pos : pos + sizes_size]
     values = data[pos + sizes_size :]
     if kind:
-        sizes, values = _inflate(kind, sizes), _inflate(kind, values)
+        sizes = _inflate(kind, sizes, "record sizes", num_records, 10 * num_records)
+        values = _inflate(kind, values, "records", decoded_size, decoded_size)
     if num_records >= 64:  # many records: the sizes decoded with numpy
         import numpy as np
 

@@ -26,7 +26,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from recordkit.formats._decompress import NAMES, decompressor
+from recordkit.formats._decompress import EAGER, NAMES, decompressor
 from recordkit.formats._highwayhash import highwayhash64_many
 from recordkit.formats._riegeli import (
     BLOCK,
@@ -201,7 +201,7 @@ def _single(
         if found is None:
             return None
         size, pos = found[0], pos + found[1]
-    if size != decoded:
+    if size != decoded or size > EAGER:  # a large one is decompressed by the general path, bounded
         return None
     try:
         record = decompress(blob[pos:end], size)
@@ -216,6 +216,8 @@ def _sizes(block: Any, decompress: Callable[[Any, int], Any]) -> int:
     if found is None:
         return -1
     size, pos = found
+    if not 1 <= size <= 10:  # one varint
+        return -1
     try:
         sizes = decompress(block[pos:], size)
     except Exception:  # noqa: BLE001 - deferred: the general path's decompressor gives the error

@@ -22,13 +22,14 @@ time; the ordinary chunks of such a window (within one block, intact, simple) ar
 :class:`~recordkit.formats._riegeli.ChunkReader` (same records, same errors).
 
 What is checked (``check_crc=True``, the default): the file signature; the HighwayHash of every chunk
-header read (the footer's and postscript's included) and of every block header inside a chunk read; that
-the postscript, the footer and the chunks agree with each other (record counts, sizes, offsets); that
-compressed data decompresses to the size it declares. The hashes of a run of chunks are computed together
-with numpy (:meth:`~recordkit.formats._riegeli.ChunkReader.chunks`). The hash of each chunk's *data* is
-checked only on request (:attr:`ArrayRecordFormat.check_data`) and by ``recordkit verify``
-(:meth:`ArrayRecordFormat.verifying`): a large chunk's data is hashed in Python at about 4 MB/s.
-``check_crc=False`` skips the hashes (the consistency checks remain).
+header read (the footer's and postscript's included), of every block header inside a chunk read and of
+every chunk's data, as Riegeli's own reader does; that the postscript, the footer and the chunks agree with
+each other (record counts, sizes, offsets); that compressed data decompresses to exactly the size it
+declares (:mod:`~recordkit.formats._decompress` allocates by what it really produces, not by what it
+declares). The hashes of a run of chunks are computed together with numpy
+(:meth:`~recordkit.formats._riegeli.ChunkReader.chunks`); a single large chunk's data is hashed in Python
+at about 4 MB/s. :attr:`ArrayRecordFormat.check_data` turns the data hashes off; ``check_crc=False`` skips
+every hash (the consistency checks remain).
 
 Transposed chunks (``transpose:true``) are refused with an
 :class:`~recordkit.errors.UnsupportedOperationError`. recordkit does not write ArrayRecord files.
@@ -177,7 +178,8 @@ class ArrayRecordFrameReader(FrameReader):
     lenient
         Unused (an ArrayRecord file has no partial-record ambiguity: its footer lists every chunk).
     check_data
-        Also verify the hash of each chunk's data (about 4 MB/s for a large chunk).
+        Also verify the hash of each chunk's data (with ``check_crc``; the default): without it a flipped
+        bit inside a chunk's data may come back as a wrong record.
     """
 
     cache_bytes: int = CACHE_BYTES
@@ -192,7 +194,7 @@ class ArrayRecordFrameReader(FrameReader):
         *,
         check_crc: bool = True,
         lenient: bool = False,
-        check_data: bool = False,
+        check_data: bool = True,
     ) -> None:
         if not source.random_access:
             data = read_full(source.stream().read, 1 << 62)
@@ -273,6 +275,18 @@ class ArrayRecordFrameReader(FrameReader):
         if len(bad):
             raise self._header_error(
                 f"the footer's entry for chunk {bad[0]} has an impossible offset ({offsets[bad[0]]})",
+                footer_at,
+                int(starts[bad[0]]),
+            )
+        # Riegeli gives each record a position between its chunk's beginning and end (padding the chunk
+        # when needed): a chunk spans at least as many bytes as it holds records, so no count can exceed
+        # the bytes up to the next chunk, and the total cannot exceed the file's size.
+        spans = np.diff(offsets, append=footer_at)
+        bad = np.flatnonzero(counts > spans)
+        if len(bad):
+            raise self._header_error(
+                f"the footer says chunk {bad[0]} holds {counts[bad[0]]} records, more than the "
+                f"{spans[bad[0]]} bytes up to the next chunk can hold",
                 footer_at,
                 int(starts[bad[0]]),
             )
@@ -503,8 +517,10 @@ class ArrayRecordFormat(RecordFormat):
     ----------
     check_data
         Whether readers made by :meth:`reader` with ``check_crc=True`` also verify each chunk's data hash
-        (default ``False``: a large chunk's data is hashed at about 4 MB/s). Set it on the registered instance:
-        ``recordkit.formats.get_format("arrayrecord").check_data = True``.
+        (default ``True``, as Riegeli's own reader does). Setting it to ``False`` on the registered instance
+        (``recordkit.formats.get_format("arrayrecord").check_data = False``) trades that check for speed on
+        large chunks, whose data is hashed at about 4 MB/s, and lets a flipped bit in a chunk's data come
+        back as a wrong record.
     """
 
     name: ClassVar[str] = "arrayrecord"
@@ -516,7 +532,7 @@ class ArrayRecordFormat(RecordFormat):
     index_place: ClassVar[str] = "footer"
 
     def __init__(self) -> None:
-        self.check_data = False
+        self.check_data = True
 
     @contextlib.contextmanager
     def verifying(self) -> Iterator[None]:
