@@ -244,6 +244,24 @@ def test_highwayhash_reference_vectors(n):
     assert highwayhash64(bytes(range(n)), _KEY) == _EXPECTED[n]
 
 
+@pytest.mark.parametrize("key", [_KEY, (1, 2, 3, 4), None])
+def test_highwayhash_many_inputs_at_once_equal_one_at_a_time(key):
+    from recordkit.formats._highwayhash import BATCH, RIEGELI_KEY, highwayhash64_many
+
+    key = key or RIEGELI_KEY
+    rng = random.Random(3)
+    for count in (BATCH, BATCH + 1, 33, 200):
+        # lengths around multiples of 32 (whole packets, every remainder) and a few long inputs
+        items = [
+            rng.randbytes(rng.choice([0, 1, 31, 32, 33, 63, 64, 65, rng.randrange(300)]))
+            for _ in range(count)
+        ]
+        items[0] = rng.randbytes(70_000)
+        assert highwayhash64_many(items, key) == [highwayhash64(item, key) for item in items]
+        views = [memoryview(item) for item in items]
+        assert highwayhash64_many(views, key) == [highwayhash64(item, key) for item in items]
+
+
 def test_highwayhash_second_key_and_riegeli_signature():
     assert highwayhash64(bytes(range(128, 161)), (1, 2, 3, 4)) == 0x53C516CCE478CAD7
     # The signature's block header and chunk header hashes, under Riegeli's key.
@@ -485,7 +503,9 @@ def test_cli_verify_checks_data_hashes_and_info_names_the_footer(tmp_path, capsy
     fmt = get_format("arrayrecord")
     fmt.check_data = False
     try:
-        result = run_cli(capsys, "verify", path)  # verify checks them even where reads are told not to
+        result = run_cli(
+            capsys, "verify", path
+        )  # verify checks them even where reads are told not to
         assert not fmt.check_data  # and leaves the format as it found it
     finally:
         fmt.check_data = True

@@ -26,10 +26,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _array_record import array_record_module, write_array_record
 
 from recordkit.formats._highwayhash import highwayhash64
 from recordkit.formats._riegeli import BLOCK, SIGNATURE
-from tests._array_record import array_record_module, write_array_record
 
 PEAK_MB = 150
 """The most a hostile file may add to a reading process's peak resident memory, in MiB."""

@@ -133,7 +133,9 @@ def bounded(into: Into, data: Any, size: int) -> bytes:
         except Exception as exc:
             raise DecompressionFailed(f"{type(exc).__name__}: {exc}") from exc
         if written != size:
-            raise DecompressionFailed(f"it decompresses to {written} bytes, not the {size} it declares")
+            raise DecompressionFailed(
+                f"it decompresses to {written} bytes, not the {size} it declares"
+            )
         return bytes(memoryview(buffer)[:written])
 
 

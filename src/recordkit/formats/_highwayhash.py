@@ -6,9 +6,11 @@ no release since 2020 and no longer builds), so recordkit implements the algorit
 against the reference implementation's published test vectors and against files written by Riegeli.
 
 One input costs about 45 µs if short (a chunk header) and is hashed at about 4 MB/s if long.
-:func:`highwayhash64_many` hashes many inputs at once with numpy, running the same rounds on arrays that
-hold one lane of every input: about 2 µs a header, 20 MB/s of short inputs (see
-:mod:`recordkit.formats.arrayrecord` for what is checked when).
+:func:`highwayhash64_many` hashes many inputs at once with numpy, a row of four words per input, the byte
+shuffle done as one gather: about 1.5 µs a header, 60 MB/s of 1 KiB inputs, 10 MB/s of 64 KiB inputs
+sixteen at a time (see :mod:`recordkit.formats.arrayrecord` for what is checked when). Its rounds are the
+scalar ones rearranged; the shuffle's index is derived from the scalar rounds, and the tests compare the
+two on many inputs.
 
 Examples
 --------
@@ -35,7 +37,7 @@ _LO = 0xFFFFFFFF
 _INIT0 = (0xDBE6D5D5FE4CCE2F, 0xA4093822299F31D0, 0x13198A2E03707344, 0x243F6A8885A308D3)
 _INIT1 = (0x3BD39E10CB0EF593, 0xC0ACF169B5F18A8C, 0xBE5466CF34E90C6C, 0x452821E638D01377)
 _PACKET = struct.Struct("<4Q")
-BATCH = 32
+BATCH = 4
 """The fewest items :func:`highwayhash64_many` hashes with numpy (fewer are hashed one by one)."""
 
 
@@ -243,12 +245,44 @@ def highwayhash64(data: Any, key: Sequence[int] = RIEGELI_KEY) -> int:
     return result
 
 
+def _zipper_order() -> list[int]:
+    """The byte shuffle ("zipper merge") of :func:`_update` as an index: byte ``i`` of the 32 bytes added
+    to ``v0`` is byte ``order[i]`` of ``v1`` (and likewise from ``v0`` to ``v1``).
+
+    Derived from the scalar rounds themselves, on a ``v1`` whose bytes are all different, so that the two
+    formulations cannot disagree.
+    """
+    state = [0] * 16
+    state[4:8] = [int.from_bytes(bytes(range(8 * i + 1, 8 * i + 9)), "little") for i in range(4)]
+    mixed = _update(state, ((0, 0, 0, 0),))  # v0 = 0 + zipper(v1), the multipliers staying zero
+    return [byte - 1 for word in mixed[:4] for byte in word.to_bytes(8, "little")]
+
+
+def _lanes_update(state: Sequence[Any], packet: Any, order: Any) -> None:
+    """:func:`_update` of one packet on many inputs at once, in place.
+
+    ``state`` is ``v0, v1, mul0, mul1``, each a C-contiguous ``(n, 4)`` ``uint64`` array (a row per
+    input), and ``packet`` an ``(n, 4)`` array of words. A row's four words are updated together, and the
+    byte shuffle is one gather (``order``, :func:`_zipper_order`): a dozen numpy operations a packet.
+    """
+    import numpy as np
+
+    v0, v1, m0, m1 = state
+    v1 += m0
+    v1 += packet
+    m0 ^= (v1 & _LO) * (v0 >> 32)
+    v0 += m1
+    m1 ^= (v0 & _LO) * (v1 >> 32)
+    v0 += np.take(v1.view(np.uint8), order, axis=1).view(np.uint64)
+    v1 += np.take(v0.view(np.uint8), order, axis=1).view(np.uint64)
+
+
 def highwayhash64_many(items: Sequence[Any], key: Sequence[int] = RIEGELI_KEY) -> list[int]:
     """Return the HighwayHash-64 of each of ``items`` (buffers) under ``key``, computed together.
 
-    With many items, numpy runs the rounds on arrays holding one lane of every item at once (the same
-    code as :func:`highwayhash64` runs on Python integers): hashing 10,000 chunk headers costs about as
-    much as hashing 200 one by one. Fewer than :data:`BATCH` items are hashed one by one.
+    With many items, numpy runs the rounds on ``(items, 4)`` arrays, a row per item
+    (:func:`_lanes_update`): hashing 10,000 chunk headers costs about as much as hashing 200 one by one.
+    Fewer than :data:`BATCH` items are hashed one by one.
 
     Examples
     --------
@@ -260,35 +294,44 @@ def highwayhash64_many(items: Sequence[Any], key: Sequence[int] = RIEGELI_KEY) -
         return [highwayhash64(item, key) for item in items]
     import numpy as np
 
-    lengths = np.fromiter((memoryview(item).nbytes for item in items), np.int64, len(items))
+    n = len(items)
+    lengths = np.fromiter((memoryview(item).nbytes for item in items), np.int64, n)
     buf = np.frombuffer(b"".join(items) + bytes(32), np.uint8)
-    starts = np.zeros(len(items), np.int64)
+    starts = np.zeros(n, np.int64)
     np.cumsum(lengths[:-1], out=starts[1:])
     packets = lengths >> 5
     order = np.argsort(-packets, kind="stable")  # the items still hashing packet j are a prefix
     starts, lengths, packets = starts[order], lengths[order], packets[order]
-    state = [np.full(len(items), word, np.uint64) for word in _reset(key)]
+    initial = np.array(_reset(key), np.uint64).reshape(4, 4)
+    state = tuple(np.repeat(initial[k][None, :], n, axis=0) for k in range(4))
+    zipper = np.array(_zipper_order())
     columns = np.arange(32)
-    active = len(items)
-    for j in range(int(packets[0]) if len(items) else 0):
+    for j in range(int(packets[0])):
         active = int(np.searchsorted(-packets, -j, side="left"))
         words = buf[(starts[:active] + 32 * j)[:, None] + columns].view("<u8")
-        mixed = _update([word[:active] for word in state], ((*words.T,),))
-        for word, new in zip(state, mixed, strict=True):
-            word[:active] = new
+        _lanes_update([part[:active] for part in state], words, zipper)
     rests = lengths & 31
     ragged = np.flatnonzero(rests)
     if len(ragged):
         tails = starts[ragged] + 32 * packets[ragged]
-        rest = rests[ragged]
-        taken = np.minimum(columns, rest[:, None] - 1)
-        tail = np.where(columns < rest[:, None], buf[tails[:, None] + taken], 0).astype(np.uint8)
+        rest = rests[ragged].astype(np.uint64)[:, None]
+        taken = np.minimum(columns, rest.astype(np.int64) - 1)
+        tail = np.where(columns < rest, buf[tails[:, None] + taken], 0).astype(np.uint8)
         tail = np.concatenate([tail, np.zeros((len(ragged), 1), np.uint8)], axis=1)
-        padded = np.take_along_axis(tail, np.asarray(_PADDING)[rest], axis=1).view("<u8")
-        mixed = _remainder([word[ragged] for word in state], rest.astype(np.uint64), (*padded.T,))
-        for word, new in zip(state, mixed, strict=True):
+        padded = np.take_along_axis(tail, np.asarray(_PADDING)[rests[ragged]], axis=1)
+        part = tuple(np.ascontiguousarray(word[ragged]) for word in state)
+        part[0][...] += (rest << 32) + rest
+        low, high = part[1] & _LO, part[1] >> 32
+        low = ((low << rest) | (low >> (32 - rest))) & _LO
+        high = ((high << rest) | (high >> (32 - rest))) & _LO
+        part[1][...] = (high << 32) | low
+        _lanes_update(part, padded.view("<u8"), zipper)
+        for word, new in zip(state, part, strict=True):
             word[ragged] = new
-    hashes = np.empty(len(items), np.uint64)
-    hashes[order] = _finalize(tuple(state))
+    for _ in range(4):
+        swapped = np.take(state[0], [2, 3, 0, 1], axis=1)
+        _lanes_update(state, (swapped >> 32) | (swapped << 32), zipper)
+    hashes = np.empty(n, np.uint64)
+    hashes[order] = state[0][:, 0] + state[1][:, 0] + state[2][:, 0] + state[3][:, 0]
     result: list[int] = hashes.tolist()
     return result
