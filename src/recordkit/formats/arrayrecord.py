@@ -30,8 +30,8 @@ checked only on request (:attr:`ArrayRecordFormat.check_data`) and by ``recordki
 (:meth:`ArrayRecordFormat.verifying`): a large chunk's data is hashed in Python at about 4 MB/s.
 ``check_crc=False`` skips the hashes (the consistency checks remain).
 
-Transposed chunks (``transpose:true``) are refused with an
-:class:`~recordkit.errors.UnsupportedOperationError`. recordkit does not write ArrayRecord files.
+Transposed chunks (``transpose:true``) are decoded by :mod:`recordkit.formats._riegeli_transpose`; random
+reads cache them as simple chunks are. recordkit does not write ArrayRecord files.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from recordkit.formats._riegeli import (
     BLOCK_HEADER,
     SIGNATURE,
     SIMPLE,
+    TRANSPOSED,
     Chunk,
     ChunkReader,
     Malformed,
@@ -328,7 +329,7 @@ class ArrayRecordFrameReader(FrameReader):
 
     def _decode(self, chunk: Chunk, number: int) -> list[bytes]:
         """The records of data chunk ``number``, checked against the footer."""
-        if chunk.chunk_type == SIMPLE:
+        if chunk.chunk_type in (SIMPLE, TRANSPOSED):
             self._check_count(chunk, number, chunk.num_records)
         records = self.chunks.records(chunk, self.starts[number])
         self._check_count(chunk, number, len(records))
@@ -337,10 +338,10 @@ class ArrayRecordFrameReader(FrameReader):
     def _parts(self, chunk: Chunk, number: int) -> tuple[Any, bytes]:
         """The record bounds (a numpy array for a large chunk) and bytes of data chunk ``number``."""
         first = self.starts[number]
-        if chunk.chunk_type == SIMPLE:
+        if chunk.chunk_type in (SIMPLE, TRANSPOSED):
             self._check_count(chunk, number, chunk.num_records)
             bounds, values = self.chunks.parts(chunk, first, array=True)
-        else:  # refused or without records: records() says which
+        else:  # without records, or of an unknown type: records() says which
             records = self.chunks.records(chunk, first)
             bounds, values = (
                 list(itertools.accumulate(map(len, records), initial=0)),
