@@ -297,7 +297,12 @@ def test_damaged_chunk_errors_name_path_record_and_offset(tmp_path):
         assert reader[0] == _examples(12)[0]  # the first chunk is intact
         with pytest.raises(CorruptRecordError, match="transposed chunk does not decode") as info:
             reader[7]
-    assert (info.value.path, info.value.index, info.value.offset) == (path, 6, offset)
+        assert (info.value.path, info.value.index, info.value.offset) == (path, 6, offset)
+        got = []
+        with pytest.raises(CorruptRecordError, match="transposed chunk does not decode") as info:
+            got.extend(reader)  # in order: the first chunk's records, then the error
+        assert got == _examples(12)[:6]
+        assert (info.value.index, info.value.offset) == (6, offset)
 
 
 def _chunk_data(tmp_path, records: list[bytes], options: str) -> tuple[bytes, int, int]:

@@ -110,7 +110,11 @@ class _Cursor:
         return len(self.data) - self.pos
 
     def u32(self, what: str) -> int:
-        value, self.pos = _varint(self.data, self.pos, 32, what)
+        pos = self.pos
+        if pos < len(self.data) and self.data[pos] < 0x80:  # most of the header's numbers
+            self.pos = pos + 1
+            return self.data[pos]
+        value, self.pos = _varint(self.data, pos, 32, what)
         return value
 
     def u64(self, what: str) -> int:
@@ -359,33 +363,20 @@ def _run(
     read = 0
     while True:
         what = action[state]
-        if what in (_VARINT, _FIXED):
-            index, n = buffer[state], width[state]
-            source, begin = buffers[index], at[index]
-            if begin + n > len(source):
-                raise Malformed(
-                    f"a {'varint' if what == _VARINT else 'fixed'} field runs past its buffer"
-                )
-            at[index] = begin + n
-            if what == _VARINT:
-                value = int.from_bytes(source[begin : begin + n], "little") | _MASKS[n]
-                out += value.to_bytes(n, "big")
-            else:
-                out += source[begin : begin + n][::-1]
-            out += key[state]
-        elif what == _STRING:
+        if what == _STRING:
             index = buffer[state]
             source, begin = buffers[index], at[index]
-            length, end = _varint(source, begin, 32, "a string's length")
-            if length > _U32 - (end - begin):
-                raise Malformed("a string's length overflows")
-            end += length
+            if begin < len(source) and source[begin] < 0x80:
+                end = begin + 1 + source[begin]
+            else:
+                length, end = _varint(source, begin, 32, "a string's length")
+                if length > _U32 - (end - begin):
+                    raise Malformed("a string's length overflows")
+                end += length
             if end > len(source):
                 raise Malformed("a string runs past its buffer")
             at[index] = end
             out += source[begin:end][::-1]
-            out += key[state]
-        elif what == _COPY:
             out += key[state]
         elif what == _END:
             if 2 * (len(open_at) + 1) + len(out) > decoded_size:
@@ -396,11 +387,29 @@ def _run(
             if not open_at:
                 raise Malformed("a submessage starts that was not ended")
             length = len(out) - open_at.pop()
-            if length > _U32:
+            if length < 0x80:
+                out.append(length)
+            elif length > _U32:
                 raise Malformed("a submessage over 4 GiB")
-            out += _encode(length)[::-1]
+            else:
+                out += _encode(length)[::-1]
             out += open_key.pop()
-        elif what in (_RECORD, _OTHER):
+        elif what == _COPY:
+            out += key[state]
+        elif what in (_VARINT, _FIXED):
+            index, n = buffer[state], width[state]
+            source, begin = buffers[index], at[index]
+            if begin + n > len(source):
+                kind = "varint" if what == _VARINT else "fixed"
+                raise Malformed(f"a {kind} field runs past its buffer")
+            at[index] = begin + n
+            if what == _VARINT:
+                value = int.from_bytes(source[begin : begin + n], "little") | _MASKS[n]
+                out += value.to_bytes(n, "big")
+            else:
+                out += source[begin : begin + n][::-1]
+            out += key[state]
+        elif what != _NOTHING:  # a record starts (after its bytes for a non-protobuf record)
             if what == _OTHER:
                 source, begin = buffers[lengths], at[lengths]
                 length, at[lengths] = _varint(source, begin, 32, "a non-protobuf record's length")

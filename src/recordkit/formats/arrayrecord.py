@@ -473,11 +473,20 @@ class ArrayRecordFrameReader(FrameReader):
                 check_hashes=general.check_hashes,
                 check_data=general.check_data,
             )
+            # The chunks left to the general path (transposed ones, damaged ones) are read and their
+            # hashes checked together; they come back up to the first that fails, then that failure.
+            deferred = [number + piece for piece in pieces if isinstance(piece, int)]
+            chunks, failure = general.chunks(
+                [offsets[current] for current in deferred],
+                [self.starts[current] for current in deferred],
+            )
+            read = dict(zip(deferred, chunks, strict=False))
             for piece in pieces:  # runs of ordinary chunks' records, or a chunk to read in general
                 if isinstance(piece, int):
                     current = number + piece
-                    chunk = general.chunk(offsets[current], self.starts[current])
-                    yield from self._decode(chunk, current)
+                    if current not in read and failure is not None:
+                        raise failure
+                    yield from self._decode(read.pop(current), current)
                 else:
                     yield from piece
             number = stop
