@@ -14,7 +14,7 @@ holds one compressed stream; uncompressed, it is the bytes themselves.
 * the number of buckets and of buffers; the compressed size of each bucket; the size of each buffer. The
   decompressed buckets, concatenated, are the buffers one after the other, a buffer never spanning two
   buckets (a bucket ends exactly where a buffer does). A buffer holds the values of one field of one message
-  type for all the chunk's records, stored in reverse order;
+  type for all the chunk's records, the last record's first (the order decoding reads them in);
 * the number of *states* ``n`` of a state machine, then ``n`` state tags and ``n`` successor indices, then
   one *subtype* byte for each state whose tag is a valid varint field's, then, state by state, the index of
   the buffer of each state that reads data;
@@ -34,15 +34,16 @@ visited writes its bytes in front of all written so far. A submessage's end is m
 start after them, and the start then writes the submessage's key and its length in front. A record start
 marks where a record begins; at the end, the chunk must hold exactly the records and bytes its header says.
 
-**Transitions.** After a state is handled, the next one is its successor, moved by a transition byte ``b``
-when one is due: the state ``b >> 2`` places further, and the ``b & 3`` transitions after it take the
+**Transitions.** After a state is handled, the next one is its successor or, when a transition byte ``b``
+is due, the state ``b >> 2`` places after its successor; the ``b & 3`` transitions after that one take the
 successor of an explicit state as it is, without a byte. Leaving an implicit state takes its successor and
 costs neither a byte nor one of those counted transitions. Decoding ends when a byte is due and the
 transitions block is exhausted.
 
 **Hostile input.** Every count is bounded by the bytes that could hold it before anything is allocated for
-it; decoding stops as soon as it has written more than the chunk header's decoded size, or has more open
-submessages or records than the rest could close; a chain of implicit states must not loop; no state is
+it; decoding stops as soon as it has written more than the chunk header's decoded size, has more submessages
+open than the rest of that size could close, or more records than the chunk header says; a chain of implicit
+states must not loop; no state is
 visited more often than the transitions allow (``4 * len(transitions) + 2`` times), so the header's counts
 are checked against that bound before decoding. Any inconsistency raises :class:`Malformed`.
 """
