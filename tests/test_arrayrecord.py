@@ -136,18 +136,6 @@ def test_dataset_map_dataset_and_cli(tmp_path, capsys):
         assert list(rk.open(out)) == records
 
 
-@pytest.mark.interop
-@pytest.mark.parametrize("options", ["transpose:true", "transpose:true,uncompressed,group_size:4"])
-def test_transposed_chunks_are_refused(tmp_path, options):
-    path = write_array_record(tmp_path / "t.array_record", _records(10), options)
-    with rk.open(path) as reader:
-        assert len(reader) == 10  # the footer is a simple chunk
-        with pytest.raises(UnsupportedOperationError, match=r"transpos.*byte 64 \(record 0\)"):
-            list(reader)
-        with pytest.raises(UnsupportedOperationError, match="transpose:true"):
-            reader[3]
-
-
 def test_writing_is_refused(tmp_path):
     with pytest.raises(UnsupportedOperationError, match="does not write them"):
         rk.open(tmp_path / "out.array_record", "w")

@@ -6,9 +6,10 @@ block header interrupts them at every multiple of 64 KiB (:data:`BLOCK`). A chun
 data and padding. Every number is little-endian; every hash is a HighwayHash-64 under Riegeli's key.
 
 This module reads chunks at known offsets (ArrayRecord's footer lists them) and decodes *simple* chunks
-(type ``r``: a compression byte, the compressed record sizes, the compressed record values). *Transposed*
-chunks (type ``t``) are refused: their encoding is not specified (the specification says "TODO: Document
-this"). Signature (``s``), metadata (``m``) and padding (``p``) chunks hold no records.
+(type ``r``: a compression byte, the compressed record sizes, the compressed record values) and, through
+:mod:`recordkit.formats._riegeli_transpose`, *transposed* chunks (type ``t``: records that are protocol
+buffers, stored field by field; the specification says "TODO: Document this", so that module describes the
+encoding). Signature (``s``), metadata (``m``) and padding (``p``) chunks hold no records.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from recordkit.errors import (
     CorruptRecordError,
     HeaderError,
     TruncatedRecordError,
-    UnsupportedOperationError,
 )
 from recordkit.formats._decompress import NAMES, DecompressionFailed, decompressor
 from recordkit.formats._highwayhash import highwayhash64_many
-from recordkit.formats._varint import varint_at
+from recordkit.formats._riegeli_transpose import transposed_parts
+from recordkit.formats._varint import Malformed, varint_at
 
 __all__ = [
     "BLOCK",
@@ -69,10 +70,6 @@ _MISMATCH = {
 def _header_check(index: int | None, what: str, offset: int, header: bytes) -> _Check:
     """The check of a block or chunk header: its first eight bytes are the hash of the rest."""
     return index, what, offset, header[8:], int.from_bytes(header[:8], "little")
-
-
-class Malformed(ValueError):
-    """Chunk data that cannot be decoded (the caller locates it)."""
 
 
 class Chunk(NamedTuple):
@@ -434,18 +431,24 @@ class ChunkReader:
     def parts(
         self, chunk: Chunk, index: int | None = None, *, array: bool = False
     ) -> tuple[Any, bytes]:
-        """Return the record bounds and bytes of the simple chunk ``chunk`` (see :func:`simple_parts`).
+        """Return the record bounds and bytes of the simple or transposed chunk ``chunk``.
+
+        See :func:`simple_parts` (``array`` applies to simple chunks; a transposed chunk's bounds are a
+        list) and :func:`~recordkit.formats._riegeli_transpose.transposed_parts`.
 
         Raises
         ------
         CorruptRecordError
             The chunk's data does not decode.
         """
+        transposed = chunk.chunk_type == TRANSPOSED
         try:
+            if transposed:
+                return transposed_parts(chunk.data, chunk.num_records, chunk.decoded_size)
             return simple_parts(chunk.data, chunk.num_records, chunk.decoded_size, array=array)
         except Malformed as exc:
             raise CorruptRecordError(
-                f"a Riegeli simple chunk does not decode: {exc}",
+                f"a Riegeli {'transposed' if transposed else 'simple'} chunk does not decode: {exc}",
                 path=self.path,
                 index=index,
                 offset=chunk.begin,
@@ -458,22 +461,13 @@ class ChunkReader:
         ------
         CorruptRecordError
             The chunk's data does not decode, or its type is unknown.
-        UnsupportedOperationError
-            A transposed chunk.
         """
         kind = chunk.chunk_type
-        if kind == SIMPLE:
+        if kind in (SIMPLE, TRANSPOSED):
             bounds, values = self.parts(chunk, index)
             if chunk.num_records == 1:
                 return [values]
             return [values[a:b] for a, b in itertools.pairwise(bounds)]
-        if kind == TRANSPOSED:
-            raise UnsupportedOperationError(
-                f"{self.path or 'this file'}: the chunk at byte {chunk.begin} (record {index}) is a "
-                "Riegeli transposed chunk (ArrayRecord's transpose:true option), whose encoding the "
-                "Riegeli specification leaves undocumented; recordkit reads simple chunks only. Rewrite "
-                "the file without transpose:true, or read it with array_record."
-            )
         if kind in (SIGNATURE_CHUNK, METADATA, PADDING) and not chunk.num_records:
             return []
         raise HeaderError(

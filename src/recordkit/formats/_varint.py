@@ -1,9 +1,14 @@
 """Protobuf's base-128 varints, read one at a time, for the few the framing reads (OFRecord's sniffing,
-Riegeli's chunks); payloads are decoded by :mod:`recordkit.decode`."""
+Riegeli's chunks); payloads are decoded by :mod:`recordkit.decode`. Also :class:`Malformed`, what the
+decoders of Riegeli chunks raise."""
 
 from __future__ import annotations
 
-__all__ = ["varint_at"]
+__all__ = ["Malformed", "varint_at"]
+
+
+class Malformed(ValueError):
+    """Chunk data that cannot be decoded (the caller locates it)."""
 
 
 def varint_at(data: bytes, pos: int) -> tuple[int, int] | None:

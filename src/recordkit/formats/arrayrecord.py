@@ -31,8 +31,8 @@ declares). The hashes of a run of chunks are computed together with numpy
 at about 4 MB/s. :attr:`ArrayRecordFormat.check_data` turns the data hashes off; ``check_crc=False`` skips
 every hash (the consistency checks remain).
 
-Transposed chunks (``transpose:true``) are refused with an
-:class:`~recordkit.errors.UnsupportedOperationError`. recordkit does not write ArrayRecord files.
+Transposed chunks (``transpose:true``) are decoded by :mod:`recordkit.formats._riegeli_transpose`; random
+reads cache them as simple chunks are. recordkit does not write ArrayRecord files.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ from recordkit.formats._riegeli import (
     BLOCK_HEADER,
     SIGNATURE,
     SIMPLE,
+    TRANSPOSED,
     Chunk,
     ChunkReader,
     Malformed,
@@ -342,7 +343,7 @@ class ArrayRecordFrameReader(FrameReader):
 
     def _decode(self, chunk: Chunk, number: int) -> list[bytes]:
         """The records of data chunk ``number``, checked against the footer."""
-        if chunk.chunk_type == SIMPLE:
+        if chunk.chunk_type in (SIMPLE, TRANSPOSED):
             self._check_count(chunk, number, chunk.num_records)
         records = self.chunks.records(chunk, self.starts[number])
         self._check_count(chunk, number, len(records))
@@ -351,10 +352,10 @@ class ArrayRecordFrameReader(FrameReader):
     def _parts(self, chunk: Chunk, number: int) -> tuple[Any, bytes]:
         """The record bounds (a numpy array for a large chunk) and bytes of data chunk ``number``."""
         first = self.starts[number]
-        if chunk.chunk_type == SIMPLE:
+        if chunk.chunk_type in (SIMPLE, TRANSPOSED):
             self._check_count(chunk, number, chunk.num_records)
             bounds, values = self.chunks.parts(chunk, first, array=True)
-        else:  # refused or without records: records() says which
+        else:  # without records, or of an unknown type: records() says which
             records = self.chunks.records(chunk, first)
             bounds, values = (
                 list(itertools.accumulate(map(len, records), initial=0)),
@@ -486,11 +487,20 @@ class ArrayRecordFrameReader(FrameReader):
                 check_hashes=general.check_hashes,
                 check_data=general.check_data,
             )
+            # The chunks left to the general path (transposed ones, damaged ones) are read and their
+            # hashes checked together; they come back up to the first that fails, then that failure.
+            deferred = [number + piece for piece in pieces if isinstance(piece, int)]
+            chunks, failure = general.chunks(
+                [offsets[current] for current in deferred],
+                [self.starts[current] for current in deferred],
+            )
+            read = dict(zip(deferred, chunks, strict=False))
             for piece in pieces:  # runs of ordinary chunks' records, or a chunk to read in general
                 if isinstance(piece, int):
                     current = number + piece
-                    chunk = general.chunk(offsets[current], self.starts[current])
-                    yield from self._decode(chunk, current)
+                    if current not in read and failure is not None:
+                        raise failure
+                    yield from self._decode(read.pop(current), current)
                 else:
                     yield from piece
             number = stop
