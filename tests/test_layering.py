@@ -6,7 +6,9 @@ whose module does not exist is skipped. To add a rule, add one line to RULES.
 Static rules: every module under src/recordkit (generated ``*_pb2`` files aside) is read with ``ast``, no import
 runs. They check that
 
-* no imports form a cycle;
+* no imports form a cycle, counting every import: at module level, inside functions, and under
+  ``if TYPE_CHECKING:`` (of two modules that need each other, the lower one must not import the higher one at
+  all, not even for an annotation or inside a function that runs later);
 * no module takes a private name (a leading underscore, dunder names aside) from another package: a module path
   component or an imported name (``from recordkit.io._x import y``, ``from recordkit.io import _y``), an attribute
   reached through an imported name (``errors._attach``, ``RecordReader._frames``), or ``x._a`` on any other object
@@ -18,9 +20,10 @@ runs. They check that
 
 What counts as an import: every ``import`` and ``from ... import`` anywhere in a module (module level, functions,
 methods, ``try`` and ``if`` blocks). ``import a.b.c`` and ``from a.b import c`` (c a submodule) are edges to
-``a.b.c``; ``from a.b import name`` is an edge to ``a.b``. Imports under ``if TYPE_CHECKING:`` never run: the cycle
-check leaves them out, the private-name and layer rules do not (an annotation that names a higher layer is still a
-dependency on it).
+``a.b.c``; ``from a.b import name`` is an edge to ``a.b``. Imports under ``if TYPE_CHECKING:`` never run, but
+every rule counts them: an annotation that names a module is still a dependency on it, and a cycle closed by one
+(a function-level import one way, a type-checking import the other) is still two modules that cannot be
+understood, tested or moved apart.
 
 A package's ``__init__``: importing ``a.b.c`` also runs ``a/b/__init__.py``, and that implicit step is NOT counted
 as an edge; a package whose ``__init__`` re-exports its submodules would otherwise be in a cycle with each of them.
@@ -282,6 +285,7 @@ class Import:
     name: str | None
     line: int
     type_only: bool
+    in_function: bool = False
 
 
 @dataclass(frozen=True)
@@ -380,9 +384,12 @@ class _Scanner(ast.NodeVisitor):
         ] = {}  # local name -> recordkit module or object it was imported as
         self.attributes: list[tuple[list[str], int]] = []
         self.type_only = False
+        self.in_function = False
 
     def _add(self, target: str, name: str | None, line: int) -> None:
-        self.found.imports.append(Import(self.module.name, target, name, line, self.type_only))
+        self.found.imports.append(
+            Import(self.module.name, target, name, line, self.type_only, self.in_function)
+        )
 
     def _longest_known(self, dotted: str) -> str | None:
         parts = dotted.split(".")
@@ -435,13 +442,17 @@ class _Scanner(ast.NodeVisitor):
         if is_private(name):
             self.found.defined.setdefault(name, set()).add(package_of(self.module.name))
 
-    def visit_FunctionDef(
-        self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
-    ) -> None:
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self._define(node.name)
+        outer, self.in_function = self.in_function, True
+        self.generic_visit(node)
+        self.in_function = outer
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self._define(node.name)
         self.generic_visit(node)
-
-    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
 
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Store):
@@ -495,10 +506,11 @@ def scan_all(modules: dict[str, Module]) -> Scan:
 
 
 def import_cycles(imports: Iterable[Import]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan), over imports that run."""
+    """The strongly connected components of more than one module (Tarjan), over every import: module level,
+    inside functions and under ``if TYPE_CHECKING:``."""
     graph: dict[str, set[str]] = {}
     for imp in imports:
-        if not imp.type_only and imp.target != imp.importer:
+        if imp.target != imp.importer:
             graph.setdefault(imp.importer, set()).add(imp.target)
             graph.setdefault(imp.target, set())
     index: dict[str, int] = {}
@@ -534,17 +546,21 @@ def import_cycles(imports: Iterable[Import]) -> list[list[str]]:
     return sorted(components)
 
 
+def where(imp: Import) -> str:
+    """`` (in a function)``, `` (type checking)`` or ``""`` (module level): how an import runs."""
+    if imp.type_only:
+        return " (type checking)"
+    return " (in a function)" if imp.in_function else ""
+
+
 def describe_cycle(component: list[str], imports: Iterable[Import]) -> str:
-    """The imports inside one strongly connected component, with their lines."""
+    """The imports inside one strongly connected component, with their lines and how each runs."""
     members = set(component)
     edges = sorted(
         {
-            f"{imp.importer}:{imp.line} -> {imp.target}"
+            f"{imp.importer}:{imp.line} -> {imp.target}{where(imp)}"
             for imp in imports
-            if not imp.type_only
-            and imp.importer in members
-            and imp.target in members
-            and imp.importer != imp.target
+            if imp.importer in members and imp.target in members and imp.importer != imp.target
         }
     )
     return " <-> ".join(component) + " (" + "; ".join(edges) + ")"
@@ -754,7 +770,7 @@ def test_checker_finds_a_cycle_through_a_function_and_a_relative_import() -> Non
     assert import_cycles(imports) == [["recordkit.b.high", "recordkit.b.low"]]
 
 
-def test_checker_leaves_type_checking_imports_out_of_cycles() -> None:
+def test_checker_counts_type_checking_imports_in_cycles() -> None:
     modules = synthetic(
         {
             "recordkit.c": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from recordkit.d import D\n",
@@ -762,8 +778,39 @@ def test_checker_leaves_type_checking_imports_out_of_cycles() -> None:
         }
     )
     imports = scan_all(modules).imports
-    assert import_cycles(imports) == []
+    assert import_cycles(imports) == [["recordkit.c", "recordkit.d"]]
     assert [imp.type_only for imp in imports] == [True, False]
+
+
+def test_checker_finds_a_cycle_of_a_function_level_and_a_type_checking_import() -> None:
+    """The shape that hid three cycles: the higher module imports the lower one inside a method (so that
+    loading either loads nothing more), the lower one imports the higher one for an annotation."""
+    modules = synthetic(
+        {
+            "recordkit.e.__init__": "",
+            "recordkit.e.reader": """
+                class Reader:
+                    def _repr_html_(self):
+                        from recordkit.e.view import html
+                        return html(self)
+            """,
+            "recordkit.e.view": """
+                from __future__ import annotations
+                from typing import TYPE_CHECKING
+                if TYPE_CHECKING:
+                    from recordkit.e.reader import Reader
+                def html(reader: Reader) -> str: ...
+            """,
+        }
+    )
+    imports = scan_all(modules).imports
+    assert [(imp.in_function, imp.type_only) for imp in imports] == [(True, False), (False, True)]
+    (cycle,) = import_cycles(imports)
+    assert cycle == ["recordkit.e.reader", "recordkit.e.view"]
+    assert describe_cycle(cycle, imports) == (
+        "recordkit.e.reader <-> recordkit.e.view (recordkit.e.reader:4 -> recordkit.e.view (in a function); "
+        "recordkit.e.view:5 -> recordkit.e.reader (type checking))"
+    )
 
 
 def test_checker_finds_private_names_from_other_packages() -> None:
