@@ -16,7 +16,17 @@ runs. They check that
   ``recordkit`` (``io``, ``datasets``, ``errors``); ``recordkit`` itself and ``recordkit._version`` form one, and the
   generated ``recordkit._proto`` is open to all. ``self._a`` and ``cls._a`` are the class's own;
 * no module is over MAX_LINES physical lines;
-* every import goes to the importer's row of LAYERS or a lower one, and LAYERS is the table in docs/design.md.
+* every import goes to the importer's row of LAYERS or a lower one, and LAYERS is the table in docs/design.md;
+* no module outside ``recordkit.formats`` compares a format name: ``==``, ``!=``, ``in``, ``not in`` (or ``is``)
+  with a string constant naming a registered format on either side, alone or in a tuple, list or set display
+  (``fmt == "tfrecord"``, ``name in ("ffrecord", "arrayrecord")``); a ``case "ofrecord":`` pattern; a dict
+  display keyed by two or more format names (a table by format, ``{"tfrecord": ".tfrecord", "ffrecord": ...}``).
+  What depends on the format is asked of the format object (``get_format(name).capabilities``, ``.payload``,
+  ``.extensions``), so that a format added with ``register_format()`` works everywhere. The names are those of
+  the registry; they are lowercase, as every format name recordkit hands out (``"OFRecord"``, a message type's
+  name, is not one). Payload kinds are compared through ``recordkit.formats.payloads`` (``EXAMPLE_PAYLOAD``,
+  ``OFRECORD_PAYLOAD``): the kind ``"ofrecord"`` is spelt as the format. A name bound to a format string
+  (``X = "tfrecord"``, then ``fmt == X``) is not followed.
 
 What counts as an import: every ``import`` and ``from ... import`` anywhere in a module (module level, functions,
 methods, ``try`` and ``if`` blocks). ``import a.b.c`` and ``from a.b import c`` (c a submodule) are edges to
@@ -271,7 +281,7 @@ LAYERS: list[tuple[str, ...]] = [
 
 # Violations being removed. Each entry must still occur (test_known_violations_still_occur), so the list only
 # shrinks. ("layer", importer, imported module), ("private", importer, package whose private names it uses, or
-# ATTRIBUTES), ("cycle", first module, the others), ("size", module, "").
+# ATTRIBUTES), ("cycle", first module, the others), ("size", module, ""), ("format", module, "").
 ATTRIBUTES = "private attributes of other packages' objects"
 KNOWN: set[tuple[str, str, str]] = set()
 
@@ -649,6 +659,58 @@ def long_modules(modules: dict[str, Module], limit: int = MAX_LINES) -> Found:
     }
 
 
+COMPARISONS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)
+
+
+def format_names() -> frozenset[str]:
+    """The names of the registered formats (the built-in ones and any plugin installed)."""
+    from recordkit.formats import available_formats
+
+    return frozenset(available_formats())
+
+
+def _named_formats(node: ast.AST, names: Collection[str]) -> list[str]:
+    """The format names ``node`` holds: a string constant, or one in a tuple, list or set display."""
+    values = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [
+        v.value
+        for v in values
+        if isinstance(v, ast.Constant) and isinstance(v.value, str) and v.value in names
+    ]
+
+
+def format_comparisons(modules: dict[str, Module], names: Collection[str]) -> Found:
+    """Comparisons of format names outside ``recordkit.formats`` (see the module docstring):
+    {("format", module, ""): where, one line per comparison}."""
+    found: Found = {}
+    for module in modules.values():
+        if module.name == f"{PACKAGE}.formats" or module.name.startswith(f"{PACKAGE}.formats."):
+            continue
+        nodes = [n for n in ast.walk(ast.parse(module.source)) if hasattr(n, "lineno")]
+        for node in sorted(nodes, key=lambda n: (n.lineno, n.col_offset)):
+            named: list[str] = []
+            what = ""
+            if isinstance(node, ast.Compare) and any(
+                isinstance(op, COMPARISONS) for op in node.ops
+            ):
+                for side in (node.left, *node.comparators):
+                    named += _named_formats(side, names)
+                what = "compares"
+            elif isinstance(node, ast.MatchValue):
+                named = _named_formats(node.value, names)
+                what = "matches"
+            elif isinstance(node, ast.Dict):
+                keys = [_named_formats(key, names) for key in node.keys if key is not None]
+                named = [name for key in keys for name in key]
+                named = named if len(named) > 1 else []
+                what = "keys a table by"
+            if named:
+                found.setdefault(("format", module.name, ""), []).append(
+                    f"{module.name}:{node.lineno} {what} {', '.join(map(repr, named))}"
+                )
+    return found
+
+
 @functools.cache
 def violations() -> Found:
     """Every static violation in the tree, keyed as in KNOWN."""
@@ -661,6 +723,7 @@ def violations() -> Found:
     found |= private_uses(tree)
     found |= upward_imports(tree.imports)
     found |= long_modules(modules)
+    found |= format_comparisons(modules, format_names())
     return found
 
 
@@ -689,6 +752,13 @@ def test_imports_follow_the_layers() -> None:
 
 def test_no_module_over_max_lines() -> None:
     assert not _new("size"), f"modules over {MAX_LINES} lines:\n" + "\n".join(_new("size"))
+
+
+def test_no_format_name_comparisons_outside_formats() -> None:
+    assert not _new("format"), (
+        "format names compared outside recordkit.formats (ask the format object instead):\n"
+        + "\n".join(_new("format"))
+    )
 
 
 def test_every_module_has_a_layer() -> None:
@@ -880,6 +950,53 @@ def test_checker_finds_upward_imports_and_long_modules() -> None:
     assert layer_of("recordkit.data._x", layers) == 2
     assert placement("recordkit.io.reader", [("io",), ("io.reader",)]) == (1, "io.reader")
     assert sorted(long_modules(modules, limit=4)) == [("size", "recordkit.errors", "")]
+
+
+def test_checker_finds_format_name_comparisons() -> None:
+    names = {"tfrecord", "ffrecord", "ofrecord", "arrayrecord"}
+    modules = synthetic(
+        {
+            "recordkit.formats.__init__": 'def f(name):\n    return name == "tfrecord"\n',
+            "recordkit.formats.x": 'TABLE = {"tfrecord": 1, "ffrecord": 2}\n',
+            "recordkit.cli.a": """
+                from recordkit.formats.payloads import OFRECORD_PAYLOAD
+                SUFFIXES = {"tfrecord": ".tfrecord", "ffrecord": ".ffr"}
+                def f(fmt, kind, reader):
+                    if fmt == "tfrecord" or "arrayrecord" != reader.format:
+                        pass
+                    if fmt not in ("ffrecord", "ofrecord", "other"):
+                        pass
+                    match fmt:
+                        case "ofrecord" | "tfrecord":
+                            pass
+                        case "example":
+                            pass
+                    return (
+                        kind == "OFRecord",
+                        kind == "example",
+                        kind == OFRECORD_PAYLOAD,
+                        fmt < "tfrecord",
+                        open_reader(fmt, format="tfrecord"),
+                        {"ofrecord": kind, "columns": fmt},
+                    )
+            """,
+        }
+    )
+    found = format_comparisons(modules, names)
+    assert list(found) == [("format", "recordkit.cli.a", "")]
+    assert found["format", "recordkit.cli.a", ""] == [
+        "recordkit.cli.a:3 keys a table by 'tfrecord', 'ffrecord'",
+        "recordkit.cli.a:5 compares 'tfrecord'",
+        "recordkit.cli.a:5 compares 'arrayrecord'",
+        "recordkit.cli.a:7 compares 'ffrecord', 'ofrecord'",
+        "recordkit.cli.a:10 matches 'ofrecord'",
+        "recordkit.cli.a:10 matches 'tfrecord'",
+    ]
+
+
+def test_format_names_are_the_registry_s() -> None:
+    """The check compares with the registry's names: an empty or stale set would let every comparison by."""
+    assert {"tfrecord", "ffrecord", "ofrecord", "arrayrecord"} <= format_names()
 
 
 def test_design_table_parser() -> None:

@@ -11,6 +11,8 @@ import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from recordkit.formats import get_format
+from recordkit.formats.payloads import OFRECORD_PAYLOAD
 from recordkit.support.preview import MAX_RECORDS, records_html
 
 if TYPE_CHECKING:
@@ -45,4 +47,5 @@ def dataset_html(pipeline: str, catalogs: Sequence[Catalog]) -> str:
     with reader:
         facts.append(("format", reader.format))
         records = itertools.islice(iter(reader), MAX_RECORDS + 1)
-        return records_html("Dataset", facts, records, format=reader.format, note=note)
+        ofrecord = get_format(reader.format).payload == OFRECORD_PAYLOAD
+        return records_html("Dataset", facts, records, ofrecord=ofrecord, note=note)

@@ -18,6 +18,8 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
+from recordkit.formats import get_format
+from recordkit.formats.payloads import OFRECORD_PAYLOAD
 from recordkit.support.preview import MAX_RECORDS, records_html
 
 __all__ = ["COUNT_BYTES", "Previewed", "reader_html"]
@@ -84,14 +86,15 @@ def reader_html(
         shown += f", … ({len(paths)} files)"
     facts: list[tuple[str, object]] = [("files", shown), ("format", reader.format)]
     facts.append(("compression", reader.compression or "none"))
+    ofrecord = get_format(reader.format).payload == OFRECORD_PAYLOAD
     if reader.closed:
-        return records_html("RecordReader (closed)", facts, None, format=reader.format)
+        return records_html("RecordReader (closed)", facts, None, ofrecord=ofrecord)
     size = None if None in sizes else sum(s or 0 for s in sizes)
     if size is not None:
         facts.append(("bytes", f"{size:,}"))
     facts.append(("records", _count(reader, size, counted)))
     if not seekable:
         note = "a stream: the preview does not read it (that would consume it)"
-        return records_html("RecordReader", facts, None, format=reader.format, note=note)
+        return records_html("RecordReader", facts, None, ofrecord=ofrecord, note=note)
     records = itertools.islice(iter(reader), MAX_RECORDS + 1)
-    return records_html("RecordReader", facts, records, format=reader.format)
+    return records_html("RecordReader", facts, records, ofrecord=ofrecord)
