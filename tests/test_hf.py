@@ -190,6 +190,18 @@ def test_write_streaming_dataset_as_ffrecord(hf, tmp_path):
     assert rk.hf.to_dataset(tmp_path / "ffr", cache_dir=tmp_path / "c")["x"] == [1, 2, 3]
 
 
+def test_write_and_read_back_ofrecord(hf, tmp_path):
+    """OFRecord shards hold OFRecords (the format's payload), read back from a directory or one file."""
+    source = hf.Dataset.from_dict({"x": [1, 2, 3], "y": [b"a", b"b", b"c"]})
+    rk.hf.write(source, tmp_path / "of", format="ofrecord")
+    assert "part-00000.ofrecord" in os.listdir(tmp_path / "of")
+    with rk.open(tmp_path / "of" / "part-00000.ofrecord") as reader:
+        assert [rk.decode_ofrecord(r)["y"] for r in reader] == [[b"a"], [b"b"], [b"c"]]
+    assert rk.hf.to_dataset(tmp_path / "of", cache_dir=tmp_path / "c")["x"] == [1, 2, 3]
+    single = rk.hf.to_dataset(tmp_path / "of" / "part-00000.ofrecord", cache_dir=tmp_path / "d")
+    assert single["y"] == [b"a", b"b", b"c"]
+
+
 def test_unsupported_features_are_refused_before_writing(hf, tmp_path):
     source = hf.Dataset.from_dict({"nested": [[[1, 2]], [[3]]]})
     with pytest.raises(rk.errors.UnsupportedOperationError, match="nested"):

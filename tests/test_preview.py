@@ -228,6 +228,30 @@ def test_reader_view_reads_nothing_it_should_not(tmp_path: Path) -> None:
     assert "closed" in reader._repr_html_()
 
 
+def test_reader_view_counts_a_large_file_only_where_its_format_holds_the_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over COUNT_BYTES, TFRecord (whose count is a scan of every header) is not counted, FFRecord (whose
+    header holds the count) is; a manifest's counts are used for any format."""
+    from recordkit.io import preview as reader_preview
+
+    monkeypatch.setattr(reader_preview, "COUNT_BYTES", 0)
+    records = [example({"n": [i]}) for i in range(7)]
+    with rk.open(write(tmp_path / "x.tfrecord", records)) as reader:
+        assert "not counted here" in "".join(Page(reader._repr_html_()).text)
+    with rk.open(write(tmp_path / "x.ffr", records)) as reader:
+        words = "".join(Page(reader._repr_html_()).text)
+    assert "not counted" not in words
+    assert "7" in words
+    with rk.ShardWriter(
+        str(tmp_path / "ds" / "part-{shard:05d}.tfrecord"), max_records=3
+    ) as writer:
+        writer.write_many(records)
+    with rk.open(tmp_path / "ds") as reader:
+        words = "".join(Page(reader._repr_html_()).text)
+    assert "not counted" not in words
+
+
 def test_dataset_view_does_not_run_the_pipeline(tmp_path: Path) -> None:
     records = [example({"n": [i]}) for i in range(10)]
     path = write(tmp_path / "x.tfrecord", records)

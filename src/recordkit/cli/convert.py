@@ -23,6 +23,7 @@ from recordkit.cli.payload import convert_payload, detect_payload
 from recordkit.datasets import MANIFEST_NAME, Shard, commit_manifest, prepare_output, write_shard
 from recordkit.datasets.index import default_index_path
 from recordkit.formats import format_for_path
+from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
 from recordkit.io.sources import resolve_format
 
 _COMPRESSION_SUFFIX = {"gzip": ".gz", "zlib": ".zlib"}
@@ -119,9 +120,9 @@ def _payload_kinds(
         return source or target, target
     if source is None or source == target:
         return None
-    if source in ("example", "ofrecord"):
+    if source in (EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD):
         return source, target
-    if target == "ofrecord":
+    if target == OFRECORD_PAYLOAD:
         what = "SequenceExamples" if source == "sequence_example" else "not Examples nor OFRecords"
         raise CliError(
             f"the records of {sources[0]} are {what}: OneFlow cannot read them in an OFRecord "
@@ -195,7 +196,7 @@ def run_convert(args: argparse.Namespace) -> int:
         if args.keep_payload:
             raise CliError("--keep-payload does not apply to Parquet inputs: rows have no payload")
         fmt, outputs = _outputs(args, "tfrecord")
-        ofrecord = (args.payload or rk.get_format(fmt).payload) == "ofrecord"
+        ofrecord = (args.payload or rk.get_format(fmt).payload) == OFRECORD_PAYLOAD
         total = parquet_rows(sources)
         records = parquet_records(sources, ofrecord=ofrecord, lossy=args.lossy)
     else:

@@ -20,6 +20,7 @@ import numpy as np
 from recordkit.cli.common import CliError
 from recordkit.cli.payload import Schema, detect_payload
 from recordkit.decode import tables
+from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
 from recordkit.io.atomic import AtomicFile
 
 _BATCH_ROWS: Final = 8192
@@ -94,7 +95,7 @@ def write_parquet(path: str, records: Any, *, prefer: str | None) -> int:
     pa, pq = _pyarrow()
     kind = detect_payload(list(itertools.islice(records(), _SAMPLE)), prefer=prefer)
     specs = None
-    if kind in ("example", "ofrecord"):
+    if kind in (EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD):
         schema = Schema.of(kind, records())
         if schema.undecodable:
             raise CliError(f"{schema.undecodable} records do not decode as {kind} payloads")
@@ -103,7 +104,9 @@ def write_parquet(path: str, records: Any, *, prefer: str | None) -> int:
     def table(batch: list[bytes]) -> Any:
         if specs is None:
             return pa.table({RAW_COLUMN: pa.array(batch, pa.binary())})
-        return tables.parse_arrow(batch, specs, ofrecord=kind == "ofrecord", null_missing=True)
+        return tables.parse_arrow(
+            batch, specs, ofrecord=kind == OFRECORD_PAYLOAD, null_missing=True
+        )
 
     output = AtomicFile(path)
     rows = 0

@@ -29,6 +29,7 @@ import numpy as np
 import recordkit as rk
 from recordkit.cli.common import CliError
 from recordkit.decode.messages import bytes_feature
+from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
 
 PAYLOAD_KINDS = ("example", "sequence_example", "ofrecord", "raw")
 """The payload kinds the command line knows, ``raw`` meaning "not decoded"."""
@@ -64,7 +65,7 @@ def _fits(kind: str, record: bytes) -> bool:
     """Whether ``record`` decodes as ``kind`` into something a person would have written."""
     if not record:
         # Zero bytes is an Example (or SequenceExample) with no features; OneFlow forbids empty OFRecords.
-        return kind != "ofrecord"
+        return kind != OFRECORD_PAYLOAD
     try:
         decoded = _DECODERS[kind](record)
     except rk.DecodeError:
@@ -90,7 +91,7 @@ def detect_payload(records: Sequence[bytes], *, prefer: str | None = None) -> st
         return None
     order = ["sequence_example", "example", "ofrecord"]
     # OFRecord first when preferred (a preferred "example" keeps SequenceExample, its special case, first)
-    if prefer == "ofrecord":
+    if prefer == OFRECORD_PAYLOAD:
         order.insert(0, order.pop())
     best, best_fits = "raw", len(records) // 2
     for kind in order:
@@ -341,13 +342,13 @@ def convert_payload(record: bytes, source: str, target: str, *, lossy: bool, ind
     """
     if source == target:
         return record
-    if {source, target} != {"example", "ofrecord"}:
+    if {source, target} != {EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD}:
         raise CliError(
             f"cannot convert {source} payloads to {target}: payload conversion maps Example and "
             "OFRecord features only"
         )
     features = decode_payload(source, record)
-    if not features and target == "ofrecord":
+    if not features and target == OFRECORD_PAYLOAD:
         raise CliError(
             f"record {index}: an Example with no features has no OFRecord equivalent "
             "(OneFlow rejects empty records)"
@@ -365,4 +366,4 @@ def convert_payload(record: bytes, source: str, target: str, *, lossy: bool, ind
                 )
             value = narrowed
         converted[name] = value
-    return (rk.encode_ofrecord if target == "ofrecord" else rk.encode_example)(converted)
+    return (rk.encode_ofrecord if target == OFRECORD_PAYLOAD else rk.encode_example)(converted)

@@ -236,7 +236,10 @@ class Dataset:
         """The notebook view: the pipeline, its files, the first records of the first file as stored."""
         from recordkit.data._preview import dataset_html
 
-        return dataset_html(self)
+        catalogs = [self._catalog] if hasattr(self._source, "catalog") else []
+        mixed = getattr(self._source, "datasets", ())
+        catalogs += [d._catalog for d in mixed if hasattr(d._source, "catalog")]
+        return dataset_html(repr(self), catalogs)
 
     # -- stages --------------------------------------------------------------------------------------
 

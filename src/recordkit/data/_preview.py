@@ -8,29 +8,27 @@ functions, neither of which a look at a dataset should start.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from recordkit.formats import get_format
+from recordkit.formats.payloads import OFRECORD_PAYLOAD
 from recordkit.support.preview import MAX_RECORDS, records_html
 
 if TYPE_CHECKING:
-    from recordkit.data._dataset import Dataset
+    from recordkit.data._readers import Catalog
 
 _SHOWN_FILES = 3
 
 
-def dataset_html(dataset: Dataset) -> str:
-    """The HTML preview of ``dataset``."""
-    catalogs = [dataset._catalog] if hasattr(dataset._source, "catalog") else []
-    catalogs += [
-        d._catalog
-        for d in getattr(dataset._source, "datasets", ())
-        if hasattr(d._source, "catalog")
-    ]
+def dataset_html(pipeline: str, catalogs: Sequence[Catalog]) -> str:
+    """The HTML preview of a dataset: ``pipeline``, its ``repr``, then the files of ``catalogs`` (those of
+    the files it reads, or of the datasets it mixes) and the first records of the first file."""
     files = [name for catalog in catalogs for name in catalog.files]
     shown = ", ".join(files[:_SHOWN_FILES]) + (
         f", … ({len(files)} files)" if len(files) > _SHOWN_FILES else ""
     )
-    facts: list[tuple[str, object]] = [("pipeline", repr(dataset)), ("files", shown or "none")]
+    facts: list[tuple[str, object]] = [("pipeline", pipeline), ("files", shown or "none")]
     counts = [count for catalog in catalogs for count in catalog.counts]
     if files and None not in counts:
         facts.append(("records (from the manifest)", sum(c or 0 for c in counts)))
@@ -49,4 +47,5 @@ def dataset_html(dataset: Dataset) -> str:
     with reader:
         facts.append(("format", reader.format))
         records = itertools.islice(iter(reader), MAX_RECORDS + 1)
-        return records_html("Dataset", facts, records, format=reader.format, note=note)
+        ofrecord = get_format(reader.format).payload == OFRECORD_PAYLOAD
+        return records_html("Dataset", facts, records, ofrecord=ofrecord, note=note)

@@ -10,16 +10,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from recordkit.errors import StateError, UnsupportedOperationError
-
-if TYPE_CHECKING:
-    from recordkit.data._files import FileSource
-    from recordkit.data._readers import ReaderPool
-    from recordkit.datasets.plan import Unit
+from recordkit.errors import StateError
 
 __all__ = [
     "ALL",
@@ -29,7 +24,6 @@ __all__ = [
     "Stream",
     "check_state",
     "merge_states",
-    "remaining",
 ]
 
 STATE_VERSION = 2
@@ -110,7 +104,8 @@ class Elastic:
     """The epoch ``epoch`` continued on another layout of shards: what each earlier layout had read.
 
     The first phase's shards read the epoch as planned (files, shuffle, interleave, shuffle buffer); each
-    later phase's shards read balanced slices of what the phases before left (:func:`remaining`).
+    later phase's shards read balanced slices of what the phases before left
+    (:func:`recordkit.data._files.remaining`).
     """
 
     epoch: int
@@ -258,104 +253,3 @@ def merge_states(
         )
     phase = Phase(num_shards, tuple(consumed[s] for s in range(num_shards)))
     return epoch, firsts.pop(), Elastic(epoch, (*phases, phase))
-
-
-def remaining(source: FileSource, pool: ReaderPool, elastic: Elastic) -> np.ndarray:
-    """The global indexes of the records of ``elastic``'s epoch that its phases left, in reading order.
-
-    ``source`` is the pipeline's record choices (without ``elastic``). Every shard's stream is rebuilt from
-    the seed, the epoch and the shard; of it, the first records (a shuffle buffer's: those it emitted, the
-    buffer replayed on positions) are the consumed ones. What is left is laid shard after shard and, when
-    the pipeline shuffles, permuted (seeded by the seed, the epoch and the phase).
-
-    Raises
-    ------
-    UnsupportedOperationError
-        A file is sequential (compressed): its records cannot be read by index.
-    """
-    from recordkit.data._interleave import RoundRobin
-    from recordkit.data._shuffle import BufferShuffler
-    from recordkit.datasets.plan import IndexUnit, derive_seed, permutation, plan_sequence
-
-    key = (source.seed, source.shuffle, source.before, source.after, source.cycle, source.block)
-    cached = elastic._cache.get(key)
-    if cached is not None:
-        return cached
-    catalog = source.catalog
-    catalog.count_all(pool)
-    for name, ra in zip(catalog.files, catalog.random_access, strict=True):
-        if not ra:
-            raise UnsupportedOperationError(
-                f"resuming on another number of shards reads the rest of the epoch by record index, but "
-                f"{name!r} can only be read sequentially (compressed?): decompress it, or resume with "
-                "the same number of ranks"
-            )
-    offsets = catalog.offsets()
-    epoch = elastic.epoch
-    spec = source.shuffle
-    left: np.ndarray | None = None
-    for p, phase in enumerate(elastic.phases):
-        tails = []
-        for s in range(phase.num_shards):
-            buffer = 0
-            if left is None:
-                units = source.plan(pool, epoch, s, phase.num_shards, counted=True)
-                stream = _indexes(units, offsets)
-                if source.cycle > 1:
-                    stream = stream[_interleaved(units, source.cycle, source.block, RoundRobin)]
-                if spec is not None and spec.buffer_size is not None and spec.buffer_size > 1:
-                    buffer = spec.buffer_size
-            else:
-                (unit,) = plan_sequence(left, s, phase.num_shards, source.equal)
-                assert isinstance(unit, IndexUnit)
-                stream = unit.indices
-            taken = len(stream) if phase.consumed[s] == ALL else min(len(stream), phase.consumed[s])
-            if buffer:
-                shuffler = BufferShuffler(buffer, derive_seed(source.seed, epoch, s, "buffer"))
-                fed = shuffler.replay(len(stream), taken)
-                kept = np.concatenate(
-                    [
-                        np.sort(np.asarray(shuffler.pending, dtype=np.int64)),
-                        np.arange(fed, len(stream)),
-                    ]
-                )
-                tails.append(stream[kept])
-            else:
-                tails.append(stream[taken:])
-        left = np.concatenate(tails).astype(np.int64) if tails else np.zeros(0, np.int64)
-        if spec is not None:
-            left = left[permutation(len(left), source.seed, epoch, "elastic", p)]
-    assert left is not None
-    elastic._cache[key] = left
-    return left
-
-
-def _indexes(units: Sequence[Unit], offsets: np.ndarray) -> np.ndarray:
-    """The global indexes of a plan's records, in plan order (every unit sized)."""
-    from recordkit.datasets.plan import IndexUnit
-
-    parts = []
-    for unit in units:
-        if isinstance(unit, IndexUnit):
-            parts.append(np.asarray(unit.indices, dtype=np.int64))
-        else:
-            assert unit.stop is not None
-            parts.append(offsets[unit.file] + np.arange(unit.start, unit.stop, unit.step))
-    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
-
-
-def _interleaved(units: Sequence[Unit], cycle: int, block: int, schedule_of: Any) -> np.ndarray:
-    """The plan positions in the order ``interleave(cycle, block_length=block)`` reads them."""
-    lengths = [len(u) for u in units]
-    bases = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
-    schedule = schedule_of(len(units), cycle, block)
-    taken = [0] * len(units)
-    order: list[int] = []
-    while (unit := schedule.current()) is not None:
-        if taken[unit] == lengths[unit]:
-            schedule.ended()
-            continue
-        order.append(int(bases[unit]) + taken[unit])
-        taken[unit] += 1
-        schedule.took()
-    return np.asarray(order, dtype=np.int64)

@@ -681,8 +681,8 @@ class RecordFormat(ABC):
         The bytes each record adds to a file besides its payload (framing, checksums, an index entry):
         what a shard writer's ``max_bytes`` counts.
     payload
-        The message kind the format's records hold for the tools that read them (``"example"``:
-        ``tf.train.Example``; ``"ofrecord"``: OneFlow's ``OFRecord``), or ``None`` for any bytes.
+        The message kind the format's records hold for the tools that read them (a kind of
+        :mod:`recordkit.formats.payloads`: ``tf.train.Example``, OneFlow's ``OFRecord``), or ``None``.
         ``recordkit convert`` converts payloads to it, and record batches are parsed as it.
     shard_pattern
         The name ``recordkit convert`` gives the shards it writes into a directory, with

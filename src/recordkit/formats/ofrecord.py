@@ -35,6 +35,7 @@ from recordkit.formats.base import (
     Source,
     _BufferedFrameWriter,
 )
+from recordkit.formats.payloads import OFRECORD_PAYLOAD
 from recordkit.formats.resync import Resync
 from recordkit.formats.sequential import SequentialFrameReader
 
@@ -189,7 +190,7 @@ class OFRecordFormat(RecordFormat):
     extensions: ClassVar[tuple[str, ...]] = (".ofrecord",)
     capabilities: ClassVar[Capabilities] = Capabilities(random_access=True, sidecar_index=True)
     overhead: ClassVar[int] = 8
-    payload: ClassVar[str | None] = "ofrecord"
+    payload: ClassVar[str | None] = OFRECORD_PAYLOAD
     shard_pattern: ClassVar[str] = "part-{shard}"
     sniff_priority: ClassVar[int] = 10
 

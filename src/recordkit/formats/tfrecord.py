@@ -48,6 +48,7 @@ from recordkit.formats.compression import (
     decompressor,
 )
 from recordkit.formats.compression import magic as _compression_magic
+from recordkit.formats.payloads import EXAMPLE_PAYLOAD
 from recordkit.formats.resync import Resync
 from recordkit.formats.sequential import SequentialFrameReader
 
@@ -618,7 +619,7 @@ class TFRecordFormat(RecordFormat):
         sidecar_index=True,
     )
     overhead: ClassVar[int] = 16
-    payload: ClassVar[str | None] = "example"
+    payload: ClassVar[str | None] = EXAMPLE_PAYLOAD
     sniff_priority: ClassVar[int] = 30
 
     def resync(self, buffer: Any, size: int) -> Resync:

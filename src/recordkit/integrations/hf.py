@@ -34,6 +34,7 @@ from recordkit.decode.specs import FixedLen, VarLen, as_value_type
 from recordkit.decode.tables import encode_examples, encode_ofrecords
 from recordkit.errors import DecodeError, RecordKitError, UnsupportedOperationError
 from recordkit.formats import get_format
+from recordkit.formats.payloads import OFRECORD_PAYLOAD
 from recordkit.io import ResolvedSources, resolve_sources
 from recordkit.support.signatures import IMAGE_SIGNATURES
 
@@ -407,14 +408,12 @@ def _recordkit_cause(error: BaseException) -> RecordKitError | None:
 
 def _is_ofrecord(resolved: ResolvedSources) -> bool:
     if resolved.format is not None:
-        return get_format(resolved.format).name == "ofrecord"
+        return get_format(resolved.format).payload == OFRECORD_PAYLOAD
     with resolved.open() as reader:
-        return bool(reader.format == "ofrecord")
+        return get_format(reader.format).payload == OFRECORD_PAYLOAD
 
 
 # -- writing -----------------------------------------------------------------------------------------
-
-_SUFFIXES = {"tfrecord": ".tfrecord", "ffrecord": ".ffr", "ofrecord": ".ofrecord"}
 
 
 def write(
@@ -472,12 +471,13 @@ def write(
     images = [name for name, feature in features.items() if isinstance(feature, hf.Image)]
     for name in images:
         dataset = dataset.cast_column(name, hf.Image(decode=False))
-    name = get_format(format).name
+    fmt = get_format(format)
+    name = fmt.name
     pattern = os.fspath(out)
     if "{shard" not in pattern:
-        suffix = _SUFFIXES.get(name, "." + name)
+        suffix = fmt.extensions[0] if fmt.extensions else "." + name
         pattern = os.path.join(pattern, f"{split or 'part'}-{{shard:05d}}{suffix}")
-    encode = encode_ofrecords if name == "ofrecord" else encode_examples
+    encode = encode_ofrecords if fmt.payload == OFRECORD_PAYLOAD else encode_examples
     with ShardWriter(
         pattern,
         format=name,

@@ -39,6 +39,7 @@ from recordkit.datasets.shardfile import write_shard
 from recordkit.datasets.tasks import commit_manifest, prepare_output, task_shard_path
 from recordkit.errors import RecordKitError
 from recordkit.formats import get_format
+from recordkit.formats.payloads import OFRECORD_PAYLOAD
 from recordkit.io import is_url
 
 try:
@@ -271,7 +272,7 @@ def _parsed_table(
     """Parse ``records`` into Arrow columns: OFRecords when their files' format holds them, else Examples."""
     from recordkit.decode.parsing import parse_examples, parse_ofrecords
 
-    parse = parse_ofrecords if payload == "ofrecord" else parse_examples
+    parse = parse_ofrecords if payload == OFRECORD_PAYLOAD else parse_examples
     columns = parse(records, features)
     return pa.table({name: _arrow_column(value) for name, value in columns.items()})
 

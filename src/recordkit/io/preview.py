@@ -6,33 +6,64 @@ or footer holds it, or files of at most :data:`COUNT_BYTES` in all), and the fir
 :func:`recordkit.support.preview.records_html`. The records are read by a new iteration, which does not move
 any other iteration of the reader; a reader over a stream (which reading would consume) or a closed reader
 shows no records.
+
+The reader tells what only it knows (its files' sizes, whether they are seekable, whether its count is known
+without a scan); this module reads nothing else of it than :class:`Previewed` names, so that it needs no
+import of the reader.
 """
 
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import Protocol
 
+from recordkit.formats import get_format
+from recordkit.formats.payloads import OFRECORD_PAYLOAD
 from recordkit.support.preview import MAX_RECORDS, records_html
 
-if TYPE_CHECKING:
-    from recordkit.io.reader import RecordReader
-
-__all__ = ["COUNT_BYTES", "reader_html"]
+__all__ = ["COUNT_BYTES", "Previewed", "reader_html"]
 
 COUNT_BYTES = 64 << 20
 """Files of at most this many bytes in all are counted (a scan of their record headers) for the preview."""
 
-# Formats whose frame reader knows its record count from a header or footer, without a scan.
-_COUNTED_FORMATS = ("ffrecord", "arrayrecord")
 _SHOWN_FILES = 3
 
 
-def _count(reader: RecordReader, size: int | None) -> object:
+class Previewed(Protocol):
+    """What :func:`reader_html` reads of a :class:`~recordkit.io.reader.RecordReader`."""
+
+    @property
+    def paths(self) -> Sequence[str | None]:
+        """The files read (``None`` for a file object without a name)."""
+
+    @property
+    def format(self) -> str:
+        """The format name."""
+
+    @property
+    def compression(self) -> str:
+        """The whole-file compression."""
+
+    @property
+    def closed(self) -> bool:
+        """Whether the reader was closed."""
+
+    @property
+    def supports_random_access(self) -> bool:
+        """Whether ``len()`` works."""
+
+    def __len__(self) -> int:
+        """The number of records."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        """A new iteration over the records."""
+
+
+def _count(reader: Previewed, size: int | None, counted: bool) -> object:
     if not reader.supports_random_access:
         return "not counted (read in order only)"
-    cheap = reader._counts is not None or reader.format in _COUNTED_FORMATS
-    if not cheap and (size is None or size > COUNT_BYTES):
+    if not counted and (size is None or size > COUNT_BYTES):
         return f"not counted here (over {COUNT_BYTES >> 20} MiB: len(reader) counts them)"
     try:
         return len(reader)
@@ -40,24 +71,30 @@ def _count(reader: RecordReader, size: int | None) -> object:
         return f"not counted: {type(exc).__name__}: {exc}"
 
 
-def reader_html(reader: RecordReader) -> str:
-    """The HTML preview of ``reader``: its files, format and record count, then its first records."""
+def reader_html(
+    reader: Previewed, *, sizes: Sequence[int | None], seekable: bool, counted: bool
+) -> str:
+    """The HTML preview of ``reader``: its files, format and record count, then its first records.
+
+    ``sizes`` are its files' sizes in bytes (``None`` where unknown), ``seekable`` whether every file is
+    (a stream is not read: that would consume it), ``counted`` whether ``len(reader)`` reads no record
+    header (a manifest's counts, or a format whose files hold their own index).
+    """
     paths = reader.paths
     shown = ", ".join(str(p) for p in paths[:_SHOWN_FILES])
     if len(paths) > _SHOWN_FILES:
         shown += f", … ({len(paths)} files)"
     facts: list[tuple[str, object]] = [("files", shown), ("format", reader.format)]
     facts.append(("compression", reader.compression or "none"))
+    ofrecord = get_format(reader.format).payload == OFRECORD_PAYLOAD
     if reader.closed:
-        return records_html("RecordReader (closed)", facts, None, format=reader.format)
-    sources = [frames.source for frames in reader._frames]
-    sizes = [source.size for source in sources]
+        return records_html("RecordReader (closed)", facts, None, ofrecord=ofrecord)
     size = None if None in sizes else sum(s or 0 for s in sizes)
     if size is not None:
         facts.append(("bytes", f"{size:,}"))
-    facts.append(("records", _count(reader, size)))
-    if not all(source.seekable for source in sources):
+    facts.append(("records", _count(reader, size, counted)))
+    if not seekable:
         note = "a stream: the preview does not read it (that would consume it)"
-        return records_html("RecordReader", facts, None, format=reader.format, note=note)
+        return records_html("RecordReader", facts, None, ofrecord=ofrecord, note=note)
     records = itertools.islice(iter(reader), MAX_RECORDS + 1)
-    return records_html("RecordReader", facts, records, format=reader.format)
+    return records_html("RecordReader", facts, records, ofrecord=ofrecord)

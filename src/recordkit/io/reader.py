@@ -416,7 +416,13 @@ class RecordReader(_RecordFile):
         """The notebook view: files, format, count and the first records (:mod:`recordkit.io.preview`)."""
         from recordkit.io.preview import reader_html
 
-        return reader_html(self)
+        sources = [] if self._closed else [frames.source for frames in self._frames]
+        return reader_html(
+            self,
+            sizes=[source.size for source in sources],
+            seekable=all(source.seekable for source in sources),
+            counted=self._counts is not None or get_format(self._format).capabilities.self_indexed,
+        )
 
     @property
     def chunk_compression(self) -> str:

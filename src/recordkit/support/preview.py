@@ -191,14 +191,14 @@ def _values_html(values: Sequence[Any], budget: _Budget, single: bool = False) -
 # -- protobuf payloads -------------------------------------------------------------------------------
 
 
-def _message(record: bytes, format: str) -> tuple[str, Any] | None:
+def _message(record: bytes, ofrecord: bool) -> tuple[str, Any] | None:
     """``(kind, message)`` for a record that parses as a payload with printable feature names."""
     from google.protobuf.message import DecodeError as ProtoError
 
     from recordkit._proto.oneflow import record_pb2
     from recordkit._proto.tensorflow import example_pb2
 
-    if format == "ofrecord":
+    if ofrecord:
         kinds: list[tuple[str, Any]] = [("OFRecord", record_pb2.OFRecord)]
     else:
         # A SequenceExample's context is field 1, as an Example's features: it parses as an Example too,
@@ -258,11 +258,11 @@ def _sequence_table(message: Any, budget: _Budget) -> str:
     )
 
 
-def _parse(record: bytes, format: str) -> tuple[str, Any]:
+def _parse(record: bytes, ofrecord: bool) -> tuple[str, Any]:
     """``(payload kind, message or None)`` for one record (``"raw"``: not a message)."""
     if len(record) > MAX_PARSED_BYTES:
         return "raw", None
-    found = _message(bytes(record), format)
+    found = _message(bytes(record), ofrecord)
     return ("raw", None) if found is None else found
 
 
@@ -295,7 +295,7 @@ def _column_heads(rows: Sequence[tuple[str, Any]]) -> tuple[list[str], list[str]
 
 
 def _record_cells(
-    record: bytes, parsed: tuple[str, Any], names: Sequence[str], format: str, budget: _Budget
+    record: bytes, parsed: tuple[str, Any], names: Sequence[str], budget: _Budget
 ) -> str:
     kind, message = parsed
     span = f'<td colspan="{max(len(names), 1)}">'
@@ -326,27 +326,27 @@ def records_html(
     facts: Sequence[tuple[str, object]],
     records: Iterable[bytes] | None,
     *,
-    format: str = "tfrecord",
+    ofrecord: bool = False,
     note: str | None = None,
 ) -> str:
     """An HTML preview: a table of ``facts`` (label, value), then the first :data:`MAX_RECORDS` of
     ``records`` decoded (``None``: no records section).
 
     An error raised while ``records`` is iterated (a damaged record) ends the table with a row holding its
-    type and message; it does not propagate. ``format`` picks the payload classes tried (``"ofrecord"``:
-    OneFlow's ``OFRecord``; otherwise ``Example`` then ``SequenceExample``). ``note`` is shown (escaped)
-    under the records.
+    type and message; it does not propagate. ``ofrecord`` picks the payload classes tried (true: OneFlow's
+    ``OFRecord``; false: ``Example`` then ``SequenceExample``), true for a format whose payload is
+    :data:`~recordkit.formats.payloads.OFRECORD_PAYLOAD`. ``note`` is shown (escaped) under the records.
     """
     parts = [_STYLE, '<div class="rk-preview">', _facts_html(title, facts)]
     if records is not None:
-        parts.append(_records_table(iter(records), format))
+        parts.append(_records_table(iter(records), ofrecord))
     if note:
         parts.append(f"<p>{_e(note)}</p>")
     parts.append("</div>")
     return "".join(parts)
 
 
-def _records_table(records: Iterator[bytes], format: str) -> str:
+def _records_table(records: Iterator[bytes], ofrecord: bool) -> str:
     budget = _Budget()
     read: list[bytes] = []
     end = ""
@@ -363,7 +363,7 @@ def _records_table(records: Iterator[bytes], format: str) -> str:
     parsed = []
     for record in read:
         try:
-            parsed.append(_parse(record, format))
+            parsed.append(_parse(record, ofrecord))
         except Exception as exc:  # noqa: BLE001, PERF203 - a preview shows what went wrong instead
             parsed.append(("?", exc))
     names, lines, left = _column_heads([p for p in parsed if not isinstance(p[1], Exception)])
@@ -378,7 +378,7 @@ def _records_table(records: Iterator[bytes], format: str) -> str:
         if isinstance(message, Exception):
             cells = f'<td colspan="{max(len(names), 1)}">{error_text(message)}</td>'
         else:
-            cells = _record_cells(record, (kind, message), names, format, budget)
+            cells = _record_cells(record, (kind, message), names, budget)
         rows.append(f"<tr><td>{i}</td><td>{len(record)}</td><td>{_e(kind)}</td>{cells}</tr>")
     if end:
         rows.append(f'<tr><td>{len(read)}</td><td colspan="{width - 1}">{end}</td></tr>')
