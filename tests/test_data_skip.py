@@ -8,6 +8,7 @@ it, and a cut file loses every record that does not end before the cut.
 
 from __future__ import annotations
 
+import re
 import struct
 import warnings
 from collections import Counter
@@ -314,6 +315,40 @@ def test_loader_max_skipped_counts_every_worker(tmp_path):
             run(1)
 
 
+def _named_holes(caught) -> list[int]:
+    """The record numbers the DataLossWarnings name, in order, with repeats."""
+    named = []
+    for w in caught:
+        if issubclass(w.category, DataLossWarning):
+            where = re.search(r"\((?:records?) ([^)]*)\)", str(w.message))
+            assert where is not None, str(w.message)
+            named += [int(part.split()[0]) for part in where.group(1).split(", ")]
+    return named
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_the_warnings_name_every_hole_once_with_or_without_workers(tmp_path, num_workers):
+    # Holes 3 and 22 of one file: with two workers each reads one half, and finds one hole.
+    from recordkit.data import loader
+
+    records = [f"r{i}".encode() * 3 for i in range(30)]
+    data = bytearray(b"".join(frame(r) for r in records))
+    for k in (3, 22):
+        data[sum(len(frame(r)) for r in records[:k]) + 13] ^= 0x10
+    path = tmp_path / "holes.tfrecord"
+    path.write_bytes(bytes(data))
+    ld = loader(
+        Dataset(str(path), on_error="skip"), num_workers=num_workers, multiprocessing_context="fork"
+    )
+    for epoch in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = list(ld)
+        assert sorted(got) == sorted(records[:3] + records[4:22] + records[23:])
+        assert ld.state_dict()["skipped"]["records"] == 2  # counted every epoch, named once
+        assert sorted(_named_holes(caught)) == ([3, 22] if epoch == 0 else [])
+
+
 def test_map_dataset_leaves_damaged_records_out_of_a_batch(tmp_path):
     pytest.importorskip("torch")
     import recordkit.integrations.torch as torch_integration
@@ -381,9 +416,12 @@ def test_map_dataset_workers_forward_what_they_skip(tmp_path, persistent):
             loader = loader or make(2)  # a file cut short is recovered when the dataset is made
             got = [r for b in loader for r in b]
         assert sorted(got) == sorted(expected)
-        # In the main process, once per damaged file (and process): the workers forward, not warn.
-        warned = sorted(str(w.message).split(":")[0] for w in caught)
+        # In the main process, once per damaged file (and process): the workers forward, not warn. The
+        # holes file is read by both workers, and every hole is named, once.
+        warned = sorted({str(w.message).split(":")[0] for w in caught})
         assert warned == (sorted(damaged) if epoch == 0 else [])
+        of_holes = [w for w in caught if str(w.message).startswith(f"{holes}:")]
+        assert sorted(_named_holes(of_holes)) == ([7, 30] if epoch == 0 else [])
         assert all(issubclass(w.category, DataLossWarning) for w in caught)
         counts = alone.state_dict()["skipped"]
         assert counts["files"] == sorted(damaged)
