@@ -235,6 +235,25 @@ def test_bad_settings_are_refused(examples, kwargs, match):
         loader(pipeline(examples), **kwargs)
 
 
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+@pytest.mark.parametrize("where", ["map", "filter", "worker_init_fn"])
+def test_a_function_that_cannot_be_pickled_is_named(examples, context, where):
+    # spawn and forkserver pickle the pipeline for each worker: a lambda cannot be (no importable name).
+    before = leftovers()
+    ds, init = Dataset(examples, seed=0), None
+    if where == "map":
+        ds = ds.map(lambda record: record)
+    elif where == "filter":
+        ds = ds.filter(lambda record: True)
+    else:
+        init = lambda worker: None
+    ld = loader(ds, num_workers=2, multiprocessing_context=context, worker_init_fn=init)
+    with pytest.raises(TypeError, match=r"<lambda>.*module level.*multiprocessing_context") as info:
+        list(ld)
+    assert (where + "()" if where != "worker_init_fn" else where) in str(info.value)
+    assert leftovers() == before
+
+
 def test_only_datasets_are_loaded():
     with pytest.raises(TypeError, match="Dataset"):
         Loader([b"x"])  # type: ignore[arg-type]

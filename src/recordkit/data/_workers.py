@@ -156,6 +156,32 @@ def _serve(
             _remove(directory)
 
 
+def _functions(dataset: Any) -> Iterator[tuple[str, Any]]:
+    """The user functions of a pipeline (its mix's datasets' included), as ``(what, function)``."""
+    for op in getattr(dataset, "_ops", ()):
+        fn = getattr(op, "fn", None)
+        if fn is not None:
+            yield f"the function given to {type(op).__name__.lower()}()", fn
+    for inner in getattr(getattr(dataset, "_source", None), "datasets", ()):
+        yield from _functions(inner)
+
+
+def _unpicklable(job: Job) -> tuple[str, Any] | None:
+    """The first user function of ``job`` that does not pickle, with what it is, else ``None``."""
+    candidates = list(_functions(job.share.dataset))
+    if job.init is not None:
+        candidates.append(("worker_init_fn", job.init))
+    return next(((what, fn) for what, fn in candidates if not _pickles(fn)), None)
+
+
+def _pickles(obj: Any) -> bool:
+    try:
+        pickle.dumps(obj)
+    except Exception:  # noqa: BLE001 - whatever pickling raises, the object does not pickle
+        return False
+    return True
+
+
 def _remove(directory: str) -> None:
     """Remove a pass's directory, which a sibling worker may be adding a slot to at the same time."""
     for _ in range(20):
@@ -256,7 +282,10 @@ class WorkerPool:
                     name=f"recordkit-loader-{worker}",
                     daemon=True,
                 )
-                process.start()
+                try:
+                    process.start()
+                except (pickle.PicklingError, AttributeError, TypeError) as exc:
+                    self._refuse_unpicklable(exc)
                 send.close()
                 processes.append(process)
             readers = [
@@ -283,6 +312,22 @@ class WorkerPool:
         finally:
             self._stop(control, conns, processes)
             shutil.rmtree(directory, ignore_errors=True)
+
+    def _refuse_unpicklable(self, exc: BaseException) -> None:
+        """Raise a ``TypeError`` naming the function of the pipeline that could not be sent to a worker
+        (``spawn`` and ``forkserver`` pickle the job); re-raise ``exc`` if none of them is the cause."""
+        found = _unpicklable(self.job)
+        if found is None:
+            raise exc
+        what, fn = found
+        name = getattr(fn, "__qualname__", None) or repr(fn)
+        raise TypeError(
+            f"{what} {name} (module {getattr(fn, '__module__', None)!r}) cannot be sent to the loader's "
+            f"workers: the {self.context.get_start_method()!r} start method pickles it, and only functions "
+            "importable by name can be pickled. Define it at module level (not a lambda or a nested "
+            "function; functools.partial of such a function works), or use "
+            'multiprocessing_context="fork"'
+        ) from exc
 
     def _receive(self, worker: int, conn: Connection, process: Any) -> bytes:
         if not self.timeout:
