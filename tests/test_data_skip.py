@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import struct
+import threading
 import warnings
 from collections import Counter
 
@@ -347,6 +348,39 @@ def test_the_warnings_name_every_hole_once_with_or_without_workers(tmp_path, num
         assert sorted(got) == sorted(records[:3] + records[4:22] + records[23:])
         assert ld.state_dict()["skipped"]["records"] == 2  # counted every epoch, named once
         assert sorted(_named_holes(caught)) == ([3, 22] if epoch == 0 else [])
+
+
+class _TakenMidAppend(list):
+    """A list of reports whose append lets another thread take the reports first (the interleaving of a
+    worker whose .prefetch() thread reports a hole just as the worker's main thread takes them)."""
+
+    def __init__(self, log) -> None:
+        super().__init__()
+        self.log = log
+        self.taken: list[list[dict]] = []
+
+    def append(self, event) -> None:
+        def take() -> None:
+            # Copied at once, as a worker pickles what it takes.
+            self.taken.append(list(self.log.take_pending()))
+
+        taker = threading.Thread(target=take)
+        taker.start()
+        taker.join(0.5)  # done unless the hand-over waits for this append (then it takes it after)
+        super().append(event)
+        self.thread = taker
+
+
+def test_a_report_added_while_the_reports_are_taken_is_not_lost():
+    from recordkit.datasets.damage import DamageLog
+
+    log = DamageLog()
+    log.forward = True
+    log.pending = pending = _TakenMidAppend(log)
+    log.hole("f.tfrecord", 3, ChecksumError("bad", path="f.tfrecord", index=3, offset=60))
+    pending.thread.join()
+    reported = [e for taken in pending.taken for e in taken] + list(log.take_pending())
+    assert [e["records"] for e in reported] == [[[3, 60]]]
 
 
 def test_map_dataset_leaves_damaged_records_out_of_a_batch(tmp_path):

@@ -25,6 +25,7 @@ and raises the original error once more than ``max_skipped`` records and damaged
 from __future__ import annotations
 
 import itertools
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
@@ -263,6 +264,9 @@ class DamageLog:
         self._named_ranges: set[str] = set()
         # Forwarding: the files with holes reported since their reader last closed.
         self._reported: set[str] = set()
+        # Forwarding with .prefetch(): the reading thread adds events while the worker's main thread
+        # takes them; an event added to a list already taken would be lost.
+        self._lock = threading.Lock()
         # What recovering the files read as recovered found, by path (this process's, kept across
         # epochs): byte ranges, or payloads of HELD_LIMIT bytes in all at most (see remember).
         self.recovered: dict[str, Recovered] = {}
@@ -288,7 +292,12 @@ class DamageLog:
         state = self.__dict__.copy()
         state["pending"] = []
         state["recovered"] = {}
+        del state["_lock"]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def remember(self, path: str, found: Recovered) -> None:
         """Keep what recovering ``path`` found; let the payloads of the files recovered longest ago go
@@ -347,9 +356,10 @@ class DamageLog:
         only collected (the main process counts it, see :meth:`receive`).
         """
         if self.forward:
-            self.pending.append({**event, "error": error})
-            if event["records"]:
-                self._reported.add(event["path"])
+            with self._lock:
+                self.pending.append({**event, "error": error})
+                if event["records"]:
+                    self._reported.add(event["path"])
             return
         known = self.files.get(event["path"])
         if event["ranges"] and not event["records"] and known is not None and known["ranges"]:
@@ -375,9 +385,10 @@ class DamageLog:
         main process warns then (:meth:`receive`).
         """
         if self.forward:
-            if path in self._reported:
-                self._reported.discard(path)
-                self.pending.append({"path": path, "closed": True})
+            with self._lock:
+                if path in self._reported:
+                    self._reported.discard(path)
+                    self.pending.append({"path": path, "closed": True})
             return
         info = self.files.get(path)
         if info is None:
@@ -453,9 +464,10 @@ class DamageLog:
         A worker does not know the epoch, so it reports a hole or a recovered file again when it reads it
         again after this call (the main process counts each once per epoch, :meth:`receive`).
         """
-        events, self.pending = self.pending, []
-        self._holes.clear()
-        self._recovered_now.clear()
+        with self._lock:
+            events, self.pending = self.pending, []
+            self._holes.clear()
+            self._recovered_now.clear()
         return events
 
 
