@@ -316,6 +316,44 @@ def test_loader_max_skipped_counts_every_worker(tmp_path):
             run(1)
 
 
+def test_nearby_holes_of_an_ffrecord_file_cost_a_bounded_number_of_reads(tmp_path, monkeypatch):
+    # Three holes within a few hundred samples: every sample is read (and its checksum computed) a
+    # bounded number of times, not once more per sample between two holes.
+    from recordkit.formats import ffrecord
+
+    n = 3000
+    records = [b"s%05d" % i * 10 for i in range(n)]
+    path = tmp_path / "holes.ffr"
+    with rk.open(path, "w", format="ffrecord") as writer:
+        writer.write_many(records)
+    data = bytearray(path.read_bytes())
+    offsets = struct.unpack_from(f"<{n}q", data, 12 + 4 * n)
+    holes = (100, 400, 700)
+    for k in holes:
+        data[offsets[k] + 40] ^= 1
+    path.write_bytes(bytes(data))
+    checked = Counter()
+    crc32 = ffrecord._crc.crc32
+    samples = {r[:6] for r in records}
+
+    def counting(buffer, *args):
+        if bytes(buffer[:6]) in samples:  # not the header's checksum
+            checked[bytes(buffer[:6])] += 1
+        return crc32(buffer, *args)
+
+    monkeypatch.setattr(ffrecord._crc, "crc32", counting)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataLossWarning)
+        got = list(Dataset(str(path), on_error="skip"))
+    assert got == [r for i, r in enumerate(records) if i not in holes]
+    assert set(checked) == samples
+    # At most read in order, then in a chunk, then alone; a damaged sample's checksum is computed twice a
+    # read (once more for the error).
+    damaged = {records[k][:6] for k in holes}
+    assert max(n for key, n in checked.items() if key not in damaged) <= 3, checked.most_common(6)
+    assert max(checked[key] for key in damaged) <= 6, checked.most_common(3)
+
+
 def _named_holes(caught) -> list[int]:
     """The record numbers the DataLossWarnings name, in order, with repeats."""
     named = []

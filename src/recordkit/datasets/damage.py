@@ -76,6 +76,9 @@ files at once (older ones are recovered again when read again)."""
 _BLOCK = 1 << 20
 """The most bytes read at once when recovered records are read in order."""
 
+_HOLED_CHUNK = 256
+"""Records read at once, in order, past the first hole of a file that keeps its numbering."""
+
 
 class Recovered:
     """What recovering a file found: where its intact records are, the report, and the error that led there.
@@ -642,8 +645,8 @@ class SkippingReader:
                 return
             except CorruptRecordError as error:
                 if self._numbered(error):
-                    yield self._one(position)
-                    position += 1
+                    yield from self._past_holes(position)
+                    return
             finally:
                 close = getattr(records, "close", None)
                 if close is not None:
@@ -661,6 +664,28 @@ class SkippingReader:
             reach = int(spans[position, 0]) + _BLOCK
             stop = max(int(np.searchsorted(ends, reach, "right")), position + 1)
             yield from self._spanned(position, stop)
+            position = stop
+
+    def _past_holes(self, position: int) -> Iterator[Any]:
+        """Every record from ``position`` on of a file that keeps its numbering, :data:`DAMAGED` for a hole.
+
+        Read :data:`_HOLED_CHUNK` records at a time; a chunk that holds a hole is read again record by
+        record, so each record is read at most twice here however close the holes lie (starting the file's
+        own reading again after each hole would read its next chunk again for every record before the
+        next hole).
+        """
+        reader = self._reader
+        assert reader is not None
+        total = len(reader)
+        while position < total:
+            stop = min(total, position + _HOLED_CHUNK)
+            try:
+                chunk = reader.read(range(position, stop))
+            except ManifestError:
+                raise
+            except CorruptRecordError:
+                chunk = [self._one(i) for i in range(position, stop)]
+            yield from chunk
             position = stop
 
     def __iter__(self) -> Iterator[Any]:
