@@ -15,6 +15,7 @@ import os
 import pickle
 import random
 import shutil
+import signal
 import sys
 import time
 import traceback
@@ -25,7 +26,16 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from recordkit.data._damage import DamageLog, log_of
-from recordkit.data._shm import DAMAGE, END, ERROR, Control, SlotReader, SlotWriter, make_directory
+from recordkit.data._shm import (
+    DAMAGE,
+    END,
+    ERROR,
+    Control,
+    SlotReader,
+    SlotWriter,
+    make_directory,
+    shm_directory,
+)
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -355,9 +365,16 @@ class WorkerPool:
     @staticmethod
     def _died(worker: int, process: Any) -> NoReturn:
         process.join(_POLL)
+        why = ""
+        if process.exitcode == -signal.SIGBUS:
+            why = (
+                ": killed by SIGBUS, which writing to shared memory raises when it is full; give "
+                f"{shm_directory()} more room (a Docker container has 64 MB unless run with "
+                "--shm-size=...), or use fewer workers, a smaller prefetch_factor or smaller batches"
+            )
         raise RuntimeError(
             f"loader worker {worker} (pid {process.pid}) exited unexpectedly "
-            f"(exit code {process.exitcode})"
+            f"(exit code {process.exitcode}){why}"
         )
 
     @staticmethod
