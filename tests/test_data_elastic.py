@@ -246,6 +246,26 @@ def test_incomplete_or_inconsistent_states_are_refused(files):
         ds.load_state_dict({"kind": "loader", "version": 2})
 
 
+@pytest.mark.parametrize("mode", ["buffer", "global"])
+def test_a_rank_that_saved_before_its_first_item_is_resumed(files, mode):
+    # Rank 1 of 3 saved before it iterated: its state still says its shard (from rank and world_size),
+    # and nothing read of it.
+    paths, records = files
+    before, states = save_all(paths, mode, 3, lambda rank: 0 if rank == 1 else rank + 1)
+    assert states[1]["consumed"] == 0
+    assert states[1]["shard"] == [1, 3]
+    after = []
+    for rank in range(2):
+        ds = build(paths, mode, rank, 2)
+        ds.load_state_dict(states)
+        after += records_of(ds)
+    assert collections.Counter(before + after) == collections.Counter(records)
+    # Its own state alone resumes it too, in this process or (the shard then differs) elsewhere.
+    alone = build(paths, mode, 1, 3)
+    alone.load_state_dict(states[1])
+    assert records_of(alone) == records_of(build(paths, mode, 1, 3))
+
+
 def test_unsupported_pipelines_say_why(files, tmp_path):
     paths, _ = files
 

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -23,7 +24,17 @@ from _data_files import write, write_label_examples
 
 import recordkit as rk
 from recordkit.data import Dataset, Loader, loader
-from recordkit.data._shm import INLINE, SLOT, SlotReader, alive, make_directory
+from recordkit.data._shm import (
+    FREE,
+    INLINE,
+    SLOT,
+    Control,
+    SlotReader,
+    SlotWriter,
+    alive,
+    make_directory,
+)
+from recordkit.data._workers import WorkerPool
 from recordkit.errors import ChecksumError
 
 SPEC = {"x": rk.FixedLen((3,), np.float32), "label": rk.FixedLen((), np.int64)}
@@ -145,6 +156,69 @@ def test_batches_kept_alive_fall_back_to_the_pipe(examples, kinds):
     assert "inline" in kinds
 
 
+def _one_slot(tmp_path):
+    """A worker's writer and the main process's reader of one pass, made in this process."""
+    directory = str(tmp_path)
+    control = Control.create(directory, 1, 2)
+    return SlotWriter(directory, control, 0, 2, os.getpid()), SlotReader(directory, control, 0, 2)
+
+
+@pytest.mark.parametrize("first", ["item", "reader"])
+def test_a_dropped_reader_and_its_maps_are_freed_without_the_cycle_collector(tmp_path, first):
+    writer, reader = _one_slot(tmp_path)
+    _, item = reader.unpack(writer.pack(0, np.arange(100_000)))
+    assert item.sum() == np.arange(100_000).sum()
+    gone, states = weakref.ref(reader), reader._states
+    gc.collect()
+    gc.disable()
+    try:
+        if first == "item":
+            del item  # the slot is given back
+            assert states[0] == FREE
+            del reader
+        else:
+            del reader
+            del item
+            assert states[0] == FREE
+        # By reference counting alone: the lease's callback, which refers to the reader, is dropped
+        # when it is called.
+        assert gone() is None
+    finally:
+        gc.enable()
+        writer.close()
+
+
+def test_a_full_shared_memory_sends_items_through_the_pipe(tmp_path, monkeypatch):
+    # Writing a slot that a full /dev/shm (Docker's default is 64 MB) cannot hold kills the worker with
+    # SIGBUS: a worker that finds too little room sends the item through the pipe instead.
+    writer, reader = _one_slot(tmp_path)
+    real = os.statvfs
+
+    def full(path):
+        found = real(path)
+        return os.statvfs_result((*found[:4], 10, *found[5:]))  # 10 blocks free
+
+    monkeypatch.setattr(os, "statvfs", full)
+    message = writer.pack(0, np.arange(100_000))
+    assert message[0] == INLINE
+    np.testing.assert_array_equal(reader.unpack(message)[1], np.arange(100_000))
+    assert os.listdir(tmp_path) == ["control"]
+    monkeypatch.setattr(os, "statvfs", real)
+    assert writer.pack(0, np.arange(100_000))[0] == SLOT
+    writer.close()
+
+
+def test_a_worker_killed_by_sigbus_names_shared_memory():
+    class Killed:
+        pid, exitcode = 1234, -signal.SIGBUS
+
+        def join(self, timeout):
+            pass
+
+    with pytest.raises(RuntimeError, match=r"SIGBUS.*/dev/shm|SIGBUS.*shm-size"):
+        WorkerPool._died(0, Killed())
+
+
 def test_raw_records_come_through(examples):
     ds = Dataset(examples, seed=4).batch(8)
     got = list(loader(ds, num_workers=2))
@@ -233,6 +307,25 @@ def _touch(prefix: str, worker: int) -> None:
 def test_bad_settings_are_refused(examples, kwargs, match):
     with pytest.raises(ValueError, match=match):
         loader(pipeline(examples), **kwargs)
+
+
+@pytest.mark.parametrize("context", ["spawn", "forkserver"])
+@pytest.mark.parametrize("where", ["map", "filter", "worker_init_fn"])
+def test_a_function_that_cannot_be_pickled_is_named(examples, context, where):
+    # spawn and forkserver pickle the pipeline for each worker: a lambda cannot be (no importable name).
+    before = leftovers()
+    ds, init = Dataset(examples, seed=0), None
+    if where == "map":
+        ds = ds.map(lambda record: record)
+    elif where == "filter":
+        ds = ds.filter(lambda record: True)
+    else:
+        init = lambda worker: None
+    ld = loader(ds, num_workers=2, multiprocessing_context=context, worker_init_fn=init)
+    with pytest.raises(TypeError, match=r"<lambda>.*module level.*multiprocessing_context") as info:
+        list(ld)
+    assert (where + "()" if where != "worker_init_fn" else where) in str(info.value)
+    assert leftovers() == before
 
 
 def test_only_datasets_are_loaded():

@@ -8,7 +8,9 @@ it, and a cut file loses every record that does not end before the cut.
 
 from __future__ import annotations
 
+import re
 import struct
+import threading
 import warnings
 from collections import Counter
 
@@ -314,6 +316,111 @@ def test_loader_max_skipped_counts_every_worker(tmp_path):
             run(1)
 
 
+def test_nearby_holes_of_an_ffrecord_file_cost_a_bounded_number_of_reads(tmp_path, monkeypatch):
+    # Three holes within a few hundred samples: every sample is read (and its checksum computed) a
+    # bounded number of times, not once more per sample between two holes.
+    from recordkit.formats import ffrecord
+
+    n = 3000
+    records = [b"s%05d" % i * 10 for i in range(n)]
+    path = tmp_path / "holes.ffr"
+    with rk.open(path, "w", format="ffrecord") as writer:
+        writer.write_many(records)
+    data = bytearray(path.read_bytes())
+    offsets = struct.unpack_from(f"<{n}q", data, 12 + 4 * n)
+    holes = (100, 400, 700)
+    for k in holes:
+        data[offsets[k] + 40] ^= 1
+    path.write_bytes(bytes(data))
+    checked = Counter()
+    crc32 = ffrecord._crc.crc32
+    samples = {r[:6] for r in records}
+
+    def counting(buffer, *args):
+        if bytes(buffer[:6]) in samples:  # not the header's checksum
+            checked[bytes(buffer[:6])] += 1
+        return crc32(buffer, *args)
+
+    monkeypatch.setattr(ffrecord._crc, "crc32", counting)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DataLossWarning)
+        got = list(Dataset(str(path), on_error="skip"))
+    assert got == [r for i, r in enumerate(records) if i not in holes]
+    assert set(checked) == samples
+    # At most read in order, then in a chunk, then alone; a damaged sample's checksum is computed twice a
+    # read (once more for the error).
+    damaged = {records[k][:6] for k in holes}
+    assert max(n for key, n in checked.items() if key not in damaged) <= 3, checked.most_common(6)
+    assert max(checked[key] for key in damaged) <= 6, checked.most_common(3)
+
+
+def _named_holes(caught) -> list[int]:
+    """The record numbers the DataLossWarnings name, in order, with repeats."""
+    named = []
+    for w in caught:
+        if issubclass(w.category, DataLossWarning):
+            where = re.search(r"\((?:records?) ([^)]*)\)", str(w.message))
+            assert where is not None, str(w.message)
+            named += [int(part.split()[0]) for part in where.group(1).split(", ")]
+    return named
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_the_warnings_name_every_hole_once_with_or_without_workers(tmp_path, num_workers):
+    # Holes 3 and 22 of one file: with two workers each reads one half, and finds one hole.
+    from recordkit.data import loader
+
+    records = [f"r{i}".encode() * 3 for i in range(30)]
+    data = bytearray(b"".join(frame(r) for r in records))
+    for k in (3, 22):
+        data[sum(len(frame(r)) for r in records[:k]) + 13] ^= 0x10
+    path = tmp_path / "holes.tfrecord"
+    path.write_bytes(bytes(data))
+    ld = loader(
+        Dataset(str(path), on_error="skip"), num_workers=num_workers, multiprocessing_context="fork"
+    )
+    for epoch in range(2):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = list(ld)
+        assert sorted(got) == sorted(records[:3] + records[4:22] + records[23:])
+        assert ld.state_dict()["skipped"]["records"] == 2  # counted every epoch, named once
+        assert sorted(_named_holes(caught)) == ([3, 22] if epoch == 0 else [])
+
+
+class _TakenMidAppend(list):
+    """A list of reports whose append lets another thread take the reports first (the interleaving of a
+    worker whose .prefetch() thread reports a hole just as the worker's main thread takes them)."""
+
+    def __init__(self, log) -> None:
+        super().__init__()
+        self.log = log
+        self.taken: list[list[dict]] = []
+
+    def append(self, event) -> None:
+        def take() -> None:
+            # Copied at once, as a worker pickles what it takes.
+            self.taken.append(list(self.log.take_pending()))
+
+        taker = threading.Thread(target=take)
+        taker.start()
+        taker.join(0.5)  # done unless the hand-over waits for this append (then it takes it after)
+        super().append(event)
+        self.thread = taker
+
+
+def test_a_report_added_while_the_reports_are_taken_is_not_lost():
+    from recordkit.datasets.damage import DamageLog
+
+    log = DamageLog()
+    log.forward = True
+    log.pending = pending = _TakenMidAppend(log)
+    log.hole("f.tfrecord", 3, ChecksumError("bad", path="f.tfrecord", index=3, offset=60))
+    pending.thread.join()
+    reported = [e for taken in pending.taken for e in taken] + list(log.take_pending())
+    assert [e["records"] for e in reported] == [[[3, 60]]]
+
+
 def test_map_dataset_leaves_damaged_records_out_of_a_batch(tmp_path):
     pytest.importorskip("torch")
     import recordkit.integrations.torch as torch_integration
@@ -381,9 +488,12 @@ def test_map_dataset_workers_forward_what_they_skip(tmp_path, persistent):
             loader = loader or make(2)  # a file cut short is recovered when the dataset is made
             got = [r for b in loader for r in b]
         assert sorted(got) == sorted(expected)
-        # In the main process, once per damaged file (and process): the workers forward, not warn.
-        warned = sorted(str(w.message).split(":")[0] for w in caught)
+        # In the main process, once per damaged file (and process): the workers forward, not warn. The
+        # holes file is read by both workers, and every hole is named, once.
+        warned = sorted({str(w.message).split(":")[0] for w in caught})
         assert warned == (sorted(damaged) if epoch == 0 else [])
+        of_holes = [w for w in caught if str(w.message).startswith(f"{holes}:")]
+        assert sorted(_named_holes(of_holes)) == ([7, 30] if epoch == 0 else [])
         assert all(issubclass(w.category, DataLossWarning) for w in caught)
         counts = alone.state_dict()["skipped"]
         assert counts["files"] == sorted(damaged)

@@ -459,7 +459,7 @@ class Dataset:
             "epoch": self._epoch,
             "first_epoch": self._first_epoch,
             "consumed": self._consumed,
-            "shard": None if self._last_shard is None else list(self._last_shard),
+            "shard": list(self._last_shard or self._shard()),
             "skipped": skipped_summary(self._source),
             "elastic": self._elastic_state(self._epoch),
             **self._fingerprint(),
@@ -549,8 +549,10 @@ class Dataset:
         self._consumed = int(state["consumed"])
         self._restored_skip = self._consumed
         shard = state.get("shard")
-        self._expected_shard = None if shard is None else (int(shard[0]), int(shard[1]))
-        self._last_shard = self._expected_shard
+        self._last_shard = None if shard is None else (int(shard[0]), int(shard[1]))
+        # Nothing read yet is the start of any shard: such a state (saved before the first item, its
+        # shard then the one this process would have read) resumes in a DataLoader worker too.
+        self._expected_shard = self._last_shard if self._consumed else None
         self._set_elastic(Elastic.from_state(state.get("elastic")))
 
     # -- iteration -----------------------------------------------------------------------------------

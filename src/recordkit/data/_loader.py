@@ -151,7 +151,11 @@ class Loader(Passes):
             first_turn=self._first_turn(resume),
             on_damage=self._damaged,
         )
-        yield from pool
+        try:
+            yield from pool
+        finally:
+            if damage is not None:  # holes whose workers did not report their reader's close
+                damage.warn_all()
 
 
 def loader(

@@ -81,14 +81,20 @@ def alive(pid: int) -> bool:
     return True
 
 
+def shm_directory() -> str:
+    """Where loaders make their slot directories: ``/dev/shm`` where it can be written, else the temporary
+    directory."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+
+
 def make_directory() -> str:
     """A new private directory (mode ``0700``) for a loader's slots, in shared memory where there is some.
 
     Its name holds the process id of the main process. Directories left behind by main processes that no
     longer exist (killed before they could remove them) are removed first.
     """
-    shm = "/dev/shm"
-    base = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else tempfile.gettempdir()
+    base = shm_directory()
     _remove_leftovers(base)
     return tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=base)
 
@@ -150,6 +156,11 @@ class Control:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Control, (self.path,))
+
+
+def _slot_size(size: int) -> int:
+    """The bytes of a slot made for an item of ``size`` bytes: a quarter more, in whole pages."""
+    return max(_PAGE, -(-(size + size // 4) // _PAGE) * _PAGE)
 
 
 def _slot_name(worker: int, slot: int, generation: int) -> str:
@@ -254,6 +265,9 @@ class SlotWriter:
             for i in free:
                 if len(self._maps[i]) >= size:
                     return i
+            # A slot that a full /dev/shm cannot hold kills this process (SIGBUS) as it is written.
+            if (free or len(self._maps) < len(states)) and not self._room(size):
+                return None
             if free:
                 self._make(free[0], size)
                 return free[0]
@@ -267,9 +281,17 @@ class SlotWriter:
             time.sleep(wait)
             wait = min(wait * 2, 8 * _WAIT)
 
+    def _room(self, size: int) -> bool:
+        """Whether the slot directory's file system has room for a slot of ``size`` bytes."""
+        try:
+            found = os.statvfs(self.directory)
+        except (AttributeError, OSError):  # no statvfs (Windows): nothing to ask
+            return True
+        return found.f_bavail * found.f_frsize >= _slot_size(size)
+
     def _make(self, slot: int, size: int) -> None:
         """Make slot ``slot`` anew with room for ``size`` bytes (and some to spare)."""
-        size = max(_PAGE, -(-(size + size // 4) // _PAGE) * _PAGE)
+        size = _slot_size(size)
         self._generation += 1
         path = os.path.join(self.directory, _slot_name(self.worker, slot, self._generation))
         with open(path, "w+b") as file:
@@ -327,7 +349,11 @@ class SlotReader:
         return stream, item
 
     def _release(self, slot: int, _: object) -> None:
-        """Called when the last array viewing ``slot`` is gone: the worker may write it again."""
+        """Called when the last array viewing ``slot`` is gone: the worker may write it again.
+
+        The lease's callback refers to this reader, which holds the lease, but only until it is called:
+        a weak reference drops its callback once its object dies, so no cycle outlives the slot's arrays.
+        """
         self._states[slot] = FREE
 
     def _map(self, slot: int, generation: int, size: int) -> mmap.mmap:

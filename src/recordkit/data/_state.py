@@ -158,7 +158,7 @@ def _count(value: Any) -> int:
 @dataclass(frozen=True)
 class Stream:
     """One saved stream of a position: ``items`` delivered by ``shard`` of ``num_shards`` (``None``:
-    unknown, for a pipeline saved before it was ever iterated)."""
+    unknown: a state that an older version saved before the pipeline was ever iterated)."""
 
     shard: int | None
     num_shards: int | None
@@ -235,8 +235,8 @@ def merge_states(
     layouts = {s.num_shards for s, _ in every if s.num_shards is not None}
     if len(layouts) != 1 or any(s.shard is None for s, _ in every):
         raise StateError(
-            "the states do not say which shard each rank read (a rank saved before it iterated, "
-            f"or states of different runs: {sorted(layouts)} shards)"
+            "the states do not say which shard each rank read (a state that an older version saved "
+            f"before its rank iterated, or states of different runs: {sorted(layouts)} shards)"
         )
     num_shards = layouts.pop()
     consumed: dict[int, int] = {}

@@ -15,6 +15,7 @@ import os
 import pickle
 import random
 import shutil
+import signal
 import sys
 import time
 import traceback
@@ -25,7 +26,16 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from recordkit.data._damage import DamageLog, log_of
-from recordkit.data._shm import DAMAGE, END, ERROR, Control, SlotReader, SlotWriter, make_directory
+from recordkit.data._shm import (
+    DAMAGE,
+    END,
+    ERROR,
+    Control,
+    SlotReader,
+    SlotWriter,
+    make_directory,
+    shm_directory,
+)
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -156,6 +166,32 @@ def _serve(
             _remove(directory)
 
 
+def _functions(dataset: Any) -> Iterator[tuple[str, Any]]:
+    """The user functions of a pipeline (its mix's datasets' included), as ``(what, function)``."""
+    for op in getattr(dataset, "_ops", ()):
+        fn = getattr(op, "fn", None)
+        if fn is not None:
+            yield f"the function given to {type(op).__name__.lower()}()", fn
+    for inner in getattr(getattr(dataset, "_source", None), "datasets", ()):
+        yield from _functions(inner)
+
+
+def _unpicklable(job: Job) -> tuple[str, Any] | None:
+    """The first user function of ``job`` that does not pickle, with what it is, else ``None``."""
+    candidates = list(_functions(job.share.dataset))
+    if job.init is not None:
+        candidates.append(("worker_init_fn", job.init))
+    return next(((what, fn) for what, fn in candidates if not _pickles(fn)), None)
+
+
+def _pickles(obj: Any) -> bool:
+    try:
+        pickle.dumps(obj)
+    except Exception:  # noqa: BLE001 - whatever pickling raises, the object does not pickle
+        return False
+    return True
+
+
 def _remove(directory: str) -> None:
     """Remove a pass's directory, which a sibling worker may be adding a slot to at the same time."""
     for _ in range(20):
@@ -256,7 +292,10 @@ class WorkerPool:
                     name=f"recordkit-loader-{worker}",
                     daemon=True,
                 )
-                process.start()
+                try:
+                    process.start()
+                except (pickle.PicklingError, AttributeError, TypeError) as exc:
+                    self._refuse_unpicklable(exc)
                 send.close()
                 processes.append(process)
             readers = [
@@ -284,6 +323,22 @@ class WorkerPool:
             self._stop(control, conns, processes)
             shutil.rmtree(directory, ignore_errors=True)
 
+    def _refuse_unpicklable(self, exc: BaseException) -> None:
+        """Raise a ``TypeError`` naming the function of the pipeline that could not be sent to a worker
+        (``spawn`` and ``forkserver`` pickle the job); re-raise ``exc`` if none of them is the cause."""
+        found = _unpicklable(self.job)
+        if found is None:
+            raise exc
+        what, fn = found
+        name = getattr(fn, "__qualname__", None) or repr(fn)
+        raise TypeError(
+            f"{what} {name} (module {getattr(fn, '__module__', None)!r}) cannot be sent to the loader's "
+            f"workers: the {self.context.get_start_method()!r} start method pickles it, and only functions "
+            "importable by name can be pickled. Define it at module level (not a lambda or a nested "
+            "function; functools.partial of such a function works), or use "
+            'multiprocessing_context="fork"'
+        ) from exc
+
     def _receive(self, worker: int, conn: Connection, process: Any) -> bytes:
         if not self.timeout:
             # Only the worker holds the pipe's sending end: if it dies, the read ends at once.
@@ -310,9 +365,16 @@ class WorkerPool:
     @staticmethod
     def _died(worker: int, process: Any) -> NoReturn:
         process.join(_POLL)
+        why = ""
+        if process.exitcode == -signal.SIGBUS:
+            why = (
+                ": killed by SIGBUS, which writing to shared memory raises when it is full; give "
+                f"{shm_directory()} more room (a Docker container has 64 MB unless run with "
+                "--shm-size=...), or use fewer workers, a smaller prefetch_factor or smaller batches"
+            )
         raise RuntimeError(
             f"loader worker {worker} (pid {process.pid}) exited unexpectedly "
-            f"(exit code {process.exitcode})"
+            f"(exit code {process.exitcode}){why}"
         )
 
     @staticmethod

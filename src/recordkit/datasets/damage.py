@@ -16,14 +16,16 @@ intact record keeps one position in the epoch's order and is read exactly once:
   record, read from the file on demand; only a file whose records have no place in the file (a compressed
   one, or a format that locates records by an index) is kept as its payloads, up to :data:`HELD_LIMIT`.
 
-A :class:`DamageLog` counts what was skipped (per epoch, in the process that reads), issues one
-:class:`~recordkit.errors.DataLossWarning` per damaged file, and raises the original error once more than
-``max_skipped`` records and damaged ranges were skipped.
+A :class:`DamageLog` counts what was skipped (per epoch, in the process that reads), issues a
+:class:`~recordkit.errors.DataLossWarning` for a damaged file as its reader closes (naming each hole once
+per process: a file that another reader meets again gets another warning only for holes not named yet),
+and raises the original error once more than ``max_skipped`` records and damaged ranges were skipped.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
@@ -73,6 +75,9 @@ files at once (older ones are recovered again when read again)."""
 
 _BLOCK = 1 << 20
 """The most bytes read at once when recovered records are read in order."""
+
+_HOLED_CHUNK = 256
+"""Records read at once, in order, past the first hole of a file that keeps its numbering."""
 
 
 class Recovered:
@@ -256,7 +261,15 @@ class DamageLog:
         self.last_error: CorruptRecordError | None = None
         self.epoch: int | None = None
         self.pending: list[dict[str, Any]] = []
+        # What the warnings named (this process, every epoch): files, their holes, their damaged ranges.
         self._warned: set[str] = set()
+        self._named: set[tuple[str, int]] = set()
+        self._named_ranges: set[str] = set()
+        # Forwarding: the files with holes reported since their reader last closed.
+        self._reported: set[str] = set()
+        # Forwarding with .prefetch(): the reading thread adds events while the worker's main thread
+        # takes them; an event added to a list already taken would be lost.
+        self._lock = threading.Lock()
         # What recovering the files read as recovered found, by path (this process's, kept across
         # epochs): byte ranges, or payloads of HELD_LIMIT bytes in all at most (see remember).
         self.recovered: dict[str, Recovered] = {}
@@ -282,7 +295,12 @@ class DamageLog:
         state = self.__dict__.copy()
         state["pending"] = []
         state["recovered"] = {}
+        del state["_lock"]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def remember(self, path: str, found: Recovered) -> None:
         """Keep what recovering ``path`` found; let the payloads of the files recovered longest ago go
@@ -341,7 +359,10 @@ class DamageLog:
         only collected (the main process counts it, see :meth:`receive`).
         """
         if self.forward:
-            self.pending.append({**event, "error": error})
+            with self._lock:
+                self.pending.append({**event, "error": error})
+                if event["records"]:
+                    self._reported.add(event["path"])
             return
         known = self.files.get(event["path"])
         if event["ranges"] and not event["records"] and known is not None and known["ranges"]:
@@ -354,30 +375,46 @@ class DamageLog:
         self.ranges += len(event["ranges"])
         self.bytes += event["bytes"]
         if self.max_skipped is not None and self.records + self.ranges > self.max_skipped:
-            self._warned.add(event["path"])  # the error says it; no warning after it
+            self._name_all(event["path"])  # the error says it; no warning after it
             raise error
         if event["ranges"]:
             self.warn(event["path"])
 
     def warn(self, path: str) -> None:
-        """Issue the file's :class:`~recordkit.errors.DataLossWarning` (once per file and process)."""
-        if self.forward or path in self._warned or path not in self.files:
+        """Issue a :class:`~recordkit.errors.DataLossWarning` naming what was skipped in ``path`` and not
+        named before in this process (each hole and each file's damaged ranges are named once).
+
+        Called as a file's reader closes. With :attr:`forward`, it reports the close instead, so that the
+        main process warns then (:meth:`receive`).
+        """
+        if self.forward:
+            with self._lock:
+                if path in self._reported:
+                    self._reported.discard(path)
+                    self.pending.append({"path": path, "closed": True})
             return
-        self._warned.add(path)
-        info = self.files[path]
+        info = self.files.get(path)
+        if info is None:
+            return
+        records = [hole for hole in info["records"] if (path, hole[0]) not in self._named]
+        ranges = [] if path in self._named_ranges else info["ranges"]
+        if not records and not ranges:
+            return
+        more = " more" if path in self._warned else ""
+        self._name_all(path)
         parts = []
-        if info["records"]:
+        if records:
             where = ", ".join(
-                f"{i}" if offset is None else f"{i} at byte {offset}"
-                for i, offset in info["records"]
+                f"{i}" if offset is None else f"{i} at byte {offset}" for i, offset in records
             )
-            n = len(info["records"])
+            n = len(records)
             parts.append(
-                f"{n} damaged record{'s' if n > 1 else ''} ({'records' if n > 1 else 'record'} {where})"
+                f"{n}{more} damaged record{'s' if n > 1 else ''} "
+                f"({'records' if n > 1 else 'record'} {where})"
             )
-        if info["ranges"]:
-            spans = ", ".join(f"[{s}, {e}) {reason}" for s, e, reason in info["ranges"])
-            n = len(info["ranges"])
+        if ranges:
+            spans = ", ".join(f"[{s}, {e}) {reason}" for s, e, reason in ranges)
+            n = len(ranges)
             parts.append(
                 f"{n} damaged range{'s' if n > 1 else ''}, {info['bytes']} bytes ({spans})"
             )
@@ -387,20 +424,42 @@ class DamageLog:
             stacklevel=user_stacklevel(),
         )
 
+    def warn_all(self) -> None:
+        """Warn about every file with something skipped that no warning named yet (the end of a pass
+        whose workers' readers may not have closed)."""
+        for path in list(self.files):
+            self.warn(path)
+
+    def _name_all(self, path: str) -> None:
+        """Count everything skipped in ``path`` so far as named (warned about, or said by an error)."""
+        self._warned.add(path)
+        info = self.files.get(path)
+        if info is not None:
+            self._named.update((path, hole[0]) for hole in info["records"])
+            if info["ranges"]:
+                self._named_ranges.add(path)
+
     def receive(self, events: Iterable[dict[str, Any]]) -> None:
         """Count and warn about what a worker skipped (:meth:`take_pending` there), raising past
         ``max_skipped`` over every worker; a record or a file's recovery reported again in the epoch (by
-        another worker, or a worker that read it twice) counts once."""
+        another worker, or a worker that read it twice) counts once.
+
+        A recovered file is warned about at once; holes when the worker reports that its reader of the
+        file closed (the warning names every hole of the file not named yet, whichever worker found it),
+        or at the end of the pass (:meth:`warn_all`).
+        """
         for event in events:
             event = dict(event)
-            error = event.pop("error")
             path = event["path"]
+            if event.get("closed"):
+                self.warn(path)
+                continue
+            error = event.pop("error")
             fresh = [hole for hole in event["records"] if (path, hole[0]) not in self._holes]
             if event["records"] and not fresh:
                 continue
             self._holes.update((path, hole[0]) for hole in fresh)
             self.add({**event, "records": fresh}, error)
-            self.warn(path)
 
     def take_pending(self) -> list[dict[str, Any]]:
         """The events collected since the last call (see :attr:`forward`).
@@ -408,9 +467,10 @@ class DamageLog:
         A worker does not know the epoch, so it reports a hole or a recovered file again when it reads it
         again after this call (the main process counts each once per epoch, :meth:`receive`).
         """
-        events, self.pending = self.pending, []
-        self._holes.clear()
-        self._recovered_now.clear()
+        with self._lock:
+            events, self.pending = self.pending, []
+            self._holes.clear()
+            self._recovered_now.clear()
         return events
 
 
@@ -585,8 +645,8 @@ class SkippingReader:
                 return
             except CorruptRecordError as error:
                 if self._numbered(error):
-                    yield self._one(position)
-                    position += 1
+                    yield from self._past_holes(position)
+                    return
             finally:
                 close = getattr(records, "close", None)
                 if close is not None:
@@ -604,6 +664,28 @@ class SkippingReader:
             reach = int(spans[position, 0]) + _BLOCK
             stop = max(int(np.searchsorted(ends, reach, "right")), position + 1)
             yield from self._spanned(position, stop)
+            position = stop
+
+    def _past_holes(self, position: int) -> Iterator[Any]:
+        """Every record from ``position`` on of a file that keeps its numbering, :data:`DAMAGED` for a hole.
+
+        Read :data:`_HOLED_CHUNK` records at a time; a chunk that holds a hole is read again record by
+        record, so each record is read at most twice here however close the holes lie (starting the file's
+        own reading again after each hole would read its next chunk again for every record before the
+        next hole).
+        """
+        reader = self._reader
+        assert reader is not None
+        total = len(reader)
+        while position < total:
+            stop = min(total, position + _HOLED_CHUNK)
+            try:
+                chunk = reader.read(range(position, stop))
+            except ManifestError:
+                raise
+            except CorruptRecordError:
+                chunk = [self._one(i) for i in range(position, stop)]
+            yield from chunk
             position = stop
 
     def __iter__(self) -> Iterator[Any]:

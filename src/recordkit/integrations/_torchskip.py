@@ -5,8 +5,9 @@ A worker's :class:`~recordkit.integrations.torch.MapDataset` collects what it sk
 collate function, which runs in the worker after each batch is read, sends it along with the batch
 (:class:`Forwarded`), and the main process counts and warns about it (:meth:`DamageLog.receive
 <recordkit.datasets.damage.DamageLog.receive>`, as a :class:`~recordkit.data.Loader` does with its
-workers' reports): one :class:`~recordkit.errors.DataLossWarning` per damaged file, counts over every
-worker, ``max_skipped`` over every worker.
+workers' reports): a :class:`~recordkit.errors.DataLossWarning` per damaged file naming each damaged
+record (at the latest when the iteration ends), counts over every worker, ``max_skipped`` over every
+worker.
 """
 
 from __future__ import annotations

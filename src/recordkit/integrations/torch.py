@@ -536,8 +536,12 @@ class RecordLoader(Passes):
         log = _torchskip.damage_log(self.dataset)
         if log is not None:
             log.begin(self._epoch)
-        for item in self.loader:
-            yield 0, _torchskip.received(log, item)
+        try:
+            for item in self.loader:
+                yield 0, _torchskip.received(log, item)
+        finally:
+            if log is not None:  # holes whose workers' readers are still open
+                log.warn_all()
 
     def state_dict(self) -> dict[str, Any]:
         """The position (see :class:`~recordkit.data.loading.Passes`), and what ``on_error="skip"`` skipped
