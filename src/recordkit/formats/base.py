@@ -8,6 +8,9 @@ A format declares
 
 ``name``
     The registry key, also the module name (``"tfrecord"`` lives in ``recordkit/formats/tfrecord.py``).
+``aliases``
+    Other names ``format=`` accepts for it (``"array_record"``, the name of the ArrayRecord package); the
+    format is always reported by ``name``.
 ``extensions``
     File suffixes (with the dot) that select the format when a path ends with them.
 ``capabilities``
@@ -677,6 +680,8 @@ class RecordFormat(ABC):
 
     Attributes
     ----------
+    aliases
+        Other names (lower case) :func:`~recordkit.formats.get_format` resolves to this format.
     overhead
         The bytes each record adds to a file besides its payload (framing, checksums, an index entry):
         what a shard writer's ``max_bytes`` counts.
@@ -697,6 +702,7 @@ class RecordFormat(ABC):
     """
 
     name: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]] = ()
     extensions: ClassVar[tuple[str, ...]] = ()
     capabilities: ClassVar[Capabilities] = Capabilities()
     overhead: ClassVar[int] = 0
