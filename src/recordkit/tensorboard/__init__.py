@@ -81,7 +81,7 @@ def scalars(
     Returns
     -------
     pandas.DataFrame
-        Columns ``run`` and ``tag`` (categorical), ``step`` (int64), ``wall_time`` (float64, seconds since
+        Columns ``run`` and ``tag`` (categorical, with the runs and tags of the rows), ``step`` (int64), ``wall_time`` (float64, seconds since
         the epoch) and ``value`` (float64): the legacy ``simple_value`` summaries (TF1, PyTorch,
         tensorboardX) and the tensors of the ``scalars`` plugin (TF2's ``tf.summary.scalar``, PyTorch with
         ``new_style=True``), in the order written.
