@@ -21,6 +21,7 @@ from recordkit.cli.common import CliError
 from recordkit.cli.payload import Schema, detect_payload
 from recordkit.decode import tables
 from recordkit.io.atomic import AtomicFile
+from recordkit.support.extras import needs
 
 _BATCH_ROWS: Final = 8192
 _SAMPLE: Final = 100
@@ -35,13 +36,9 @@ def is_parquet(path: str) -> bool:
 
 def _pyarrow() -> tuple[Any, Any]:
     """pyarrow and pyarrow.parquet, or an error that says how to install them."""
-    try:
+    with needs("converting Parquet", "pyarrow", "arrow", "pyarrow"):
         import pyarrow
         import pyarrow.parquet
-    except ImportError as exc:
-        raise ImportError(
-            'recordkit\'s Parquet conversion needs pyarrow: pip install "recordkit[arrow]"'
-        ) from exc
     return pyarrow, pyarrow.parquet
 
 

@@ -14,12 +14,14 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from recordkit.support.extras import install_hint
+
 __all__ = ["NAMES", "DecompressionFailed", "decompressor"]
 
 NAMES = {0: "none", 0x62: "brotli", 0x7A: "zstd", 0x73: "snappy"}
 """Riegeli's compression bytes and the codec each names."""
 
-EXTRA_HINT = "pip install 'recordkit[arrayrecord]'"
+EXTRA_HINT = install_hint("arrayrecord")
 
 
 class DecompressionFailed(ValueError):

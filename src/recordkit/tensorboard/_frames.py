@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from recordkit.support.extras import needs
 from recordkit.tensorboard import _read
 from recordkit.tensorboard._events import Values
 
@@ -57,8 +58,8 @@ def tag_set(tags: str | Iterable[str] | None) -> Collection[str] | None:
 
 
 def _pandas() -> Any:
-    import pandas as pd  # the optional dependency, loaded on first use
-
+    with needs("recordkit.tensorboard", "pandas", "tensorboard", "pandas"):
+        import pandas as pd  # the optional dependency, loaded on first use
     return pd
 
 
