@@ -218,8 +218,8 @@ def follow(
     Parameters
     ----------
     logdir_or_file
-        A log directory (it must exist; it may be empty), one event file, a glob pattern, or a list of
-        them, with the runs named as for :func:`scalars`. A pattern is matched again at each poll: it may
+        A log directory (it may be empty, or not created yet: it is waited for, as for new event files),
+        one event file, a glob pattern, or a list of them, with the runs named as for :func:`scalars`. A pattern is matched again at each poll: it may
         match nothing at first, and runs that come to match it later are followed (``"logs/*"``: every
         run created in ``logs``).
     kind
@@ -246,7 +246,7 @@ def follow(
     Raises
     ------
     FileNotFoundError
-        A path (not a pattern) does not exist.
+        While iterating: a path (not a pattern) still does not exist after ``idle_timeout`` seconds.
     TypeError
         ``logdir_or_file`` is not a path, a pattern, or a list of them.
     ValueError
