@@ -112,12 +112,25 @@ def test_help_names_every_registered_format(capsys):
     assert "arrayrecord (read only), ffrecord, ofrecord, tfrecord" in text
 
 
-def test_format_spelled_as_the_suffix_suggests_the_name(capsys, tmp_path):
-    path = tmp_path / "x.array_record"
-    path.write_bytes(b"")
+@pytest.mark.interop
+def test_the_package_name_array_record_names_the_format(capsys, tmp_path):
+    path = write_array_record(tmp_path / "data.bin", RECORDS, "group_size:4")
+    assert get_format("array_record") is get_format("arrayrecord")
+    assert get_format("Array_Record").name == "arrayrecord"
+    with rk.open(path, format="array_record") as reader:
+        assert reader.format == "arrayrecord"
+        assert list(reader) == RECORDS
     result = run_cli(capsys, "count", "--format", "array_record", path)
+    assert result.code == 0
+    assert result.out.split()[0] == str(len(RECORDS))
+    result = run_cli(capsys, "convert", path, tmp_path / "x.tfrecord", "--to", "array_record")
     assert result.code == 2
-    assert "did you mean 'arrayrecord'?" in result.err
+    assert "does not write" in result.err  # refused as read only, not as an unknown name
+    with pytest.raises(UnsupportedOperationError, match="does not write"):
+        rk.open(tmp_path / "x.bin", "w", format="array_record")
+
+
+def test_a_name_close_to_a_format_suggests_it(capsys, tmp_path):
     with pytest.raises(rk.UnknownFormatError, match="did you mean 'tfrecord'"):
         get_format("TF-Record")
     with pytest.raises(rk.UnknownFormatError) as caught:

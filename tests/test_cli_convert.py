@@ -427,3 +427,45 @@ def test_payloads_oneflow_cannot_read_need_keep_payload(capsys, tmp_path, golden
     kept = tmp_path / "kept.ofrecord"
     assert run_cli(capsys, "convert", src, kept, "--keep-payload").code == 0
     assert _read(kept) == _read(src)
+
+
+def _with_unset_kind() -> bytes:
+    example = example_pb2.Example()
+    example.features.feature[
+        "unset"
+    ].SetInParent()  # a Feature with no list: TF parses it as missing
+    example.features.feature["empty"].float_list.SetInParent()
+    example.features.feature["label"].int64_list.value.append(7)
+    return example.SerializeToString()
+
+
+def test_a_feature_with_no_kind_stays_unset_through_ofrecord(capsys, tmp_path):
+    _write(tmp_path / "a.tfrecord", [_with_unset_kind()])
+    assert run_cli(capsys, "convert", tmp_path / "a.tfrecord", tmp_path / "b.ofrecord").code == 0
+    ofrecord = record_pb2.OFRecord.FromString(_read(tmp_path / "b.ofrecord")[0])
+    assert ofrecord.feature["unset"].WhichOneof("kind") is None
+    assert ofrecord.feature["empty"].WhichOneof("kind") == "float_list"
+    assert ofrecord.feature["label"].int64_list.value == [7]
+    assert run_cli(capsys, "convert", tmp_path / "b.ofrecord", tmp_path / "c.tfrecord").code == 0
+    (record,) = _read(tmp_path / "c.tfrecord")
+    example = example_pb2.Example.FromString(record)
+    assert not example.features.feature["unset"].HasField("float_list")
+    assert example.features.feature["unset"].WhichOneof("kind") is None
+    assert example.features.feature["empty"].WhichOneof("kind") == "float_list"
+    assert example.features.feature["label"].int64_list.value == [7]
+
+
+def test_tensorflow_parses_an_unset_kind_converted_through_ofrecord_as_before(capsys, tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    spec = {
+        "unset": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
+        "label": tf.io.FixedLenFeature([], tf.int64),
+    }
+    original = _with_unset_kind()
+    _write(tmp_path / "a.tfrecord", [original])
+    run_cli(capsys, "convert", tmp_path / "a.tfrecord", tmp_path / "b.ofrecord")
+    run_cli(capsys, "convert", tmp_path / "b.ofrecord", tmp_path / "c.tfrecord")
+    (converted,) = _read(tmp_path / "c.tfrecord")
+    expected = {k: v.numpy() for k, v in tf.io.parse_single_example(original, spec).items()}
+    found = {k: v.numpy() for k, v in tf.io.parse_single_example(converted, spec).items()}
+    assert found == expected == {"unset": -1, "label": 7}

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from _scripts import run_script
 
+import recordkit as rk
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 # same_task holds one task written with several libraries; tests/test_examples_same_task.py runs it.
 SCRIPTS = sorted(path for path in EXAMPLES.glob("*/*.py") if path.parent.name != "same_task")
@@ -44,3 +46,22 @@ def test_example_runs(script, tmp_path):
     proc = run_script(script, tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip(), "an example should say what it did"
+
+
+def test_verify_shards_rescues_the_intact_records_after_the_damage_too(tmp_path):
+    spec = importlib.util.spec_from_file_location(
+        "verify_shards", EXAMPLES / "verify_shards" / "verify_shards.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    example.main(tmp_path)
+    with rk.open(tmp_path / "rescued.tfrecord") as reader:
+        ids = [int(rk.decode_example(record)["id"][0]) for record in reader]
+    shard = range(200, 300)  # the third of 4 shards of 400 records
+    assert ids == sorted(ids)
+    assert set(ids) <= set(shard)
+    assert len(ids) == len(shard) - 1  # one damaged record lost, no more
+    lost = (set(shard) - set(ids)).pop()
+    assert any(i > lost for i in ids)  # the intact records after the damage are kept

@@ -415,3 +415,21 @@ def test_follow_raises_the_damage_after_the_records_before_it(tmp_path: Path) ->
         list(reader)
     assert (caught.value.index, caught.value.offset) == (direct.value.index, direct.value.offset)
     assert len(got) == direct.value.index
+
+
+def test_following_a_file_a_writer_has_not_closed_names_its_temporary_file(tmp_path: Path) -> None:
+    path = tmp_path / "train.tfrecord"
+    with rk.open(path, "w") as writer:
+        writer.write(b"first")
+        writer.flush()
+        with pytest.raises(
+            FileNotFoundError, match=r"temporary name \.train\.tfrecord\.[0-9a-f]+\.tmp"
+        ):
+            rk.follow(path)
+        with pytest.raises(FileNotFoundError, match="closed") as caught:
+            Follower(path)
+        assert caught.value.filename == str(path)
+    assert list(rk.follow(path, idle_timeout=0)) == [b"first"]
+    with pytest.raises(FileNotFoundError) as caught:
+        Follower(tmp_path / "other.tfrecord")
+    assert "temporary" not in str(caught.value)

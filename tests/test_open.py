@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from _cli import run_cli
 
 import recordkit as rk
 from recordkit.errors import (
@@ -658,3 +659,30 @@ def test_a_directory_of_runs_says_its_subdirectories_are_not_read(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"subdirectories are not read.*\*/\*"):
         rk.open(tmp_path)
     assert list(rk.open(f"{tmp_path}/*/*")) == [b"x"]
+
+
+@pytest.mark.parametrize("name", rk.available_formats())
+def test_every_suffix_is_a_format_name_and_every_name_a_suffix(name):
+    fmt = rk.get_format(name)
+    for suffix in fmt.extensions:
+        assert rk.get_format(suffix[1:]) is fmt, suffix
+        assert rk.get_format(suffix[1:].upper()) is fmt, suffix
+    for known in (fmt.name, *fmt.aliases):
+        assert rk.get_format(known) is fmt, known
+        if known.replace("_", "").isalnum():
+            found = rk.formats.format_for_path(f"data.{known}")
+            assert found is not None, known
+            assert found[0] is fmt, known
+
+
+def test_ffrecord_by_its_name_as_a_suffix_and_its_suffix_as_a_name(tmp_path, capsys):
+    write(tmp_path / "x.ffrecord", NONEMPTY)
+    with rk.open(tmp_path / "x.ffrecord") as reader:
+        assert (reader.format, list(reader)) == ("ffrecord", NONEMPTY)
+    write(tmp_path / "y.bin", NONEMPTY, format="ffr")
+    with rk.open(tmp_path / "y.bin", format="FFR") as reader:
+        assert (reader.format, list(reader)) == ("ffrecord", NONEMPTY)
+    result = run_cli(capsys, "convert", tmp_path / "x.ffrecord", tmp_path / "z.bin", "--to", "ffr")
+    assert result.code == 0, result.err
+    assert rk.open(tmp_path / "z.bin", format="ffrecord").format == "ffrecord"
+    assert list(rk.open(tmp_path / "z.bin", format="ffrecord")) == NONEMPTY

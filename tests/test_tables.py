@@ -426,7 +426,8 @@ def test_without_pyarrow_the_table_functions_say_what_to_install() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == (
-        'recordkit\'s table functions need pyarrow: pip install "recordkit[arrow]"'
+        "converting tables (recordkit.decode.tables) needs pyarrow: pip install 'recordkit[arrow]' "
+        "(or pip install pyarrow)"
     )
 
 

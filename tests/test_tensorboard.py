@@ -607,3 +607,51 @@ def test_text_tags_select_what_add_text_logged_under_them(run):
     assert len(rk.tensorboard.text(directory, tags=["note/text"])) == 0
     # Only text: the other kinds take tags as written.
     assert len(rk.tensorboard.tensors(directory, tags=["note"])) == (STEPS if name == "tf" else 0)
+
+
+def _histogram(tag, step):
+    event = event_pb2.Event(wall_time=1.5, step=step)
+    histo = event.summary.value.add(tag=tag).histo
+    histo.min, histo.max, histo.num, histo.sum, histo.sum_squares = 0.0, 1.0, 2.0, 1.0, 1.0
+    histo.bucket_limit.extend([0.5, 1.0])
+    histo.bucket.extend([1.0, 1.0])
+    return event.SerializeToString()
+
+
+def _text(tag, step):
+    event = event_pb2.Event(wall_time=1.5, step=step)
+    value = event.summary.value.add(tag=tag)
+    value.metadata.plugin_data.plugin_name = "text"
+    value.tensor.dtype = 7  # DT_STRING
+    value.tensor.string_val.append(b"note %d" % step)
+    value.tensor.tensor_shape.SetInParent()
+    return event.SerializeToString()
+
+
+@pytest.mark.parametrize("tags", [None, ["loss"]])
+def test_categories_are_the_tags_and_runs_of_the_rows(tmp_path, tags):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    mixed = [
+        _scalar("loss", 1, 0.5),
+        _histogram("weights", 1),
+        _text("note", 1),
+        _scalar("lr", 1, 0.1),
+    ]
+    write_events(tmp_path / "a" / "events.out.tfevents.1.x", mixed)
+    write_events(tmp_path / "b" / "events.out.tfevents.1.x", [_histogram("weights", 2)])
+    frame = rk.tensorboard.scalars(tmp_path, tags=tags)
+    present = ["loss", "lr"] if tags is None else ["loss"]
+    assert sorted(frame["tag"].cat.categories) == present
+    assert list(frame["run"].cat.categories) == ["a"]
+    assert sorted(frame["tag"].value_counts().index) == present
+    assert (frame["tag"].value_counts() > 0).all()
+    assert len(frame.groupby("tag", observed=False)) == len(present)
+    for kind, wanted in (("histograms", "weights"), ("text", "note"), ("tensors", "note")):
+        read = getattr(rk.tensorboard, kind)(tmp_path, tags=None if tags is None else [wanted])
+        assert set(read["tag"].cat.categories) == set(read["tag"]), kind
+        assert set(read["run"].cat.categories) == set(read["run"]), kind
+    with rk.tensorboard.follow(tmp_path, tags=tags, idle_timeout=0) as follower:
+        batches = list(follower)
+    assert [sorted(batch["tag"].cat.categories) for batch in batches] == [present]
+    assert [list(batch["run"].cat.categories) for batch in batches] == [["a"]]

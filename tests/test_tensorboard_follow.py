@@ -272,8 +272,8 @@ def test_close_from_another_thread_ends_a_waiting_follow(tmp_path):
 
 
 def test_follow_refuses_bad_arguments(tmp_path):
-    with pytest.raises(FileNotFoundError):
-        rk.tensorboard.follow(tmp_path / "missing")
+    with pytest.raises(FileNotFoundError, match="waited"):
+        list(rk.tensorboard.follow(tmp_path / "missing", idle_timeout=0))
     with pytest.raises(ValueError, match="kind must be one of"):
         rk.tensorboard.follow(tmp_path, "audio")
     with pytest.raises(ValueError, match="hparams have no tags"):
@@ -377,8 +377,9 @@ def test_follow_a_glob_and_a_list_of_runs(tmp_path):
     static = rk.tensorboard.scalars(pattern)
     assert joined(batches, list(static.columns)) == rows(static)
     assert [row[0] for row in rows(static)] == ["a", "a", "b"]
-    with pytest.raises(FileNotFoundError):
-        rk.tensorboard.follow([runs[0], tmp_path / "logs" / "c"])
+    with pytest.raises(FileNotFoundError) as missing:
+        list(rk.tensorboard.follow([runs[0], tmp_path / "logs" / "c"], idle_timeout=0))
+    assert missing.value.filename == str(tmp_path / "logs" / "c")
 
 
 def test_follow_text_tags_select_what_add_text_logged_under_them(tmp_path):
@@ -393,3 +394,23 @@ def test_follow_text_tags_select_what_add_text_logged_under_them(tmp_path):
     assert joined(batches, ["run", "tag", "step", "wall_time", "value"]) == [
         (".", "note/text_summary", 1, 1.0, "hello")
     ]
+
+
+def test_follow_waits_for_a_log_directory_created_after_it_started(tmp_path):
+    logs = tmp_path / "logs"
+    event = event_pb2.Event(wall_time=1.5, step=1)
+    event.summary.value.add(tag="loss", simple_value=0.5)
+
+    def start_training() -> None:
+        (logs / "run").mkdir(parents=True)
+        with rk.open(logs / "run" / "events.out.tfevents.1.host", "w") as writer:
+            writer.write(event.SerializeToString())
+
+    with rk.tensorboard.follow(logs, idle_timeout=30, poll=0.01) as follower:
+        assert len(follower.poll()) == 0  # no log directory yet: nothing, and no error
+        threading.Timer(0.1, start_training).start()
+        batch = next(follower)
+    assert rows(batch) == [("run", "loss", 1, 1.5, 0.5)]
+    with pytest.raises(FileNotFoundError, match="waited") as caught:
+        list(rk.tensorboard.follow(tmp_path / "never", idle_timeout=0.05, poll=0.01))
+    assert caught.value.filename == str(tmp_path / "never")

@@ -6,13 +6,14 @@
 
 A dataset is written as 4 TFRecord shards; one byte of one shard is then flipped, as a bad disk or an
 interrupted copy would. ``recordkit verify`` names the shard, the record and the byte offset, and exits 1.
+``recordkit.recover.salvage`` then copies every intact record of the shard, those after the damage too,
+into a new file.
 
 Run: ``python examples/verify_shards/verify_shards.py``.
 """
 
 from __future__ import annotations
 
-import itertools
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import recordkit as rk
+from recordkit.recover import salvage
 
 
 def recordkit(*args: str) -> subprocess.CompletedProcess[str]:
@@ -34,6 +36,7 @@ def recordkit(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def main(folder: Path) -> None:
+    """Run the example in ``folder``; the intact records of the damaged shard go to rescued.tfrecord."""
     shards = folder / "shards"
     source = folder / "all.tfrecord"
     rng = np.random.default_rng(0)
@@ -63,12 +66,17 @@ def main(folder: Path) -> None:
         print(
             f"{type(exc).__name__}: path={Path(exc.path).name} index={exc.index} offset={exc.offset}"
         )
-        rescued = folder / "rescued.tfrecord"
-        with rk.open(victim) as reader, rk.open(rescued, "w") as writer:
-            writer.write_many(itertools.islice(reader, exc.index))
-        print(f"rescued the {exc.index} records before the damaged one into {rescued.name}")
     else:
         raise AssertionError("the damage went unnoticed")
+
+    # Keep every intact record, before and after the damage; the report says what was skipped.
+    rescued = folder / "rescued.tfrecord"
+    report = salvage(victim, rescued, warn=False)
+    print(report.summary().replace(str(victim), victim.name))
+    for skipped in report.skipped:
+        print(f"  skipped bytes {skipped.start} to {skipped.end} ({skipped.reason})")
+    with rk.open(rescued) as reader:
+        print(f"{rescued.name} holds {sum(1 for _ in reader)} records")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from recordkit.cli.payload import Schema, detect_payload
 from recordkit.decode import tables
 from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
 from recordkit.io.atomic import AtomicFile
+from recordkit.support.extras import needs
 
 _BATCH_ROWS: Final = 8192
 _SAMPLE: Final = 100
@@ -36,13 +37,9 @@ def is_parquet(path: str) -> bool:
 
 def _pyarrow() -> tuple[Any, Any]:
     """pyarrow and pyarrow.parquet, or an error that says how to install them."""
-    try:
+    with needs("converting Parquet", "pyarrow", "arrow", "pyarrow"):
         import pyarrow
         import pyarrow.parquet
-    except ImportError as exc:
-        raise ImportError(
-            'recordkit\'s Parquet conversion needs pyarrow: pip install "recordkit[arrow]"'
-        ) from exc
     return pyarrow, pyarrow.parquet
 
 

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 
 import recordkit as rk
+from recordkit._proto.oneflow import record_pb2
+from recordkit._proto.tensorflow import example_pb2
 from recordkit.cli.common import CliError
 from recordkit.decode.messages import bytes_feature
 from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
@@ -331,7 +333,8 @@ def convert_payload(record: bytes, source: str, target: str, *, lossy: bool, ind
     Feature lists map one to one (``int64_list``, ``float_list``, ``bytes_list``); an OFRecord
     ``int32_list`` becomes an ``int64_list``; a ``double_list`` becomes a ``float_list`` only if every value
     is exactly a float32, or when ``lossy``. The same kind returns ``record`` unchanged. Each value keeps
-    its list type, even an empty one (the encoders map numpy dtypes to list types).
+    its list type, even an empty one (the encoders map numpy dtypes to list types), and a Feature with no
+    list set (both messages' ``Feature`` is a oneof) stays one with none set.
 
     Raises
     ------
@@ -354,7 +357,10 @@ def convert_payload(record: bytes, source: str, target: str, *, lossy: bool, ind
             "(OneFlow rejects empty records)"
         )
     converted: dict[str, Any] = {}
+    unset = _unset_kinds(source, record) if any(_maybe_unset(v) for v in features.values()) else []
     for name, value in features.items():
+        if name in unset:
+            continue
         if isinstance(value, list):
             value = bytes_feature(value)
         elif value.dtype == np.float64 and target == "example":
@@ -366,4 +372,37 @@ def convert_payload(record: bytes, source: str, target: str, *, lossy: bool, ind
                 )
             value = narrowed
         converted[name] = value
-    return (rk.encode_ofrecord if target == OFRECORD_PAYLOAD else rk.encode_example)(converted)
+    encoded: bytes = (rk.encode_ofrecord if target == OFRECORD_PAYLOAD else rk.encode_example)(converted)
+    return _with_unset_kinds(target, encoded, unset) if unset else encoded
+
+
+def _maybe_unset(value: Any) -> bool:
+    """Whether a decoded value may be a Feature with no kind set (decoded as an empty float32 array)."""
+    return isinstance(value, np.ndarray) and value.size == 0 and value.dtype == np.float32
+
+
+def _feature_map(kind: str, record: bytes) -> tuple[Any, Any]:
+    """The parsed message of an Example or OFRecord, and its name -> Feature map."""
+    if kind == EXAMPLE_PAYLOAD:
+        example = example_pb2.Example.FromString(record)
+        return example, example.features.feature
+    ofrecord = record_pb2.OFRecord.FromString(record)
+    return ofrecord, ofrecord.feature
+
+
+def _unset_kinds(kind: str, record: bytes) -> list[str]:
+    """The features of an Example or OFRecord whose Feature has none of its lists set (its oneof
+    ``kind``): TensorFlow parses one as a missing feature, unlike an empty list."""
+    return [
+        name
+        for name, feature in _feature_map(kind, record)[1].items()
+        if not feature.WhichOneof("kind")
+    ]
+
+
+def _with_unset_kinds(kind: str, record: bytes, names: Iterable[str]) -> bytes:
+    """``record`` with a Feature that has no kind set under each of ``names``."""
+    message, features = _feature_map(kind, record)
+    for name in names:
+        features[name].SetInParent()
+    return bytes(message.SerializeToString())

@@ -36,6 +36,7 @@ import numpy as np
 from recordkit.io import RecordReader, RecordWriter, ResolvedSources, resolve_sources
 from recordkit.io import open as _open
 from recordkit.support.closing import Closing
+from recordkit.support.extras import needs
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -262,7 +263,8 @@ def _write_part(
 ) -> None:
     steps: Iterable[int] = indices
     if verbose:
-        from tqdm import tqdm
+        with needs("verbose=True", "tqdm", "cli", "tqdm"):
+            from tqdm import tqdm
 
         steps = tqdm(indices)
     with FileWriter(fname, len(indices)) as writer:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 import numpy as np
 
 from recordkit.errors import DecodeError
+from recordkit.support.extras import needs
 from recordkit.support.signatures import JPEG_SIGNATURE
 
 if TYPE_CHECKING:
@@ -143,7 +144,8 @@ def decode_images(
     DecodeError
         An image could not be decoded; ``.index`` is its record, ``.feature`` is ``feature``.
     """
-    from PIL import Image as PILImageModule  # the optional dependency, loaded on first use
+    with needs("decoding images (recordkit.Image)", "Pillow", "image", "Pillow"):
+        from PIL import Image as PILImageModule  # the optional dependency, loaded on first use
 
     stacked = None
     if spec.size is not None:

@@ -51,6 +51,7 @@ from recordkit.decode.specs import (
     _fill_value,
     _splits,
 )
+from recordkit.support.extras import require
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -68,13 +69,9 @@ _INT32_MAX: Final = 2**31 - 1
 @functools.cache
 def _pyarrow() -> Any:
     """Import pyarrow, or say how to install it."""
-    try:
-        import pyarrow
-    except ImportError as exc:
-        raise ImportError(
-            'recordkit\'s table functions need pyarrow: pip install "recordkit[arrow]"'
-        ) from exc
-    return pyarrow
+    return require(
+        "pyarrow", "converting tables (recordkit.decode.tables)", "pyarrow", "arrow", "pyarrow"
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------

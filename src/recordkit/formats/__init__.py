@@ -138,17 +138,32 @@ def register_format(cls: type[RecordFormat], *, replace: bool = False) -> type[R
     return cls
 
 
+def _lookup(name: str) -> RecordFormat | None:
+    """The registered format whose name or one of whose aliases is ``name`` (any case), or ``None``."""
+    key = str(name).lower()
+    found = _REGISTRY.get(key)
+    if found is None:
+        found = next(
+            (fmt for fmt in _REGISTRY.values() if key in (alias.lower() for alias in fmt.aliases)),
+            None,
+        )
+    return found
+
+
 def get_format(name: str) -> RecordFormat:
-    """Return the registered format called ``name`` (case-insensitive).
+    """Return the registered format called ``name`` or one of its aliases (case-insensitive).
+
+    ``get_format("array_record")`` is the ``"arrayrecord"`` format: the returned format's ``name`` is the
+    one recordkit reports.
 
     Raises
     ------
     UnknownFormatError
         If no format has that name; the message lists the available ones.
     """
-    found = _REGISTRY.get(str(name).lower())
+    found = _lookup(name)
     if found is None and _load_plugins():
-        found = _REGISTRY.get(str(name).lower())
+        found = _lookup(name)
     if found is None:
         names = available_formats()
         # The spelling of a file suffix or a package (array_record, tf-record) names a format too.

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from recordkit.errors import SlowCRCWarning
+from recordkit.support.extras import install_hint
 
 __all__ = [
     "CRC32C_BACKEND",
@@ -185,7 +186,7 @@ def warn_if_slow() -> None:
     _warned = True
     warnings.warn(
         "CRC32C is computed in pure Python (crcmod without its C extension), so TFRecord files will be "
-        "read and written slowly. Install the fast backend with `pip install recordkit[fast]` (google-crc32c), "
+        f"read and written slowly. Install the fast backend with `{install_hint('fast')}` (google-crc32c), "
         "or install a C compiler and reinstall crcmod (`pip install --force-reinstall --no-binary crcmod "
         "crcmod`).",
         SlowCRCWarning,

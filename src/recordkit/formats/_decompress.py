@@ -20,12 +20,14 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from recordkit.support.extras import install_hint
+
 __all__ = ["EAGER", "GUESS", "NAMES", "DecompressionFailed", "bounded", "decompressor"]
 
 NAMES = {0: "none", 0x62: "brotli", 0x7A: "zstd", 0x73: "snappy"}
 """Riegeli's compression bytes and the codec each names."""
 
-EXTRA_HINT = "pip install 'recordkit[arrayrecord]'"
+EXTRA_HINT = install_hint("arrayrecord")
 
 EAGER = 1 << 20
 """An output buffer this large may be allocated before the codec has shown that it needs it."""

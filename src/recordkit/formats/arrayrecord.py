@@ -534,6 +534,7 @@ class ArrayRecordFormat(RecordFormat):
     """
 
     name: ClassVar[str] = "arrayrecord"
+    aliases: ClassVar[tuple[str, ...]] = ("array_record",)  # the package's, TFDS's and Grain's name
     extensions: ClassVar[tuple[str, ...]] = (".array_record", ".arrayrecord")
     capabilities: ClassVar[Capabilities] = Capabilities(
         random_access=True, checksums=True, empty_records=True, self_indexed=True, writable=False

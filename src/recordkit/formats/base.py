@@ -8,8 +8,10 @@ A format declares
 
 ``name``
     The registry key, also the module name (``"tfrecord"`` lives in ``recordkit/formats/tfrecord.py``).
-``extensions``
-    File suffixes (with the dot) that select the format when a path ends with them.
+``aliases``, ``extensions``
+    Other names ``format=`` accepts (``"array_record"``), and the file suffixes that select the format.
+    They agree: each suffix is an alias (``format="ffr"``) and the name and each alias a suffix
+    (``x.ffrecord``), as the class's definition completes them.
 ``capabilities``
     A :class:`Capabilities` describing what the format can do.
 
@@ -58,6 +60,7 @@ from typing import IO, Any, ClassVar, Protocol, TypeAlias
 
 from recordkit.errors import NoLengthError, TruncatedRecordError, UnsupportedOperationError
 from recordkit.formats._counting import CountsRecords
+from recordkit.formats._names import agreeing_names
 from recordkit.formats.compression import NAMES as COMPRESSION_NAMES
 from recordkit.formats.resync import Resync, Skip
 from recordkit.support.heap import keep_freed_memory
@@ -677,6 +680,8 @@ class RecordFormat(ABC):
 
     Attributes
     ----------
+    aliases
+        Other names (lower case) :func:`~recordkit.formats.get_format` resolves to this format.
     overhead
         The bytes each record adds to a file besides its payload (framing, checksums, an index entry):
         what a shard writer's ``max_bytes`` counts.
@@ -697,6 +702,7 @@ class RecordFormat(ABC):
     """
 
     name: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]] = ()
     extensions: ClassVar[tuple[str, ...]] = ()
     capabilities: ClassVar[Capabilities] = Capabilities()
     overhead: ClassVar[int] = 0
@@ -707,6 +713,8 @@ class RecordFormat(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if isinstance(getattr(cls, "name", None), str):
+            cls.aliases, cls.extensions = agreeing_names(cls.name, cls.aliases, cls.extensions)
         if not cls.shard_pattern:
             suffix = cls.extensions[0] if cls.extensions else ""
             cls.shard_pattern = "part-{shard:05d}-of-{num_shards:05d}" + suffix

@@ -26,8 +26,11 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import dask
-import dask.bag
+from recordkit.support.extras import needs
+
+with needs("recordkit.integrations.dask", "Dask bags", "dask", "'dask[bag]'"):
+    import dask
+    import dask.bag
 
 from recordkit.datasets import tasks
 from recordkit.datasets.damage import (

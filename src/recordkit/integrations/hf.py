@@ -36,6 +36,7 @@ from recordkit.errors import DecodeError, RecordKitError, UnsupportedOperationEr
 from recordkit.formats import get_format
 from recordkit.formats.payloads import OFRECORD_PAYLOAD
 from recordkit.io import ResolvedSources, resolve_sources
+from recordkit.support.extras import needs, require
 from recordkit.support.signatures import IMAGE_SIGNATURES
 
 __all__ = ["METADATA_KEY", "features_of", "to_dataset", "write"]
@@ -52,12 +53,7 @@ _FROM_KIND_OF = {**_FROM_KIND, "double_list": "float64", "int32_list": "int32"}
 
 
 def _datasets() -> Any:
-    try:
-        return importlib.import_module("datasets")
-    except ImportError as exc:
-        raise ImportError(
-            "recordkit.hf needs HuggingFace datasets: pip install 'recordkit[hf]' (or pip install datasets)"
-        ) from exc
+    return require("datasets", "recordkit.hf", "HuggingFace datasets", "hf", "datasets")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -500,7 +496,8 @@ def _plain_columns(table: Any, images: list[str]) -> Any:
             if value is None and path is not None:
                 with open(path, "rb") as file:
                     data[i] = file.read()
-        import pyarrow as pa
+        with needs("recordkit.hf", "pyarrow", "hf", "pyarrow"):
+            import pyarrow as pa
 
         table = table.set_column(
             table.schema.get_field_index(name), name, pa.array(data, pa.binary())

@@ -41,15 +41,12 @@ from recordkit.errors import RecordKitError
 from recordkit.formats import get_format
 from recordkit.formats.payloads import OFRECORD_PAYLOAD
 from recordkit.io import is_url
+from recordkit.support.extras import needs
 
-try:
+with needs("recordkit.integrations.ray", "Ray Data", "ray", "'ray[data]>=2.9'"):
     import pyarrow as pa
     from ray.data import Datasink, Datasource, ReadTask, read_datasource
     from ray.data.block import BlockAccessor, BlockMetadata
-except ImportError as exc:  # pragma: no cover - exercised only without Ray
-    raise ImportError(
-        'recordkit.integrations.ray needs Ray Data: pip install "recordkit[ray]" (ray[data]>=2.9)'
-    ) from exc
 
 if TYPE_CHECKING:
     import ray.data

@@ -26,13 +26,11 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
-try:
+from recordkit.support.extras import needs
+
+with needs("recordkit.integrations.torch", "PyTorch", "torch", "torch"):
     import torch
     import torch.utils.data as torch_data
-except ImportError as exc:  # pragma: no cover - exercised only without torch
-    raise ImportError(
-        "recordkit.integrations.torch needs PyTorch: pip install 'recordkit[torch]' (or install torch yourself)"
-    ) from exc
 
 from recordkit.data import Dataset, Loader
 from recordkit.data.loading import (

@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-try:
+from recordkit.support.extras import needs
+
+with needs("recordkit.integrations.torchnodes", "torchdata (0.10 or later)", None, "torchdata"):
     from torchdata.nodes import BaseNode
-except ImportError as exc:  # pragma: no cover - exercised only without torchdata
-    raise ImportError(
-        "recordkit.integrations.torchnodes needs torchdata (0.10 or later): pip install torchdata"
-    ) from exc
 
 from recordkit.data import Dataset
 

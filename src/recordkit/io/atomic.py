@@ -23,7 +23,14 @@ from typing import IO, Any
 
 from recordkit.io.sources import is_url, require_fsspec
 
-__all__ = ["AtomicFile", "UploadOnCommit", "remove_leftovers", "temporary_name", "write_atomically"]
+__all__ = [
+    "AtomicFile",
+    "UploadOnCommit",
+    "pending_temporaries",
+    "remove_leftovers",
+    "temporary_name",
+    "write_atomically",
+]
 
 
 def temporary_name(target: str) -> str:
@@ -39,24 +46,32 @@ def temporary_name(target: str) -> str:
     return os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
 
 
+def pending_temporaries(target: str) -> list[str]:
+    """Return the temporary files beside ``target`` that writers of it have open or left behind, sorted.
+
+    Each is what :func:`temporary_name` names: a writer still running renames its own over ``target`` when
+    it is closed.
+    """
+    directory, name = os.path.split(target)
+    pattern = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]{{12}}\.tmp")
+    try:
+        entries = os.listdir(directory or ".")
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(os.path.join(directory, entry) for entry in entries if pattern.fullmatch(entry))
+
+
 def remove_leftovers(target: str) -> int:
     """Delete the temporary files that writers of ``target`` left behind; return how many.
 
     A writer killed outright (SIGKILL, a lost machine) cannot remove its temporary file. Call this only
     when no writer of ``target`` is still running: its temporary file would go too, and its commit fail.
     """
-    directory, name = os.path.split(target)
-    pattern = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]{{12}}\.tmp")
     removed = 0
-    try:
-        entries = os.listdir(directory or ".")
-    except FileNotFoundError:
-        return 0
-    for entry in entries:
-        if pattern.fullmatch(entry):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(directory, entry))
-                removed += 1
+    for path in pending_temporaries(target):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+            removed += 1
     return removed
 
 

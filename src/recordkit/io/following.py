@@ -55,6 +55,7 @@ from recordkit.errors import (
 from recordkit.formats import available_formats, detect_format, format_for_path, get_format
 from recordkit.formats.base import WINDOW, RecordFormat, Source
 from recordkit.formats.sequential import SequentialFrameReader
+from recordkit.io.atomic import pending_temporaries
 from recordkit.io.sources import check_compression, is_url, resolve_format
 from recordkit.support.closing import Closing
 
@@ -117,7 +118,8 @@ class Follower(Closing):
     UnknownFormatError
         ``format`` names no registered format.
     FileNotFoundError
-        There is no file at ``path``.
+        There is no file at ``path``; when a temporary file of a writer of ``path`` is beside it
+        (``recordkit.open(path, "w")`` has not closed it yet), the message says so.
 
     Notes
     -----
@@ -146,7 +148,7 @@ class Follower(Closing):
         self._format = fmt
         if fmt is not None:
             self._followable(fmt)
-        if not stat.S_ISREG(os.stat(self.path).st_mode):  # (opening a FIFO would wait for a writer)
+        if not stat.S_ISREG(_stat(self.path).st_mode):  # (opening a FIFO would wait for a writer)
             raise UnsupportedOperationError(
                 f"{self.path} is not a regular file: it cannot be followed"
             )
@@ -408,6 +410,25 @@ class Following(Closing):
         """Stop: the iteration ends (a waiting one at once), and the file is closed."""
         self.follower.close()
         self._wake.set()
+
+
+def _stat(path: str) -> os.stat_result:
+    """``os.stat(path)``; a missing file that ``recordkit.open(path, "w")`` is writing says so."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError as exc:
+        pending = pending_temporaries(path)
+        if not pending:
+            raise
+        raise FileNotFoundError(
+            exc.errno,
+            f"no such file yet: a writer (recordkit.open(path, 'w')) is writing it, or was killed while "
+            "writing it, under the temporary "
+            f"name {os.path.basename(pending[-1])}, which becomes {os.path.basename(path)} only when it is "
+            "closed; to follow a file while it is written, write it through a file object "
+            "(recordkit.open(open(path, 'wb'), 'w', format=...)) and flush()",
+            path,
+        ) from exc
 
 
 def follow(

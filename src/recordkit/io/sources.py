@@ -29,6 +29,7 @@ from recordkit.formats import (
 )
 from recordkit.formats.base import RecordFormat, Source, normalize_compression
 from recordkit.io.mapped import MappedFile
+from recordkit.support.extras import require
 
 __all__ = [
     "SNIFF_SIZE",
@@ -86,14 +87,7 @@ def _cached(fs: Any, path: str) -> bool:
 
 def require_fsspec() -> Any:
     """The ``fsspec`` module, or an ``ImportError`` that says which extra brings it."""
-    try:
-        import fsspec
-    except ImportError as exc:
-        raise ImportError(
-            "reading or writing URLs needs fsspec: pip install 'recordkit[remote]' "
-            "(or pip install fsspec)"
-        ) from exc
-    return fsspec
+    return require("fsspec", "reading or writing URLs", "fsspec", "remote", "fsspec")
 
 
 # -- opening one file for reading -----------------------------------------------------------------

@@ -81,7 +81,7 @@ def scalars(
     Returns
     -------
     pandas.DataFrame
-        Columns ``run`` and ``tag`` (categorical), ``step`` (int64), ``wall_time`` (float64, seconds since
+        Columns ``run`` and ``tag`` (categorical, with the runs and tags of the rows), ``step`` (int64), ``wall_time`` (float64, seconds since
         the epoch) and ``value`` (float64): the legacy ``simple_value`` summaries (TF1, PyTorch,
         tensorboardX) and the tensors of the ``scalars`` plugin (TF2's ``tf.summary.scalar``, PyTorch with
         ``new_style=True``), in the order written.
@@ -218,8 +218,8 @@ def follow(
     Parameters
     ----------
     logdir_or_file
-        A log directory (it must exist; it may be empty), one event file, a glob pattern, or a list of
-        them, with the runs named as for :func:`scalars`. A pattern is matched again at each poll: it may
+        A log directory (it may be empty, or not created yet: it is waited for, as for new event files),
+        one event file, a glob pattern, or a list of them, with the runs named as for :func:`scalars`. A pattern is matched again at each poll: it may
         match nothing at first, and runs that come to match it later are followed (``"logs/*"``: every
         run created in ``logs``).
     kind
@@ -246,7 +246,7 @@ def follow(
     Raises
     ------
     FileNotFoundError
-        A path (not a pattern) does not exist.
+        While iterating: a path (not a pattern) still does not exist after ``idle_timeout`` seconds.
     TypeError
         ``logdir_or_file`` is not a path, a pattern, or a list of them.
     ValueError

@@ -10,6 +10,7 @@ first event only).
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -66,8 +67,9 @@ class LogFollower(Closing):
         self._wake = threading.Event()
         self._closed = False
         self._failure: RecordKitError | None = None
+        self._missing: list[str] = []  # the paths given that do not exist (yet)
         self._batches = self._run()
-        self._discover()  # a missing log directory raises now
+        self._discover()
 
     @property
     def closed(self) -> bool:
@@ -123,6 +125,7 @@ class LogFollower(Closing):
 
     def _discover(self) -> None:
         """Open a follower for every event file not followed yet."""
+        self._missing = _read.missing_paths(self.logdir)
         for run, path in _read.event_files(self.logdir, missing_ok=True):
             if path in self._files:
                 continue
@@ -187,6 +190,12 @@ class LogFollower(Closing):
                     continue
                 idle = time.monotonic() - last_growth
                 if self.idle_timeout is not None and idle >= self.idle_timeout:
+                    if self._missing:
+                        raise FileNotFoundError(
+                            errno.ENOENT,
+                            f"no such file or directory (waited {idle:.3g} s for it to be created)",
+                            self._missing[0],
+                        )
                     break
                 self._wake.wait(self.interval)
         finally:  # the end, an error or the iterator collected: the files are closed

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from recordkit.support.extras import needs
 from recordkit.tensorboard import _read
 from recordkit.tensorboard._events import Values
 
@@ -57,16 +58,21 @@ def tag_set(tags: str | Iterable[str] | None) -> Collection[str] | None:
 
 
 def _pandas() -> Any:
-    import pandas as pd  # the optional dependency, loaded on first use
-
+    with needs("recordkit.tensorboard", "pandas", "tensorboard", "pandas"):
+        import pandas as pd  # the optional dependency, loaded on first use
     return pd
 
 
 def _categories(codes: list[np.ndarray[Any, Any]], names: list[str]) -> Any:
-    """A categorical column from integer codes into ``names`` (repeated labels: small and fast)."""
+    """A categorical column from integer codes into ``names`` (repeated labels: small and fast).
+
+    Its categories are the labels of its rows only: ``names`` numbers every tag (and run) of the files,
+    those of other kinds of summary and those not asked for too.
+    """
     pd = _pandas()
     joined = np.concatenate(codes) if codes else np.zeros(0, np.int64)
-    return pd.Categorical.from_codes(joined, categories=pd.Index(names, dtype=object))
+    column = pd.Categorical.from_codes(joined, categories=pd.Index(names, dtype=object))
+    return column.remove_unused_categories()
 
 
 def _scalar_frame(items: Iterable[Item], wanted: Collection[str] | None) -> Any:

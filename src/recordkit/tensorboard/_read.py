@@ -95,6 +95,15 @@ def source_paths(sources: object) -> list[str]:
     return paths
 
 
+def missing_paths(sources: Sources) -> list[str]:
+    """The paths of ``sources`` (not its patterns) that do not exist."""
+    return [
+        item
+        for item in source_paths(sources)
+        if not is_glob_pattern(item) and not os.path.exists(item)
+    ]
+
+
 def _pattern_parent(pattern: str) -> str:
     """The directory a glob pattern matches under: its components before the first with a wildcard."""
     parts = PurePath(pattern).parts
@@ -123,7 +132,8 @@ def event_files(sources: Sources, *, missing_ok: bool = False) -> list[tuple[str
     ------
     FileNotFoundError
         A path does not exist, or a pattern matches no directory or event file (unless ``missing_ok``:
-        then a pattern may match nothing).
+        then a path may be missing, standing for a log directory not created yet, and a pattern may match
+        nothing).
     TypeError, ValueError
         As :func:`source_paths`.
     """
@@ -148,6 +158,8 @@ def event_files(sources: Sources, *, missing_ok: bool = False) -> list[tuple[str
         elif os.path.isdir(item):
             bases.append(item)
             tops.append(item)
+        elif missing_ok:
+            bases.append(item)
         else:
             raise FileNotFoundError(errno.ENOENT, "no such file or directory", item)
     base = os.path.commonpath([os.path.abspath(path) for path in bases])
