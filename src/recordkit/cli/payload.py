@@ -372,7 +372,9 @@ def convert_payload(record: bytes, source: str, target: str, *, lossy: bool, ind
                 )
             value = narrowed
         converted[name] = value
-    encoded: bytes = (rk.encode_ofrecord if target == OFRECORD_PAYLOAD else rk.encode_example)(converted)
+    encoded: bytes = (rk.encode_ofrecord if target == OFRECORD_PAYLOAD else rk.encode_example)(
+        converted
+    )
     return _with_unset_kinds(target, encoded, unset) if unset else encoded
 
 
