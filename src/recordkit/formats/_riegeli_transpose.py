@@ -53,7 +53,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from recordkit.formats._decompress import NAMES, DecompressionFailed, decompressor
-from recordkit.formats._varint import Malformed
+from recordkit.formats._varint import Malformed, varint_at
 
 __all__ = ["transposed_parts"]
 
@@ -76,18 +76,10 @@ def _varint(data: bytes, pos: int, bits: int, what: str) -> tuple[int, int]:
     Like Riegeli, a varint may be longer than it needs (trailing zero groups) but not longer than
     ``ceil(bits / 7)`` bytes, nor hold a value of more than ``bits`` bits.
     """
-    value = 0
-    last = (bits + 6) // 7 - 1
-    for i in range(last + 1):
-        if pos + i >= len(data):
-            raise Malformed(f"{what} runs past the end of its block")
-        byte = data[pos + i]
-        if i == last and byte >> (bits - 7 * i):
-            raise Malformed(f"{what} is too long or too large")
-        value |= (byte & 0x7F) << (7 * i)
-        if byte < 0x80:
-            return value, pos + i + 1
-    raise AssertionError("unreachable: the last byte is checked above")
+    found = varint_at(data, pos, bits)
+    if found is None:
+        raise Malformed(f"{what} runs past the end of its block, or is too long or too large")
+    return found
 
 
 def _encode(value: int) -> bytes:

@@ -11,16 +11,21 @@ class Malformed(ValueError):
     """Chunk data that cannot be decoded (the caller locates it)."""
 
 
-def varint_at(data: bytes, pos: int) -> tuple[int, int] | None:
-    """Return the varint at ``data[pos:]`` and the position after it, or ``None`` if it runs past ``data``
-    or past 10 bytes."""
+def varint_at(data: bytes, pos: int, bits: int = 70) -> tuple[int, int] | None:
+    """Return the varint at ``data[pos:]`` and the position after it, or ``None`` if it runs past ``data``,
+    or does not fit ``bits`` bits in ``ceil(bits / 7)`` bytes (by default 10 bytes, as protobuf allows).
+
+    A varint may be longer than it needs (trailing zero groups) within that many bytes.
+    """
     value = 0
-    for shift in range(0, 70, 7):
-        if pos >= len(data):
+    last = (bits + 6) // 7 - 1
+    for i in range(last + 1):
+        if pos + i >= len(data):
             return None
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
+        byte = data[pos + i]
+        if i == last and byte >> (bits - 7 * i):
+            return None
+        value |= (byte & 0x7F) << (7 * i)
         if byte < 0x80:
-            return value, pos
+            return value, pos + i + 1
     return None
