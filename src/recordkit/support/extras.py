@@ -69,7 +69,6 @@ def require(
 ) -> ModuleType:
     """Import and return ``module``, under :func:`needs` (its other parameters)."""
     with needs(what, dependency, extra, package):
-        __import__(
-            module
-        )  # as an import statement does (builtins.__import__, which hooks may replace)
+        # builtins.__import__, as an import statement calls it (import hooks may replace it)
+        __import__(module)
     return sys.modules[module]
