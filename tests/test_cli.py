@@ -31,7 +31,8 @@ from hypothesis import strategies as st
 
 import recordkit as rk
 from recordkit.cli.common import progress
-from recordkit.cli.payload import bytes_json, detect_payload, float_json
+from recordkit.cli.payload import bytes_json, float_json
+from recordkit.decode.payloads import detect_payload
 
 TF_FILES = [
     "examples.tfrecord",

@@ -12,7 +12,7 @@ from _data_files import write_tfds_directory
 
 import recordkit as rk
 from recordkit._proto.tensorflow import example_pb2
-from recordkit.cli.payload import detect_payload
+from recordkit.decode.payloads import detect_payload
 from recordkit.errors import StaleIndexWarning
 
 # -- info: the index line says where random access gets its offsets --------------------------------

@@ -518,7 +518,7 @@ DOC_PAGES = {
     "docs/formats/plugins.md": DocPage(needs={2: ("pytest",)}),
     "docs/formats/tfds.md": DocPage(needs={2: ("tensorflow_datasets",)}),
     # The HF cache goes to the page's folder (cache_dir=) and HF_HOME is not needed for the rest.
-    "docs/hf.md": DocPage(needs={0: ("datasets",)}, marks=(pytest.mark.slow,)),
+    "docs/hf.md": DocPage(needs={0: ("datasets",), 1: ("datasets",)}, marks=(pytest.mark.slow,)),
     "docs/images.md": DocPage(files=_jpeg_files, needs={0: ("PIL",), 1: ("PIL",)}),
     "docs/index.md": DocPage(files=_example_files),
     "docs/messages.md": DocPage(),

@@ -231,3 +231,124 @@ def test_errors_while_reading_are_recordkit_errors(hf, tmp_path):
         rk.hf.to_dataset(path, SPEC, cache_dir=tmp_path / "c2")
     assert caught.value.index == 3
     assert caught.value.path == str(path)
+
+
+# -- raw payloads: records that are not Examples or OFRecords ---------------------------------------
+
+RAW_RECORDS = [b"\xff\x00" + bytes([i]) * i for i in range(6)] + [
+    b"",
+    b"plain text",
+    b"\x08\x96\x01",
+]
+
+
+def write_records(path, records, format=None) -> None:
+    with rk.open(path, "w", format=format) as writer:
+        writer.write_many(records)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["dataset", "streaming"])
+@pytest.mark.parametrize("name", ["raw.tfrecord", "raw.ffr"])
+def test_raw_payloads_are_one_bytes_column_in_record_order(hf, tmp_path, name, streaming):
+    path = tmp_path / name
+    write_records(path, RAW_RECORDS)
+    ds = rk.hf.to_dataset(path, streaming=streaming, cache_dir=tmp_path / "c")
+    assert isinstance(ds, hf.IterableDataset if streaming else hf.Dataset)
+    assert ds.features == hf.Features({"record": hf.Value("binary")})
+    with rk.open(path) as reader:
+        assert [row["record"] for row in ds] == list(reader) == RAW_RECORDS
+    if not streaming:
+        assert ds.data.schema.field("record").type == pyarrow().binary()
+    from recordkit.decode.payloads import detect_payload
+
+    assert detect_payload(RAW_RECORDS) == "raw"  # the kind `recordkit info` reports
+
+
+def pyarrow():
+    return pytest.importorskip("pyarrow")
+
+
+def test_payload_kind_is_detected_not_taken_from_the_format(hf, tmp_path):
+    """OFRecord payloads in a TFRecord file are read as OFRecords, as `recordkit info` reports them."""
+    path = tmp_path / "of-in-tf.tfrecord"
+    write_records(path, [rk.encode_ofrecord({"x": np.array([i], np.int64)}) for i in range(3)])
+    assert rk.hf.to_dataset(path, cache_dir=tmp_path / "c")["x"] == [0, 1, 2]
+
+
+def test_empty_files(hf, tmp_path):
+    path = tmp_path / "empty.tfrecord"
+    write_records(path, [])
+    with pytest.raises(rk.DecodeError, match="no records"):
+        rk.hf.to_dataset(path, cache_dir=tmp_path / "c")
+    spec = {"label": rk.FixedLen((), "int64")}
+    ds = rk.hf.to_dataset(path, spec, cache_dir=tmp_path / "c")
+    assert (len(ds), ds.features) == (0, rk.hf.features_of(spec))
+    raw = rk.hf.to_dataset(path, payload="raw", cache_dir=tmp_path / "c")
+    assert (len(raw), raw.features) == (0, hf.Features({"record": hf.Value("binary")}))
+    assert list(rk.hf.to_dataset(path, spec, streaming=True)) == []
+
+
+def test_records_that_parse_as_examples_by_accident(hf, tmp_path):
+    """Most of the first records parse as Examples: they are read as Examples, so the first one that
+    does not parse is an error that names it; payload="raw" reads every record as bytes."""
+    records = [rk.encode_example({"k": b"v"})] * 3 + [b"\xff\xff"]
+    path = tmp_path / "mixed.tfrecord"
+    write_records(path, records)
+    with pytest.raises(rk.DecodeError, match="payload='raw'") as caught:
+        rk.hf.to_dataset(path, cache_dir=tmp_path / "c")
+    assert caught.value.index == 3
+    for streaming in (False, True):
+        ds = rk.hf.to_dataset(path, payload="raw", streaming=streaming, cache_dir=tmp_path / "c")
+        assert [row["record"] for row in ds] == records
+    with pytest.raises(ValueError, match="payload"):
+        rk.hf.to_dataset(path, {"k": rk.VarLen("bytes")}, payload="raw")
+    with pytest.raises(ValueError, match="payload"):
+        rk.hf.to_dataset(path, payload="json")
+
+
+@pytest.mark.parametrize("format", ["tfrecord", "ffrecord"])
+def test_write_a_bytes_column_as_raw_records(hf, tmp_path, format):
+    records = [b"\x00\xff", b"", b"abc"]
+    source = hf.Dataset.from_dict(
+        {"blob": records}, features=hf.Features({"blob": hf.Value("binary")})
+    )
+    rk.hf.write(source, tmp_path / "raw", format=format, payload="raw")
+    with rk.open(tmp_path / "raw") as reader:
+        assert list(reader) == records
+    back = rk.hf.to_dataset(tmp_path / "raw", cache_dir=tmp_path / "c")
+    assert back.features == source.features
+    assert back["blob"] == records
+    streamed = rk.hf.to_dataset(tmp_path / "raw", streaming=True)
+    assert [row["blob"] for row in streamed] == records
+    with pytest.raises(rk.DecodeError, match="record 0"):  # a spec parses Examples, as it says
+        rk.hf.to_dataset(tmp_path / "raw", {"blob": rk.VarLen("bytes")}, cache_dir=tmp_path / "d")
+
+
+def test_raw_writes_need_one_bytes_column(hf, tmp_path):
+    for columns in ({"a": [b"x"], "b": [b"y"]}, {"n": [1]}, {"a": [None]}):
+        with pytest.raises(rk.errors.UnsupportedOperationError):
+            rk.hf.write(hf.Dataset.from_dict(columns), tmp_path / "out", payload="raw")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(rk.errors.UnsupportedOperationError, match="row 3 is None"):
+        rk.hf.write(hf.Dataset.from_dict({"a": [b"x"] * 3 + [None]}), tmp_path / "n", payload="raw")
+    with pytest.raises(ValueError, match="payload"):
+        rk.hf.write(hf.Dataset.from_dict({"a": [b"x"]}), tmp_path / "n", payload="example")
+
+
+def test_a_decode_error_names_the_record_in_the_sources_not_in_its_batch(hf, tmp_path):
+    path = tmp_path / "long.tfrecord"
+    write_records(path, [example(i) for i in range(300)] + [b"\xff\xff"])
+    for streaming in (False, True):
+        with pytest.raises(rk.DecodeError, match=r"^record 300: ") as caught:
+            list(rk.hf.to_dataset(path, SPEC, streaming=streaming, cache_dir=tmp_path / "c"))
+        assert caught.value.index == 300
+        assert "payload='raw'" not in str(caught.value)  # the spec said Examples
+
+
+def test_examples_without_features_need_a_spec(hf, tmp_path):
+    """Empty records are Examples with no features (`recordkit info` says example): no columns to give."""
+    path = tmp_path / "blank.tfrecord"
+    write_records(path, [b""] * 3)
+    with pytest.raises(rk.DecodeError, match="without features"):
+        rk.hf.to_dataset(path, cache_dir=tmp_path / "c")
+    assert rk.hf.to_dataset(path, payload="raw", cache_dir=tmp_path / "c")["record"] == [b""] * 3

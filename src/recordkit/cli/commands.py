@@ -52,16 +52,10 @@ from recordkit.cli.manifest import (
     print_checks,
     repair_directory,
 )
-from recordkit.cli.payload import (
-    PAYLOAD_KINDS,
-    Schema,
-    decode_payload,
-    detect_payload,
-    record_json,
-    record_text,
-)
+from recordkit.cli.payload import Schema, record_json, record_text
 from recordkit.datasets import ShardCheck, verify_dataset
 from recordkit.datasets.index import find_index
+from recordkit.decode.payloads import PAYLOAD_KINDS, decode_payload, detect_payload
 from recordkit.io import ResolvedSources, index_problem, source_size, write_index
 
 __all__ = ["build_parser"]

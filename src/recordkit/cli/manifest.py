@@ -10,7 +10,7 @@ from typing import Any
 
 import recordkit as rk
 from recordkit.cli.common import EXIT_CORRUPT, EXIT_OK, damage_line
-from recordkit.cli.payload import Schema, detect_payload
+from recordkit.cli.payload import Schema
 from recordkit.datasets import (
     MANIFEST_NAME,
     Manifest,
@@ -21,6 +21,7 @@ from recordkit.datasets import (
     repair_dataset,
 )
 from recordkit.datasets.manifest import shard_listing
+from recordkit.decode.payloads import detect_payload
 from recordkit.io import find_dataset, open_shard
 
 _SCHEMA_SAMPLE = 1000

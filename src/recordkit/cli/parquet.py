@@ -18,8 +18,9 @@ from typing import Any, Final
 import numpy as np
 
 from recordkit.cli.common import CliError
-from recordkit.cli.payload import Schema, detect_payload
+from recordkit.cli.payload import Schema
 from recordkit.decode import tables
+from recordkit.decode.payloads import detect_payload
 from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
 from recordkit.io.atomic import AtomicFile
 from recordkit.support.extras import needs

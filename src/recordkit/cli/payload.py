@@ -1,7 +1,7 @@
-"""What the command line does with record payloads: detect their kind, show them, summarise, convert.
+"""What the command line does with record payloads: show them, summarise, convert.
 
-Payload kinds are ``"example"`` (``tf.train.Example``), ``"sequence_example"``
-(``tf.train.SequenceExample``), ``"ofrecord"`` (OneFlow's ``OFRecord``) and ``"raw"`` (anything else).
+The payload kinds, and the detector that tells them from a sample of records, are
+:mod:`recordkit.decode.payloads`'s.
 
 JSON rendering (``recordkit cat --json``) follows these rules, documented in ``docs/cli.md``:
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,16 +31,9 @@ from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2
 from recordkit.cli.common import CliError
 from recordkit.decode.messages import bytes_feature
+from recordkit.decode.payloads import decode_payload
 from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
 
-PAYLOAD_KINDS = ("example", "sequence_example", "ofrecord", "raw")
-"""The payload kinds the command line knows, ``raw`` meaning "not decoded"."""
-
-_DECODERS: dict[str, Callable[[bytes], Any]] = {
-    "example": rk.decode_example,
-    "sequence_example": rk.decode_sequence_example,
-    "ofrecord": rk.decode_ofrecord,
-}
 _LIST_TYPES = {
     np.dtype(np.float32): ("float_list", np.float32),
     np.dtype(np.float64): ("double_list", np.float64),
@@ -50,63 +43,6 @@ _LIST_TYPES = {
 _SPEC_DTYPES: dict[str, Any] = {"bytes_list": bytes, **dict(_LIST_TYPES.values())}
 _SHOWN_VALUES = 8
 _SHOWN_BYTES = 48
-
-
-def decode_payload(kind: str, record: bytes) -> Any:
-    """Decode ``record`` as a payload of ``kind`` (``raw`` returns it unchanged).
-
-    Raises
-    ------
-    recordkit.DecodeError
-        The record is not a valid payload of that kind.
-    """
-    return record if kind == "raw" else _DECODERS[kind](record)
-
-
-def _fits(kind: str, record: bytes) -> bool:
-    """Whether ``record`` decodes as ``kind`` into something a person would have written."""
-    if not record:
-        # Zero bytes is an Example (or SequenceExample) with no features; OneFlow forbids empty OFRecords.
-        return kind != OFRECORD_PAYLOAD
-    try:
-        decoded = _DECODERS[kind](record)
-    except rk.DecodeError:
-        return False
-    names = [*decoded.context, *decoded.feature_lists] if kind == "sequence_example" else decoded
-    # Bytes of one message kind sometimes parse as another, with unknown fields skipped; what comes
-    # out then has no features or binary feature names. An empty name is a map entry without a key,
-    # which protobuf and recordkit's decoders read as the name "": it is printable, and it fits.
-    return bool(names) and all(name.isprintable() for name in names)
-
-
-def detect_payload(records: Sequence[bytes], *, prefer: str | None = None) -> str | None:
-    """Return the payload kind of ``records`` (a sample), or ``None`` when there are none.
-
-    The kind is the first, in the order SequenceExample, Example, OFRecord, that every record decodes
-    as; failing that, the kind most records decode as, if more than half do (so that a damaged record
-    shows up as a decoding error rather than hiding the file's kind). A SequenceExample is recognised only
-    when some record has a feature list (without one it is byte for byte an Example). ``prefer``, the
-    payload kind of the file's format (:attr:`recordkit.formats.base.RecordFormat.payload`, ``"ofrecord"``
-    for OneFlow's framing), is tried first. ``"raw"`` when nothing fits.
-    """
-    if not records:
-        return None
-    order = ["sequence_example", "example", "ofrecord"]
-    # OFRecord first when preferred (a preferred "example" keeps SequenceExample, its special case, first)
-    if prefer == OFRECORD_PAYLOAD:
-        order.insert(0, order.pop())
-    best, best_fits = "raw", len(records) // 2
-    for kind in order:
-        fitting = [record for record in records if _fits(kind, record)]
-        if kind == "sequence_example" and not any(
-            record and rk.decode_sequence_example(record).feature_lists for record in fitting
-        ):
-            continue
-        if len(fitting) == len(records):
-            return kind
-        if len(fitting) > best_fits:
-            best, best_fits = kind, len(fitting)
-    return best
 
 
 def kind_of(value: Any) -> str:

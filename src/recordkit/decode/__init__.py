@@ -5,6 +5,8 @@ Modules, bottom up:
 * ``_wire`` -- a protobuf wire-format scanner over any buffer (no protobuf runtime): the one reader of
   Example, SequenceExample and OFRecord payloads, under every decoder of this package;
 * ``messages`` -- encode and decode one ``tf.train.Example``, ``SequenceExample`` or ``OFRecord``;
+* ``payloads`` -- the payload kinds, and ``detect_payload``, which tells them from a sample of records
+  (what ``recordkit info`` reports);
 * ``images`` -- the ``Image`` spec: encoded JPEG/PNG features to uint8 arrays
   (Pillow, loaded on the first image), and OneFlow's random crop windows;
 * ``columns`` -- a batch of payloads to per-feature columns of numpy values;

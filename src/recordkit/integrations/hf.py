@@ -5,10 +5,12 @@ tensorflow-datasets directory: what :func:`recordkit.open` reads, resolved the s
 ``datasets.Dataset``, or a ``datasets.IterableDataset`` with ``streaming=True``. Its ``Features`` come from
 the spec, else from what the dataset's manifest says (the HuggingFace features :func:`write` stored, else
 the manifest's schema), else from the first records; an :class:`~recordkit.Image` spec (or encoded JPEG or
-PNG bytes) becomes a ``datasets.Image`` column.
+PNG bytes) becomes a ``datasets.Image`` column. Records that are neither Examples nor OFRecords (the
+payload kind ``recordkit info`` reports as ``raw``) become one ``binary`` column, :data:`RAW_COLUMN`.
 
 :func:`write` writes a HuggingFace dataset as ``tf.train.Example`` records in shards with a manifest
-(:class:`~recordkit.ShardWriter`), which :func:`to_dataset` and every other reader read back.
+(:class:`~recordkit.ShardWriter`), which :func:`to_dataset` and every other reader read back; with
+``payload="raw"``, a dataset of one ``binary`` column as records of those bytes.
 
 Also importable as ``recordkit.hf``. Needs ``pip install 'recordkit[hf]'`` (the ``datasets`` package).
 """
@@ -30,26 +32,33 @@ from recordkit.datasets import ShardWriter
 from recordkit.decode.images import Image
 from recordkit.decode.messages import decode_example, decode_ofrecord
 from recordkit.decode.parsing import parse_examples, parse_ofrecords
+from recordkit.decode.payloads import RAW_PAYLOAD, detect_payload
 from recordkit.decode.specs import FixedLen, VarLen, as_value_type
 from recordkit.decode.tables import encode_examples, encode_ofrecords
 from recordkit.errors import DecodeError, RecordKitError, UnsupportedOperationError
 from recordkit.formats import get_format
-from recordkit.formats.payloads import OFRECORD_PAYLOAD
+from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
 from recordkit.io import ResolvedSources, resolve_sources
 from recordkit.support.extras import needs, require
 from recordkit.support.signatures import IMAGE_SIGNATURES
 
-__all__ = ["METADATA_KEY", "features_of", "to_dataset", "write"]
+__all__ = ["METADATA_KEY", "RAW_COLUMN", "features_of", "to_dataset", "write"]
 
 METADATA_KEY = "huggingface"
 """The key of a manifest's ``metadata`` under which :func:`write` stores the dataset's features
-(``{"features": Features.to_dict()}``), so that :func:`to_dataset` gives them back exactly."""
+(``{"features": Features.to_dict()}``, and ``"payload": "raw"`` for raw records), so that :func:`to_dataset`
+gives them back exactly."""
+
+RAW_COLUMN = "record"
+"""The one column, of ``binary`` values, that :func:`to_dataset` gives records that are neither Examples
+nor OFRecords (payload kind ``"raw"``): each record's bytes, as they are."""
 
 _BATCH = 256
 _SAMPLE = 100
 _HF_VALUE = {"bytes": "binary", "str": "string"}
 _FROM_KIND = {"int64_list": "int64", "float_list": "float32", "bytes_list": "bytes"}
 _FROM_KIND_OF = {**_FROM_KIND, "double_list": "float64", "int32_list": "int32"}
+_PAYLOADS = (EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD, RAW_PAYLOAD)
 
 
 def _datasets() -> Any:
@@ -171,13 +180,17 @@ def _columns_of_stats(
     return columns
 
 
-def _first_values(resolved: ResolvedSources, ofrecord: bool, count: int) -> list[dict[str, Any]]:
-    decode = decode_ofrecord if ofrecord else decode_example
-    with resolved.open() as reader:
-        return [
-            {name: np.asarray(value) for name, value in decode(record).items()}
-            for record in itertools.islice(reader, count)
-        ]
+def _decoded(records: list[bytes], kind: str) -> list[dict[str, Any]]:
+    """The records that decode as ``kind``, decoded (the others fail with their index when read)."""
+    decode = decode_ofrecord if kind == OFRECORD_PAYLOAD else decode_example
+
+    def values(record: bytes) -> dict[str, Any] | None:
+        try:
+            return {name: np.asarray(value) for name, value in decode(record).items()}
+        except DecodeError:
+            return None
+
+    return [found for found in map(values, records) if found is not None]
 
 
 def _sampled_stats(decoded: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -207,31 +220,85 @@ def _sampled_stats(decoded: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return stats
 
 
-def _columns(
-    resolved: ResolvedSources, spec: Mapping[str, Any] | None, ofrecord: bool
-) -> dict[str, _Column]:
-    if spec is not None:
-        return {name: _column_of_spec(name, one) for name, one in spec.items()}
+def _stored(resolved: ResolvedSources) -> Mapping[str, Any] | None:
+    """What :func:`write` stored in the dataset's manifest: the features, and ``payload`` for raw records."""
     manifest = resolved.manifest
     stored = None if manifest is None else manifest.metadata.get(METADATA_KEY)
     if isinstance(stored, Mapping) and isinstance(stored.get("features"), Mapping):
-        features = _datasets().Features.from_dict(dict(stored["features"]))
-        return {name: _column_of_feature(name, feature) for name, feature in features.items()}
-    schema = None if manifest is None else manifest.schema
+        return stored
+    return None
+
+
+def _listed(resolved: ResolvedSources) -> list[Mapping[str, Any]] | None:
+    """The features of the manifest's schema (as ``recordkit info --json`` lists them), if it has any."""
+    schema = None if resolved.manifest is None else resolved.manifest.schema
     listed = schema.get("features") if isinstance(schema, Mapping) else None
     if isinstance(listed, list) and all(
         isinstance(item, Mapping) and "name" in item for item in listed
     ):
-        first = _first_values(resolved, ofrecord, 1)
-        sample = {name: _one_bytes(value) for name, value in (first[0] if first else {}).items()}
-        return _columns_of_stats({item["name"]: item for item in listed}, sample)
-    decoded = _first_values(resolved, ofrecord, _SAMPLE)
-    if not decoded:
+        return listed
+    return None
+
+
+def _payload_kind(
+    resolved: ResolvedSources,
+    spec: Mapping[str, Any] | None,
+    payload: str | None,
+    fmt: str,
+    head: list[bytes],
+) -> tuple[str, bool]:
+    """The payload kind the records are read as, and whether it was detected from ``head``."""
+    if payload is not None:
+        if payload not in _PAYLOADS:
+            raise ValueError(
+                f"payload={payload!r}: expected None (detect it) or one of {_PAYLOADS}"
+            )
+        if spec is not None and payload == RAW_PAYLOAD:
+            raise ValueError(
+                "payload='raw' reads each record as bytes and a spec parses Examples or OFRecords: "
+                "pass one or the other"
+            )
+        return payload, False
+    own = get_format(fmt).payload or EXAMPLE_PAYLOAD
+    if spec is not None:
+        return own, False
+    stored = _stored(resolved)
+    if stored is not None:
+        return (RAW_PAYLOAD if stored.get("payload") == RAW_PAYLOAD else own), False
+    if _listed(resolved) is not None:
+        return own, False
+    detected = detect_payload(head, prefer=own)
+    if detected is None:
         raise DecodeError(
             f"{resolved.source or 'the sources'} hold no records and no schema to take features from: "
-            "pass spec="
+            "pass spec= (or payload='raw')"
         )
-    sample = {name: _one_bytes(value) for name, value in decoded[0].items()}
+    # A SequenceExample is read as an Example: its context features (its feature lists are left out).
+    return (detected if detected in _PAYLOADS else EXAMPLE_PAYLOAD), True
+
+
+def _columns(
+    resolved: ResolvedSources, spec: Mapping[str, Any] | None, kind: str, head: list[bytes]
+) -> dict[str, _Column]:
+    if spec is not None:
+        return {name: _column_of_spec(name, one) for name, one in spec.items()}
+    stored = _stored(resolved)
+    features = None if stored is None else _datasets().Features.from_dict(dict(stored["features"]))
+    if kind == RAW_PAYLOAD:
+        kept = features if stored is not None and stored.get("payload") == RAW_PAYLOAD else None
+        if kept is not None and len(kept) == 1:  # the column write(payload="raw") wrote
+            ((name, feature),) = kept.items()
+            return {name: _Column(None, feature)}
+        return {RAW_COLUMN: _Column(None, _datasets().Value("binary"))}
+    if features is not None:
+        return {name: _column_of_feature(name, feature) for name, feature in features.items()}
+    listed = _listed(resolved)
+    if listed is not None:
+        first = _decoded(head[:1], kind)
+        sample = {name: _one_bytes(value) for name, value in (first[0] if first else {}).items()}
+        return _columns_of_stats({item["name"]: item for item in listed}, sample)
+    decoded = _decoded(head, kind)
+    sample = {name: _one_bytes(value) for name, value in (decoded[0] if decoded else {}).items()}
     return _columns_of_stats(_sampled_stats(decoded), sample)
 
 
@@ -260,18 +327,42 @@ def features_of(spec: Mapping[str, Any]) -> Any:
 
 
 def _rows(
-    resolved: ResolvedSources, columns: dict[str, _Column], ofrecord: bool
+    resolved: ResolvedSources, columns: dict[str, _Column], kind: str, detected: bool
 ) -> Iterator[dict[str, Any]]:
     """The records of ``resolved``, in :func:`recordkit.open`'s order, as HuggingFace rows."""
-    parse = parse_ofrecords if ofrecord else parse_examples
-    specs = {name: column.spec for name, column in columns.items()}
     with resolved.open() as reader:
         records = iter(reader)
+        if kind == RAW_PAYLOAD:
+            (name,) = columns
+            yield from ({name: bytes(record)} for record in records)
+            return
+        parse = parse_ofrecords if kind == OFRECORD_PAYLOAD else parse_examples
+        specs = {name: column.spec for name, column in columns.items()}
+        start = 0
         while batch := list(itertools.islice(records, _BATCH)):
-            parsed = parse(batch, specs)
+            try:
+                parsed = parse(batch, specs)
+            except DecodeError as exc:
+                raise _in_sources(exc, start, kind if detected else None) from None
             values = {name: _to_list(parsed[name]) for name in columns}
             for i in range(len(batch)):
                 yield {name: _hf_value(columns[name], values[name][i]) for name in columns}
+            start += len(batch)
+
+
+def _in_sources(exc: DecodeError, start: int, detected: str | None) -> DecodeError:
+    """``exc``, raised for a batch that starts at record ``start``, with the record's index in the
+    sources; and when the payload kind was ``detected`` from the first records, how to read bytes."""
+    index, message = exc.index, str(exc)
+    if index is not None:
+        message = f"record {start + index}: " + message.removeprefix(f"record {index}: ")
+        index += start
+    if detected is not None:
+        message += (
+            f" (the first records parsed as {detected} payloads, so all are read as such; "
+            "payload='raw' reads every record as bytes)"
+        )
+    return DecodeError(message, index=index, feature=exc.feature)
 
 
 def _to_list(parsed: Any) -> list[Any]:
@@ -291,17 +382,18 @@ def _hf_value(column: _Column, value: Any) -> Any:
 
 
 def _generate(
-    resolved: ResolvedSources, columns: dict[str, _Column], ofrecord: bool
+    resolved: ResolvedSources, columns: dict[str, _Column], kind: str, detected: bool
 ) -> Iterator[dict[str, Any]]:
     """The generator ``datasets`` calls (a module-level function, so that it pickles)."""
-    yield from _rows(resolved, columns, ofrecord)
+    yield from _rows(resolved, columns, kind, detected)
 
 
-def _fingerprint(resolved: ResolvedSources, features: Any) -> str:
+def _fingerprint(resolved: ResolvedSources, features: Any, kind: str) -> str:
     """What names the cached table of :func:`to_dataset`: the files (local ones with their size and
-    modification time: a file written again is read again), the features and recordkit's version; a
-    remote file cannot be told unchanged cheaply, so sources with one get a fresh fingerprint each time."""
-    digest = hashlib.sha256(repr((features.to_dict(), _version(), resolved.format)).encode())
+    modification time: a file written again is read again), the features, the payload kind and recordkit's
+    version; a remote file cannot be told unchanged cheaply, so sources with one get a fresh fingerprint
+    each time."""
+    digest = hashlib.sha256(repr((features.to_dict(), _version(), resolved.format, kind)).encode())
     for file in resolved.files:
         if not isinstance(file, (str, os.PathLike)) or (
             "://" in os.fspath(file) or "::" in os.fspath(file)
@@ -328,6 +420,7 @@ def to_dataset(
     split: str | None = None,
     format: str | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    payload: str | None = None,
 ) -> Any:
     """A HuggingFace ``datasets.Dataset`` (``streaming=True``: ``IterableDataset``) over record files.
 
@@ -343,10 +436,13 @@ def to_dataset(
         :class:`~recordkit.Image`: the columns, parsed as :func:`recordkit.parse_examples` parses them
         (OFRecord files: :func:`recordkit.parse_ofrecords`), with the features :func:`features_of` gives.
         ``None``: the features a dataset's manifest stored (:func:`write` stores the HuggingFace features,
-        given back exactly), else ones derived from its schema, else from the first 100 records: a feature
-        with one value in every record is a ``Value`` (``None`` where a record lacks it), one always of the
-        same length a ``List`` of that length, any other a ``List``, and one bytes value holding a JPEG,
-        PNG, GIF or BMP image an ``Image``.
+        given back exactly), else ones derived from its schema, else from the first 100 records, whose
+        payload kind is detected as ``recordkit info`` detects it
+        (:func:`recordkit.decode.payloads.detect_payload`). Examples and OFRecords: a feature with one
+        value in every record is a ``Value`` (``None`` where a record lacks it), one always of the same
+        length a ``List`` of that length, any other a ``List``, and one bytes value holding a JPEG, PNG,
+        GIF or BMP image an ``Image``. Raw records (neither): one ``binary`` column, :data:`RAW_COLUMN`,
+        each record's bytes.
     streaming
         Return an ``IterableDataset`` that reads the records as it is iterated, instead of a ``Dataset``
         that reads them all first into HuggingFace's cache (an Arrow file).
@@ -354,6 +450,10 @@ def to_dataset(
         As for :func:`recordkit.open`.
     cache_dir
         Where a ``Dataset``'s Arrow file goes (default: HuggingFace's cache, ``HF_DATASETS_CACHE``).
+    payload
+        ``"raw"``: read each record as bytes, into :data:`RAW_COLUMN` (no spec); ``"example"`` or
+        ``"ofrecord"``: parse the records as that message, whatever their format holds; ``None``: the
+        format's payload with a spec or a manifest, else the kind detected.
 
     Raises
     ------
@@ -361,25 +461,38 @@ def to_dataset(
         A spec other than ``FixedLen``, ``VarLen`` and ``Image``, or a stored feature without an Example
         equivalent.
     DecodeError
-        A record does not parse with the spec (when the rows are read: at once for a ``Dataset``).
+        A record does not parse with the spec (when the rows are read: at once for a ``Dataset``), or
+        without a spec, the sources hold no records, or only Examples without features.
+    ValueError
+        A ``payload`` other than these, or ``"raw"`` with a spec.
     ImportError
         ``datasets`` is not installed.
     """
     hf = _datasets()
     resolved = resolve_sources(source, format=format, split=split)
-    ofrecord = _is_ofrecord(resolved)
-    columns = _columns(resolved, spec, ofrecord)
+    with resolved.open() as reader:
+        fmt = reader.format
+        head = list(itertools.islice(reader, 1 if spec is not None else _SAMPLE))
+    kind, detected = _payload_kind(resolved, spec, payload, fmt, head)
+    columns = _columns(resolved, spec, kind, head)
+    if not columns:
+        raise DecodeError(
+            f"the first records of {resolved.source or 'the sources'} are {kind} payloads without "
+            "features: pass spec= (or payload='raw')"
+        )
     features = hf.Features({name: column.feature for name, column in columns.items()})
-    kwargs = {"resolved": resolved, "columns": columns, "ofrecord": ofrecord}
+    kwargs = {"resolved": resolved, "columns": columns, "kind": kind, "detected": detected}
     if streaming:
         return hf.IterableDataset.from_generator(_generate, features=features, gen_kwargs=kwargs)
+    if not head:  # datasets refuses a generator that yields no rows
+        return hf.Dataset.from_dict({name: [] for name in columns}, features=features)
     try:
         return hf.Dataset.from_generator(
             _generate,
             features=features,
             gen_kwargs=kwargs,
             cache_dir=None if cache_dir is None else os.fspath(cache_dir),
-            fingerprint=_fingerprint(resolved, features),
+            fingerprint=_fingerprint(resolved, features, kind),
         )
     except Exception as exc:
         # datasets wraps what the generator raised in its DatasetGenerationError; the typed error, with
@@ -402,13 +515,6 @@ def _recordkit_cause(error: BaseException) -> RecordKitError | None:
     return None
 
 
-def _is_ofrecord(resolved: ResolvedSources) -> bool:
-    if resolved.format is not None:
-        return get_format(resolved.format).payload == OFRECORD_PAYLOAD
-    with resolved.open() as reader:
-        return get_format(reader.format).payload == OFRECORD_PAYLOAD
-
-
 # -- writing -----------------------------------------------------------------------------------------
 
 
@@ -421,6 +527,7 @@ def write(
     split: str | None = None,
     compression: str | None = None,
     batch_size: int = 1000,
+    payload: str | None = None,
 ) -> None:
     """Write a HuggingFace ``Dataset`` or ``IterableDataset`` as records in shards, with a manifest.
 
@@ -431,6 +538,10 @@ def write(
     feature out of that record. The shards are written by :class:`~recordkit.ShardWriter` (each one
     atomically), and the manifest keeps the dataset's features (under ``metadata["huggingface"]``), so that
     :func:`to_dataset` gives the same features back.
+
+    With ``payload="raw"``, the dataset has one ``binary`` column (:func:`to_dataset` gives raw records
+    one, :data:`RAW_COLUMN`) and each of its values is written as one record, as it is, whatever the
+    format; the manifest says so, and :func:`to_dataset` gives that column back.
 
     Parameters
     ----------
@@ -447,11 +558,16 @@ def write(
         The split the shards are, in the manifest.
     batch_size
         Rows encoded at once.
+    payload
+        ``None``: Examples (OFRecords in an OFRecord file); ``"raw"``: the bytes of the one column.
 
     Raises
     ------
     UnsupportedOperationError
-        A column whose type has no Example equivalent (nested lists, structs other than an image).
+        A column whose type has no Example equivalent (nested lists, structs other than an image); with
+        ``payload="raw"``, a dataset that is not one ``binary`` column, or a ``None`` in it.
+    ValueError
+        A ``payload`` other than ``None`` and ``"raw"``.
     """
     hf = _datasets()
     features = dataset.features
@@ -460,10 +576,14 @@ def write(
             "the dataset's features are unknown (an IterableDataset without features): "
             "cast it with .cast(features) first"
         )
-    for name, feature in features.items():
-        _column_of_feature(
-            name, feature
-        )  # refuse what cannot be read back, before writing anything
+    if payload not in (None, RAW_PAYLOAD):
+        raise ValueError(f"payload={payload!r}: expected None (Examples) or 'raw'")
+    # Refuse what cannot be read back, before writing anything.
+    if payload == RAW_PAYLOAD:
+        _check_raw(features)
+    else:
+        for name, feature in features.items():
+            _column_of_feature(name, feature)
     images = [name for name, feature in features.items() if isinstance(feature, hf.Image)]
     for name in images:
         dataset = dataset.cast_column(name, hf.Image(decode=False))
@@ -474,16 +594,44 @@ def write(
         suffix = fmt.extensions[0] if fmt.extensions else "." + name
         pattern = os.path.join(pattern, f"{split or 'part'}-{{shard:05d}}{suffix}")
     encode = encode_ofrecords if fmt.payload == OFRECORD_PAYLOAD else encode_examples
+    stored: dict[str, Any] = {"features": features.to_dict()}
+    if payload is not None:
+        stored["payload"] = payload
     with ShardWriter(
         pattern,
         format=name,
         compression=compression,
         max_records=shard_size,
         split=split,
-        metadata={METADATA_KEY: {"features": features.to_dict()}},
+        metadata={METADATA_KEY: stored},
     ) as writer:
         for table in dataset.with_format("arrow").iter(batch_size=batch_size):
-            writer.write_many(encode(_plain_columns(table, images)))
+            if payload == RAW_PAYLOAD:
+                writer.write_many(_raw_records(table, writer.count))
+            else:
+                writer.write_many(encode(_plain_columns(table, images)))
+
+
+def _check_raw(features: Any) -> None:
+    """Refuse ``features`` for raw records unless they are one ``binary`` column."""
+    hf = _datasets()
+    values = list(features.values())
+    if len(values) != 1 or not (
+        isinstance(values[0], hf.Value) and values[0].dtype in ("binary", "large_binary")
+    ):
+        raise UnsupportedOperationError(
+            f"payload='raw' writes a dataset of one binary column, not {features!r}"
+        )
+
+
+def _raw_records(table: Any, written: int) -> list[bytes]:
+    """The values of ``table``'s one column (the dataset's rows from ``written`` on), each one record."""
+    values: list[bytes | None] = table.column(0).to_pylist()
+    if None in values:
+        raise UnsupportedOperationError(
+            f"row {written + values.index(None)} is None: a raw record cannot be missing"
+        )
+    return values  # type: ignore[return-value]
 
 
 def _plain_columns(table: Any, images: list[str]) -> Any:
