@@ -67,8 +67,9 @@ def test_info_index_and_convert_read_only_the_listed_shards(tmp_path, capsys):
     directory = _rewritten(tmp_path / "ds")
     info = run_cli(capsys, "info", "--json", directory)
     assert info.code == 0, info.err
-    described = [json.loads(line) for line in info.out.splitlines()]
-    assert [(d["path"], d["records"]) for d in described] == [
+    (summary,) = [json.loads(line) for line in info.out.splitlines()]
+    assert (summary["num_shards"], summary["records"], summary["manifest"]) == (2, 2, True)
+    assert [(d["path"], d["records"]) for d in summary["shards"]] == [
         (str(directory / "part-00.tfrecord"), 1),
         (str(directory / "part-01.tfrecord"), 1),
     ]

@@ -169,6 +169,8 @@ def _cli_page_files(folder: Path) -> None:
         folder,
         ("tfrecord/examples.tfrecord", "train.tfrecord"),
         ("tfrecord/examples.tfrecord", "data/train.tfrecord"),
+        ("tfrecord/examples.tfrecord", "shards/part-0.tfrecord"),
+        ("tfrecord/examples.tfrecord", "shards/part-1.tfrecord"),
         ("tfrecord/corrupt_data_crc.tfrecord", "data/corrupt.tfrecord"),
         ("ffrecord/corrupt_payload.ffr", "corrupt_payload.ffr"),
     )

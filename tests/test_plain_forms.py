@@ -310,6 +310,11 @@ def test_cli_count_cat_verify_info(capsys, dataset):
         ]
         _, out = run(capsys, "info", "-q", "--json", source)
         infos = [json.loads(line) for line in out.splitlines()]
+        if len(files) > 1:  # a directory or glob of several files: one summary, its shards listed
+            (summary,) = infos
+            assert summary["records"] == sum(COUNTS[: len(files)])
+            assert summary["payload_bytes"] == sum(map(len, records))
+            infos = summary["shards"]
         assert [(i["path"], i["records"]) for i in infos] == list(
             zip(files, COUNTS[: len(files)], strict=True)
         )

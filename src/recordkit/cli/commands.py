@@ -21,7 +21,6 @@ import contextlib
 import dataclasses
 import functools
 import itertools
-import json
 import os
 import sys
 import warnings
@@ -42,21 +41,22 @@ from recordkit.cli.common import (
     expand_inputs,
     progress,
     reader_len,
+    records_text,
     report_each,
     resolve_input,
 )
 from recordkit.cli.convert import run_convert
+from recordkit.cli.info import cmd_info
 from recordkit.cli.manifest import (
     add_manifest_command,
     is_dataset_directory,
     print_checks,
     repair_directory,
 )
-from recordkit.cli.payload import Schema, record_json, record_text
+from recordkit.cli.payload import record_json, record_text, sampled_payload_kind
 from recordkit.datasets import ShardCheck, verify_dataset
-from recordkit.datasets.index import find_index
-from recordkit.decode.payloads import PAYLOAD_KINDS, decode_payload, detect_payload
-from recordkit.io import ResolvedSources, index_problem, source_size, write_index
+from recordkit.decode.payloads import PAYLOAD_KINDS, decode_payload
+from recordkit.io import ResolvedSources, write_index
 
 __all__ = ["build_parser"]
 
@@ -64,134 +64,6 @@ EXIT_INTERRUPTED = 130
 """Interrupted by Ctrl-C (SIGINT): 128 + the signal number, as shells report it."""
 EXIT_BROKEN_PIPE = 141
 """The reader of the output went away (SIGPIPE): 128 + the signal number, like ``cat``."""
-
-
-def _payload_kind(
-    args: argparse.Namespace, reader: rk.RecordReader, records: Iterator[bytes]
-) -> tuple[str | None, Iterator[bytes]]:
-    """``--payload``, or the kind detected in the first ``--sample`` records (the format's own payload
-    kind tried first); and ``records`` again, from the first."""
-    head = list(itertools.islice(records, args.sample))
-    prefer = rk.get_format(reader.format).payload
-    kind = str(args.payload) if args.payload != "auto" else detect_payload(head, prefer=prefer)
-    return kind, itertools.chain(head, records)
-
-
-def _records_text(n: int) -> str:
-    return f"{n} record" if n == 1 else f"{n} records"
-
-
-# -- info ------------------------------------------------------------------------------------------
-
-
-def _index_note(reader: rk.RecordReader, path: str) -> tuple[str | None, str | None]:
-    """Where the file's record offsets come from (``None`` when it has no index), and why a sidecar index
-    is ignored (``None`` when it describes the file): what the reader found when it checked it."""
-    if rk.get_format(reader.format).capabilities.self_indexed:
-        return rk.get_format(reader.format).index_place, None
-    found = None if reader.compression else find_index(path)
-    if found is None:
-        return None, None
-    problem = index_problem(path, found, format=reader.format)
-    return found, None if problem is None else problem.reason
-
-
-def _file_info(args: argparse.Namespace, path: InputPath) -> dict[str, Any]:
-    with path.open() as reader:
-        records = progress(reader, total=reader_len(reader), desc=path, enabled=not args.quiet)
-        sample = list(itertools.islice(records, args.sample))
-        sizes = [len(record) for record in itertools.chain(sample, records)]
-        info: dict[str, Any] = {
-            "path": path,
-            "format": reader.format,
-            # The whole file's compression, or its chunks' (ArrayRecord compresses chunk by chunk).
-            "compression": reader.compression or reader.chunk_compression or "none",
-            "records": len(sizes),
-            "file_size": source_size(path),
-            "payload_bytes": sum(sizes),
-            "mean_size": sum(sizes) / len(sizes) if sizes else 0.0,
-            "min_size": min(sizes, default=0),
-            "max_size": max(sizes, default=0),
-        }
-        info["index"], info["index_stale"] = _index_note(reader, path)
-        kind = info["payload"] = _payload_kind(args, reader, iter(sample))[0]
-    info["sampled"] = len(sample)
-    if kind not in (None, "raw"):
-        schema = Schema.of(kind, sample)
-        info["undecodable"] = schema.undecodable
-        info.update(schema.as_dict(lists=kind == "sequence_example"))
-    return info
-
-
-def _feature_table(title: str, rows: list[dict[str, Any]], length: str) -> list[str]:
-    header = ("name", "kind", "present", f"min {length}", f"max {length}")
-    keys = ("name", "kind", "present", "min_len", "max_len")
-    lines = [header, *([str(row[key]) for key in keys] for row in rows)]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return [title] + [
-        "  "
-        + "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-        for line in lines
-    ]
-
-
-def _index_text(info: dict[str, Any]) -> str:
-    if rk.get_format(info["format"]).capabilities.self_indexed:
-        return f"in the file {info['index']}"
-    if info["index_stale"] is not None:
-        return f"stale sidecar {info['index']}, ignored ({info['index_stale']}); offsets from a header scan"
-    if info["index"] is not None:
-        return f"sidecar {info['index']}"
-    if info["compression"] != "none":
-        return "none (compressed files are read sequentially)"
-    return "none (offsets found by a header scan when needed; `recordkit index` writes one)"
-
-
-def _info_text(info: dict[str, Any]) -> str:
-    lines = [
-        info["path"],
-        f"  format       {info['format']}",
-        f"  compression  {info['compression']}",
-        f"  records      {info['records']}",
-        f"  file size    {info['file_size']} bytes",
-        (
-            f"  payloads     {info['payload_bytes']} bytes; per record mean "
-            f"{info['mean_size']:.1f}, min {info['min_size']}, max {info['max_size']}"
-        ),
-        f"  index        {_index_text(info)}",
-    ]
-    kind = info["payload"]
-    if kind is None:
-        return "\n".join([*lines, "  payload      - (no records)"])
-    failed = info.get("undecodable")
-    note = f"; {failed} of them did not decode" if failed else ""
-    lines.append(f"  payload      {kind} (from the first {info['sampled']} records{note})")
-    if "features" in info:
-        title = "  context features:" if kind == "sequence_example" else "  features:"
-        lines += _feature_table(title, info["features"], "len")
-    if "feature_lists" in info:
-        lines += _feature_table("  feature lists:", info["feature_lists"], "steps")
-    return "\n".join(lines)
-
-
-def cmd_info(args: argparse.Namespace) -> int:
-    """Describe each file: format, sizes, index, payload kind and feature schema.
-
-    A damaged file is reported in its place (the error, the record index, the byte offset) and the
-    others are still described; the status is then 1.
-    """
-
-    def show(path: str, info: dict[str, Any]) -> str:
-        return json.dumps(info) if args.json else _info_text(info)
-
-    def damaged(path: str, exc: rk.CorruptRecordError) -> None:
-        where = {"error": type(exc).__name__, "index": exc.index, "offset": exc.offset}
-        line = json.dumps({"path": path, **where, "reason": exc.reason})
-        print(line if args.json else damage_line(path, exc))
-
-    paths = expand_inputs(args.files, format=args.format, split=args.split)
-    results = report_each(paths, functools.partial(_file_info, args), show, damaged)
-    return max(status for status, _ in results)
 
 
 # -- count -----------------------------------------------------------------------------------------
@@ -237,7 +109,7 @@ def _count_verified(args: argparse.Namespace, path: InputPath) -> int:
         records = progress(reader, total=reader_len(reader), desc=path, enabled=not args.quiet)
         if not args.decode:
             return sum(1 for _ in records)
-        kind, records = _payload_kind(args, reader, records)
+        kind, records = sampled_payload_kind(args.payload, args.sample, reader, records)
         count = 0
         for count, record in enumerate(records, 1):
             if kind not in (None, "raw"):
@@ -338,7 +210,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         results = report_each(
             group,
             functools.partial(_verify_file, args),
-            lambda path, count: f"{path}: OK ({_records_text(count)})",
+            lambda path, count: f"{path}: OK ({records_text(count)})",
             lambda path, exc: print(damage_line(path, exc)),
         )
         statuses.extend(status for status, _ in results)
@@ -377,7 +249,7 @@ def cmd_cat(args: argparse.Namespace) -> int:
         records: Iterator[bytes] = itertools.islice(reader, args.offset, stop)
         kind: str | None = "raw"
         if not (args.raw or args.hex):
-            kind, records = _payload_kind(args, reader, records)
+            kind, records = sampled_payload_kind(args.payload, args.sample, reader, records)
         for index, record in enumerate(records, args.offset):
             try:
                 if args.raw:
@@ -423,7 +295,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                 )
         written = write_index(path, args.output, format=fmt, hidden=args.hidden or None)
         if not args.quiet:
-            print(f"{path}: wrote {written} ({_records_text(path.count_records())})")
+            print(f"{path}: wrote {written} ({records_text(path.count_records())})")
     return EXIT_OK
 
 
@@ -474,9 +346,12 @@ def _command(
 
 
 def _add_commands(commands: Any) -> None:
-    help = "describe files: format, sizes, index, payload schema"
+    help = "describe files, or summarise a dataset's shards: format, sizes, index, payload schema"
     info = _command(commands, "info", help, cmd_info, payload=True)
-    info.add_argument("--json", action="store_true", help="one JSON object per file")
+    help = "one JSON object per file, and per source of several files (its summary)"
+    info.add_argument("--json", action="store_true", help=help)
+    help = "for a source of several files, also list each file: records, bytes, warnings"
+    info.add_argument("--shards", action="store_true", help=help)
     _command(commands, "count", "count records (header scan only)", cmd_count)
     help = "check every checksum; exit 1 on corrupt data"
     split = "check only this split of a dataset directory (default: every split)"

@@ -185,6 +185,11 @@ def reader_len(reader: rk.RecordReader) -> int | None:
     return len(reader) if reader.supports_random_access else None
 
 
+def records_text(n: int) -> str:
+    """``1 record``, ``2 records``."""
+    return f"{n} record" if n == 1 else f"{n} records"
+
+
 def error(message: str) -> None:
     """Print ``recordkit: error: MESSAGE`` on stderr."""
     print(f"{PROG}: error: {message}", file=sys.stderr)

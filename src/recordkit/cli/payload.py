@@ -18,9 +18,10 @@ JSON rendering (``recordkit cat --json``) follows these rules, documented in ``d
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,7 @@ from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2
 from recordkit.cli.common import CliError
 from recordkit.decode.messages import bytes_feature
-from recordkit.decode.payloads import decode_payload
+from recordkit.decode.payloads import decode_payload, detect_payload
 from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
 
 _LIST_TYPES = {
@@ -43,6 +44,17 @@ _LIST_TYPES = {
 _SPEC_DTYPES: dict[str, Any] = {"bytes_list": bytes, **dict(_LIST_TYPES.values())}
 _SHOWN_VALUES = 8
 _SHOWN_BYTES = 48
+
+
+def sampled_payload_kind(
+    payload: str, sample: int, reader: rk.RecordReader, records: Iterator[bytes]
+) -> tuple[str | None, Iterator[bytes]]:
+    """The kind ``--payload`` names, or with ``auto`` the kind detected in the first ``sample`` records
+    (the reader's format's own payload kind tried first); and ``records`` again, from the first."""
+    head = list(itertools.islice(records, sample))
+    prefer = rk.get_format(reader.format).payload
+    kind = payload if payload != "auto" else detect_payload(head, prefer=prefer)
+    return kind, itertools.chain(head, records)
 
 
 def kind_of(value: Any) -> str:
@@ -213,6 +225,25 @@ class Schema:
                 kinds = {kind_of(step) for step in steps if len(step)}
                 _count(schema.feature_lists, name, kinds, len(steps))
         return schema
+
+    @classmethod
+    def merged(cls, schemas: Iterable[Schema]) -> Schema:
+        """One schema for the samples of several files: presence and undecodable records added up, the
+        kinds seen joined, the lengths' range widened."""
+        whole = cls()
+        for schema in schemas:
+            whole.undecodable += schema.undecodable
+            for into, stats in (
+                (whole.features, schema.features),
+                (whole.feature_lists, schema.feature_lists),
+            ):
+                for name, seen in stats.items():
+                    entry = into.setdefault(name, {**seen, "kind": set(), "present": 0})
+                    entry["kind"] |= seen["kind"]
+                    entry["present"] += seen["present"]
+                    entry["min_len"] = min(entry["min_len"], seen["min_len"])
+                    entry["max_len"] = max(entry["max_len"], seen["max_len"])
+        return whole
 
     def as_dict(self, lists: bool) -> dict[str, Any]:
         """The features' statistics, and the feature lists' when ``lists``, as JSON-ready lists; a kind
