@@ -9,6 +9,7 @@ either, and ``pytest.importorskip``, treat it as before.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 from collections.abc import Iterator
 from types import ModuleType
@@ -69,6 +70,5 @@ def require(
 ) -> ModuleType:
     """Import and return ``module``, under :func:`needs` (its other parameters)."""
     with needs(what, dependency, extra, package):
-        # builtins.__import__, as an import statement calls it (import hooks may replace it)
-        __import__(module)
+        importlib.import_module(module)
     return sys.modules[module]
