@@ -276,29 +276,72 @@ class ManifestError(CorruptRecordError):
 class DecodeError(RecordKitError, ValueError):
     """A payload could not be decoded: malformed protobuf, missing feature, wrong type or shape.
 
+    Parameters
+    ----------
+    message
+        The whole message (it names the record and feature itself, when known).
+    index, feature, path, offset
+        See the attributes.
+
     Attributes
     ----------
     index
-        The record number within the batch or file, when known.
+        The record number within the batch parsed, or within the file when ``path`` is set; ``None`` when
+        unknown.
     feature
         The feature name concerned, when known.
+    path
+        The file the record was read from, when known: set by the pipelines that read it
+        (:class:`recordkit.data.Dataset`), see :meth:`locate`.
+    offset
+        The record's byte offset in the file, when known.
     """
 
     def __init__(
-        self, message: str, *, index: int | None = None, feature: str | None = None
+        self,
+        message: str,
+        *,
+        index: int | None = None,
+        feature: str | None = None,
+        path: str | os.PathLike[str] | None = None,
+        offset: int | None = None,
     ) -> None:
         self.index = index
         self.feature = feature
+        self.path = None if path is None else os.fspath(path)
+        self.offset = offset
         super().__init__(message)
 
+    def locate(self, path: str | os.PathLike[str], index: int) -> None:
+        """Name the file the record came from and its index there, in place of its place in a batch.
+
+        The message becomes ``path: record index: ...``: a leading ``record N:`` (the record's place in
+        what was parsed) is replaced, the rest (feature, reason) kept.
+        """
+        message = str(self.args[0]) if self.args else ""
+        prefix = f"record {self.index}: "
+        if self.index is not None and message.startswith(prefix):
+            message = message[len(prefix) :]
+        self.path = os.fspath(path)
+        self.index = index
+        self.args = (f"{_where(self.path, index, self.offset)}: {message}", *self.args[1:])
+
     def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild_decode, (type(self), self.args[0], self.index, self.feature))
+        return (
+            _rebuild_decode,
+            (type(self), self.args[0], self.index, self.feature, self.path, self.offset),
+        )
 
 
 def _rebuild_decode(
-    cls: type[DecodeError], message: str, index: int | None, feature: str | None
+    cls: type[DecodeError],
+    message: str,
+    index: int | None,
+    feature: str | None,
+    path: str | None = None,
+    offset: int | None = None,
 ) -> DecodeError:
-    return cls(message, index=index, feature=feature)
+    return cls(message, index=index, feature=feature, path=path, offset=offset)
 
 
 class UnsafePathError(RecordKitError, PermissionError):

@@ -9,7 +9,7 @@ from contextlib import closing
 from typing import Any
 
 from recordkit.data._damage import OnError, log_of, skipped_summary, with_damage_filter
-from recordkit.data._files import EVERYTHING, FileSource, Shuffle, catalog_of, narrow
+from recordkit.data._files import EVERYTHING, FileSource, Shuffle, Trail, catalog_of, narrow
 from recordkit.data._prefetch import prefetch
 from recordkit.data._readers import Catalog
 from recordkit.data._stages import (
@@ -375,7 +375,10 @@ class Dataset:
         """Apply ``fn`` to every item: to every record, or to every batch if called after :meth:`batch`.
 
         ``fn`` runs in the process that iterates (each DataLoader worker) and must be picklable for the
-        ``spawn`` start method (a module-level function, not a lambda).
+        ``spawn`` start method (a module-level function, not a lambda). A
+        :class:`~recordkit.errors.DecodeError` it raises for a record, or for a record of a batch (its
+        ``index``), is made to name the file and the record's index in it
+        (:meth:`~recordkit.errors.DecodeError.locate`).
         """
         _check_callable(fn, "map")
         return self._with(_ops=(*self._ops, Map(fn)))
@@ -625,9 +628,11 @@ class Dataset:
         records, cut, dropped = plan_skip(ops, skip)
         source = self._source
         if isinstance(source, FileSource):
-            # Records come a list at a time, straight from the readers.
-            chunks = source.chunks(epoch, shard, num_shards, records)
-            items = run(chunks, ops, chunks=True, cut=cut, dropped=dropped)
+            # Records come a list at a time, straight from the readers; the trail names the file and
+            # record of a decoding error.
+            trail = Trail(source.catalog)
+            chunks = source.chunks(epoch, shard, num_shards, records, trail)
+            items = run(chunks, ops, chunks=True, cut=cut, dropped=dropped, locate=trail.locate)
         else:
             records_ = source.records(epoch, shard, num_shards, records)
             items = run(records_, ops, chunks=False, cut=cut, dropped=dropped)

@@ -16,7 +16,7 @@ import numpy as np
 
 from recordkit.data._interleave import InterleavedStream, RoundRobin
 from recordkit.data._readers import CHUNK, Catalog, ReaderPool, ShardStream
-from recordkit.data._shuffle import BufferShuffler
+from recordkit.data._shuffle import BufferShuffler, fed_position
 from recordkit.data._state import ALL, Elastic
 from recordkit.datasets.plan import (
     EqualShards,
@@ -39,7 +39,7 @@ from recordkit.datasets.plan import (
 from recordkit.errors import UnsupportedOperationError
 from recordkit.io.resolve import Sources
 
-__all__ = ["EVERYTHING", "FileSource", "Shuffle", "catalog_of", "narrow"]
+__all__ = ["EVERYTHING", "FileSource", "Shuffle", "Trail", "catalog_of", "narrow"]
 
 EVERYTHING: Window = (0, None)
 
@@ -78,8 +78,37 @@ def catalog_of(sources: Sources, format: str | None, split: str | None, **option
     return Catalog(resolve_sources(sources, format=format, split=split), **options)
 
 
+class Trail:
+    """Where the records of one shard's epoch (:meth:`FileSource.chunks`) came from, worked out on demand.
+
+    Nothing is kept per record: the streams note where each unit began or how long it was, a shuffle
+    buffer how many records it was fed, and :meth:`locate` replays the interleaving and the buffer's
+    choices on positions. It is asked only when a stage fails on a record.
+    """
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.stream: ShardStream | InterleavedStream | None = None
+        self.skip = 0
+        self.buffer: tuple[int, int] | None = None  # (size, seed) of the shuffle buffer
+        self.fed = 0
+
+    def locate(self, position: int) -> tuple[str, int] | None:
+        """The file and the record index in it of the record at ``position`` of the chunks given."""
+        emitted = self.skip + position
+        if self.buffer is not None:
+            fed = fed_position(*self.buffer, self.fed, emitted)
+            if fed is None:
+                return None
+            emitted = fed
+        found = None if self.stream is None else self.stream.where(emitted)
+        if found is None:
+            return None
+        return self.catalog.files[found[0]], found[1]
+
+
 def _buffer_shuffled(
-    stream: ShardStream | InterleavedStream, size: int, seed: int, skip: int
+    stream: ShardStream | InterleavedStream, size: int, seed: int, skip: int, trail: Trail
 ) -> Generator[list[bytes], None, None]:
     """The stream's records through a shuffle buffer, in lists, without the first ``skip`` outputs."""
     shuffler = BufferShuffler(size, seed)
@@ -89,9 +118,11 @@ def _buffer_shuffled(
         position = shuffler.replay(stream.length, skip)
         shuffler.pending[:] = stream.fetch(shuffler.pending)
         skip = 0
+    trail.buffer, trail.fed = (size, seed), position
     source = stream.chunks(position)
     try:
         for chunk in source:
+            trail.fed += len(chunk)
             out = shuffler.push_many(chunk)
             if skip:
                 dropped = min(skip, len(out))
@@ -314,9 +345,13 @@ class FileSource:
             chunks.close()
 
     def chunks(
-        self, epoch: int, shard: int, num_shards: int, skip: int
+        self, epoch: int, shard: int, num_shards: int, skip: int, trail: Trail | None = None
     ) -> Generator[list[bytes], None, None]:
-        """:meth:`records` in lists (non-empty), as they are read; readers close at the end."""
+        """:meth:`records` in lists (non-empty), as they are read; readers close at the end.
+
+        ``trail`` (a new one) is made to tell where each record given came from.
+        """
+        trail = Trail(self.catalog) if trail is None else trail
         self.catalog.damage.begin(epoch)
         pool = ReaderPool(self.catalog)
         try:
@@ -326,12 +361,13 @@ class FileSource:
             elastic = self.resumed(epoch) is not None  # the rest of an epoch, in its own order
             if self.cycle > 1 and not elastic:
                 stream = InterleavedStream(plain, self.cycle, self.block)
+            trail.stream, trail.skip = stream, skip
             spec = self.shuffle
             if elastic or spec is None or spec.buffer_size is None or spec.buffer_size <= 1:
                 chunks = stream.chunks(skip)
             else:
                 seed = derive_seed(self.seed, epoch, shard, "buffer")
-                chunks = _buffer_shuffled(stream, spec.buffer_size, seed, skip)
+                chunks = _buffer_shuffled(stream, spec.buffer_size, seed, skip, trail)
             try:
                 for chunk in chunks:
                     if chunk:

@@ -100,6 +100,8 @@ class _UnitReader:
         self._stop = threading.Event()
         self._ready: collections.deque[bytes] = collections.deque()
         self._done = False
+        self.read = 0
+        """Records the thread has handed over (all of the unit's, once :meth:`next` has returned ``None``)."""
         pool = ReaderPool(stream.pool.catalog)
         if not isinstance(unit, IndexUnit):
             # A reader the planning step opened (and indexed) is handed to this thread.
@@ -121,9 +123,11 @@ class _UnitReader:
             for record in stream.unit_records(unit, start, pool):
                 chunk.append(record)
                 if len(chunk) == _CHUNK:
+                    self.read += len(chunk)
                     if not put_unless_stopped(self._queue, chunk, self._stop):
                         return
                     chunk = []
+            self.read += len(chunk)
             if chunk and not put_unless_stopped(self._queue, chunk, self._stop):
                 return
         except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which re-raises it
@@ -166,6 +170,8 @@ class InterleavedStream:
         self.block = block
         self.length = stream.length
         self.random_access = stream.random_access
+        # The lengths of the units of unknown size that were read to their end.
+        self._ended: dict[int, int] = {}
 
     def _schedule(self) -> RoundRobin:
         return RoundRobin(len(self.stream.units), self.cycle, self.block)
@@ -196,10 +202,29 @@ class InterleavedStream:
         finally:
             records.close()  # type: ignore[attr-defined]
 
+    def where(self, position: int) -> tuple[int, int] | None:
+        """The file and the record index in it of the record at interleaved ``position``, once read.
+
+        The turns are replayed from the units' lengths; a unit of unknown size that has not ended yet had
+        not ended before ``position`` either.
+        """
+        units = self.stream.units
+        lengths = [
+            len(u) if u.sized else self._ended.get(k, position + 1) for k, u in enumerate(units)
+        ]
+        schedule = self._schedule()
+        taken = schedule.replay(lengths, position)
+        while (unit := schedule.current()) is not None:
+            if taken[unit] < lengths[unit]:
+                return self.stream.where_in(unit, taken[unit])
+            schedule.ended()
+        return None
+
     def _read(self, schedule: RoundRobin, starts: list[int]) -> Iterator[bytes]:
         units = self.stream.units
         readers: dict[int, _UnitReader] = {}
         opened = schedule.next_unit
+        self._ended = {}
 
         def top_up() -> None:
             nonlocal opened
@@ -218,7 +243,9 @@ class InterleavedStream:
                     top_up()
                 record = readers[unit].next()
                 if record is None:
-                    readers.pop(unit).close()
+                    ended = readers.pop(unit)
+                    self._ended[unit] = starts[unit] + ended.read
+                    ended.close()
                     schedule.ended()
                     top_up()
                     continue

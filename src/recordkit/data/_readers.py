@@ -7,6 +7,7 @@ parent) and opens its own. The :class:`Catalog` holds only names and counts, so 
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import os
 from collections import OrderedDict
@@ -55,6 +56,22 @@ def chunked(records: Iterator[bytes], n: int | None) -> Iterator[list[bytes]]:
         if n is not None:
             n -= len(chunk)
         yield chunk
+
+
+def _tallied(
+    chunks: Generator[list[bytes], None, int], read: list[int]
+) -> Generator[list[bytes], None, int]:
+    """``chunks``, counting their records in ``read[0]``."""
+    try:
+        while True:
+            try:
+                chunk = next(chunks)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            read[0] += len(chunk)
+            yield chunk
+    finally:
+        chunks.close()
 
 
 class Catalog:
@@ -261,17 +278,41 @@ class ShardStream:
         self.random_access = self.length is not None and all(
             isinstance(u, IndexUnit) or catalog.random_access[u.file] for u in self.units
         )
+        # Where each unit began in the stream :meth:`chunks` reads (units it did not reach: not listed).
+        self._begins: list[int] = []
+        self._begun: list[int] = []
 
     def chunks(self, start: int = 0) -> Generator[list[bytes], None, None]:
         """Yield the records from position ``start`` to the end, in lists of up to :data:`CHUNK`."""
-        for unit in self.units:
+        position = 0
+        self._begins, self._begun = [], []
+        for k, unit in enumerate(self.units):
             if unit.sized:
                 n = len(unit)
                 if start >= n:
                     start -= n
+                    position += n
                     continue
-            skipped = yield from self.unit_chunks(unit, start)
+            self._begins.append(position)
+            self._begun.append(k)
+            read = [0]
+            skipped = yield from _tallied(self.unit_chunks(unit, start), read)
             start -= skipped
+            position += skipped + read[0]
+
+    def where(self, position: int) -> tuple[int, int] | None:
+        """The file and the record index in it of the record :meth:`chunks` read at ``position``."""
+        k = bisect.bisect_right(self._begins, position) - 1
+        if k < 0:
+            return None
+        return self.where_in(self._begun[k], position - self._begins[k])
+
+    def where_in(self, unit: int, rel: int) -> tuple[int, int] | None:
+        """The file and the record index in it of record ``rel`` of unit number ``unit``."""
+        if self.units[unit].sized and not 0 <= rel < len(self.units[unit]):
+            return None
+        files, local = self._pairs(self.units[unit], rel, rel + 1)
+        return int(files[0]), int(local[0])
 
     def unit_records(
         self, unit: Unit, start: int, pool: ReaderPool | None = None

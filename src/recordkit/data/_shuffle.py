@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BufferShuffler"]
+__all__ = ["BufferShuffler", "fed_position"]
 
 
 _BLOCK = 1024
@@ -128,3 +128,16 @@ class BufferShuffler:
             self.pop()
             done += 1
         return fed
+
+
+def fed_position(size: int, seed: int, fed: int, emitted: int) -> int | None:
+    """Which item, counted in the order fed, a shuffle buffer emitted ``emitted``-th (from 0).
+
+    ``fed`` is how many items the buffer had been given by then (all, when it emitted it while draining).
+    The choices are replayed on positions (see :meth:`BufferShuffler.replay`); ``None`` if it never did.
+    """
+    shuffler = BufferShuffler(size, seed)
+    out = shuffler.push_many(list(range(min(fed, size + emitted + 1))))
+    if emitted >= len(out):
+        out += shuffler.drain()
+    return out[emitted] if emitted < len(out) else None

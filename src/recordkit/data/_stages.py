@@ -13,9 +13,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from recordkit.errors import DecodeError
+
 __all__ = [
     "Batch",
     "Filter",
+    "Locate",
     "Map",
     "Stage",
     "Unbatch",
@@ -57,6 +60,9 @@ class Unbatch:
 
 Stage = Map | Filter | Batch | Unbatch
 
+Locate = Callable[[int], tuple[str, int] | None]
+"""Where the record at a position of the source came from: its file and its index there, or ``None``."""
+
 _UNKNOWN = {
     Filter: "filter(): the number of items it keeps is known only by running it on them",
     Unbatch: "unbatch(): the number of elements in each item is known only by reading them",
@@ -88,11 +94,25 @@ class _Pull:
     below no more items than the ``n`` asked for need (a filter: until enough pass), so user functions run
     on the same items, in the same order, as with one item at a time. When something fails partway, the
     items made before the failure are returned first and the error is raised by the next call.
+
+    After ``take``, :attr:`where` says where each item returned came from, for naming a record in an
+    error: per item, the source position of a record (an int), or a sequence of them (a batch's records);
+    ``None`` when a stage below cannot tell (unbatch, another pipeline's items) or the take was cut short
+    by an error. It is worked out when asked, so that pulling one item at a time costs nothing more.
     """
 
     def __init__(self, src: _Pull | None) -> None:
         self.src = src
         self._error: Exception | None = None
+        self._where: Sequence[Any] | None = None
+
+    @property
+    def where(self) -> Sequence[Any] | None:
+        """Where the items of the last :meth:`take` came from (see above)."""
+        return None if self._error is not None else self._places()
+
+    def _places(self) -> Sequence[Any] | None:
+        return self._where
 
     def take(self, n: int) -> list[Any]:
         """The next items, at most ``n``; an empty list at the end."""
@@ -109,6 +129,7 @@ class _Pull:
         return out
 
     def _fill(self, out: list[Any], n: int) -> None:
+        """Append the next items to ``out`` (and note where they came from, unless :meth:`_places` can tell)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -125,6 +146,10 @@ class _Chunks(_Pull):
         self._chunks = chunks
         self._buf: list[Any] = []
         self._at = 0
+        # Records in the lists before ``_buf``; the last take was ``_buf[_from:_at]`` (so where it came
+        # from is known without a cost per take).
+        self._base = 0
+        self._from = 0
 
     def take(self, n: int) -> list[Any]:
         buf, at = self._buf, self._at
@@ -132,13 +157,18 @@ class _Chunks(_Pull):
             nxt = next(self._chunks, None)
             if nxt is None:
                 return []
+            self._base += len(buf)
             buf, at = nxt, 0
         if at == 0 and len(buf) <= n:
-            self._buf, self._at = [], 0
+            self._base += len(buf)
+            self._buf, self._at, self._from = [], 0, -len(buf)
             return buf  # handed over whole: never touched here again
         out = buf[at : at + n]
-        self._buf, self._at = buf, at + len(out)
+        self._buf, self._at, self._from = buf, at + len(out), at
         return out
+
+    def _places(self) -> Sequence[Any] | None:
+        return range(self._base + self._from, self._base + self._at)
 
     def close(self) -> None:
         close = getattr(self._chunks, "close", None)
@@ -163,13 +193,25 @@ class _Items(_Pull):
 
 
 class _Mapped(_Pull):
-    def __init__(self, src: _Pull, fn: Callable[[Any], Any]) -> None:
+    def __init__(self, src: _Pull, fn: Callable[[Any], Any], locate: Locate | None) -> None:
         super().__init__(src)
         self.fn = fn
+        self.locate = locate
 
     def _fill(self, out: list[Any], n: int) -> None:
         assert self.src is not None
-        out.extend(map(self.fn, self.src.take(n)))
+        items = self.src.take(n)
+        try:
+            out.extend(map(self.fn, items))
+        except DecodeError as exc:
+            at = self.src.where
+            if at is not None and self.locate is not None:
+                _locate(exc, at[len(out)], self.locate)
+            raise
+
+    def _places(self) -> Sequence[Any] | None:
+        assert self.src is not None
+        return self.src.where
 
 
 class _Filtered(_Pull):
@@ -179,12 +221,25 @@ class _Filtered(_Pull):
 
     def _fill(self, out: list[Any], n: int) -> None:
         assert self.src is not None
-        take, fn = self.src.take, self.fn
+        src, fn = self.src, self.fn
+        parts: list[Sequence[Any]] | None = []
+        self._where = None
         while len(out) < n:
-            items = take(n - len(out))
+            items = src.take(n - len(out))
             if not items:
-                return
-            out.extend(item for item in items if fn(item))
+                break
+            at = src.where
+            if at is None or parts is None:
+                parts = None
+                out.extend(item for item in items if fn(item))
+                continue
+            keep: list[Any] = []
+            try:
+                keep.extend(map(fn, items))
+            finally:  # what was kept before a failure is still handed on
+                out.extend(itertools.compress(items, keep))
+            parts.append(_kept(at, keep))
+        self._where = None if parts is None else _joined(*parts)
 
 
 class _Batched(_Pull):
@@ -195,19 +250,84 @@ class _Batched(_Pull):
 
     def _fill(self, out: list[Any], n: int) -> None:
         assert self.src is not None
-        take, size = self.src.take, self.size
+        src, size = self.src, self.size
+        where: list[Any] = []
+        self._where = None
         while len(out) < n:
-            batch = take(size)
+            batch = src.take(size)
             if not batch:
-                return
+                break
+            places = src.where
             while len(batch) < size:
-                more = take(size - len(batch))
+                more = src.take(size - len(batch))
                 if not more:
-                    if not self.drop_last:
-                        out.append(batch)
-                    return
+                    break
                 batch.extend(more)
+                places = _joined(places, src.where)
+            if len(batch) < size and self.drop_last:
+                break
             out.append(batch)
+            where.append(places)
+            if len(batch) < size:
+                break
+        self._where = None if None in where else where
+
+
+def _joined(*parts: Sequence[Any] | None) -> Sequence[Any] | None:
+    """The places of items made of several takes, one after the other (``None`` if one is unknown).
+
+    A range while the records are consecutive; otherwise a list, made only when an error asks for it.
+    """
+    if None in parts:
+        return None
+    if not parts:
+        return ()
+    if len(parts) == 1:
+        return parts[0]
+    if all(isinstance(p, range) for p in parts) and all(
+        a.stop == b.start  # type: ignore[union-attr]
+        for a, b in itertools.pairwise(parts)
+    ):
+        return range(parts[0].start, parts[-1].stop)  # type: ignore[union-attr]
+    return _Lazy(lambda: [place for part in parts for place in part])  # type: ignore[union-attr]
+
+
+class _Lazy(Sequence[Any]):
+    """A list of places made on first use (only an error uses it)."""
+
+    def __init__(self, make: Callable[[], list[Any]]) -> None:
+        self._make: Callable[[], list[Any]] | None = make
+        self._list: list[Any] = []
+
+    def _get(self) -> list[Any]:
+        if self._make is not None:
+            self._list, self._make = self._make(), None
+        return self._list
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._get()[i]
+
+
+def _kept(at: Sequence[Any], keep: list[Any]) -> _Lazy:
+    """The places of the items a filter kept: those of ``at`` whose ``keep`` is true."""
+    return _Lazy(lambda: list(itertools.compress(at, keep)))
+
+
+def _locate(exc: DecodeError, place: Any, locate: Locate) -> None:
+    """Name the file and record of ``exc``, raised for an item from ``place`` (see :attr:`_Pull.where`)."""
+    if exc.path is not None:
+        return
+    if not isinstance(place, int):
+        index = exc.index
+        if index is None or not 0 <= index < len(place) or not isinstance(place[index], int):
+            return
+        place = place[index]
+    found = locate(place)
+    if found is not None:
+        exc.locate(*found)
 
 
 class _Unbatched(_Pull):
@@ -255,6 +375,10 @@ class _Dropped(_Pull):
             self._left -= len(items)
         out.extend(self.src.take(n))
 
+    def _places(self) -> Sequence[Any] | None:
+        assert self.src is not None
+        return self.src.where
+
 
 _DROP_AT_ONCE = 1024
 
@@ -282,9 +406,9 @@ def _rows(item: Any) -> Iterator[Any]:
         yield from item
 
 
-def _stage(src: _Pull, stage: Stage) -> _Pull:
+def _stage(src: _Pull, stage: Stage, locate: Locate | None) -> _Pull:
     if isinstance(stage, Map):
-        return _Mapped(src, stage.fn)
+        return _Mapped(src, stage.fn, locate)
     if isinstance(stage, Filter):
         return _Filtered(src, stage.fn)
     if isinstance(stage, Batch):
@@ -293,7 +417,13 @@ def _stage(src: _Pull, stage: Stage) -> _Pull:
 
 
 def run(
-    source: Iterator[Any], stages: Sequence[Stage], *, chunks: bool, cut: int = 0, dropped: int = 0
+    source: Iterator[Any],
+    stages: Sequence[Stage],
+    *,
+    chunks: bool,
+    cut: int = 0,
+    dropped: int = 0,
+    locate: Locate | None = None,
 ) -> Iterator[Any]:
     """The items of ``stages`` run over ``source``; closing the result closes ``source``.
 
@@ -302,12 +432,17 @@ def run(
     ``dropped`` of their items are left out (see :func:`plan_skip`). Records travel between the stages in
     lists, so a batch costs a few calls rather than a few per record; map and filter still call their
     function once per item, on exactly the items that iteration one at a time would give them.
+
+    ``locate`` (a file source's :meth:`~recordkit.data._files.Trail.locate`) tells where the record at a
+    position of ``source`` (counting its records from 0) came from: a map function's
+    :class:`~recordkit.errors.DecodeError` for a record, or for a record of a batch (its ``index``), is
+    then made to name the file and the record's index there (:meth:`~recordkit.errors.DecodeError.locate`).
     """
     top: _Pull = _Chunks(source) if chunks else _Items(source)
     for k, stage in enumerate(stages):
         if k == cut and dropped:
             top = _Dropped(top, dropped)
-        top = _stage(top, stage)
+        top = _stage(top, stage, locate if chunks else None)
     if cut == len(stages) and dropped:
         top = _Dropped(top, dropped)
     # Without stages, the records come out a list at a time as read; otherwise an item is made only

@@ -41,7 +41,9 @@ _I64 = np.int64
 
 def decode_error(path: str, record: int, offset: int, why: str) -> DecodeError:
     """A :class:`~recordkit.errors.DecodeError` naming the file, the record and its byte offset."""
-    return DecodeError(f"{path}: record {record} at byte {offset}: {why}", index=record)
+    return DecodeError(
+        f"{path}: record {record} at byte {offset}: {why}", index=record, path=path, offset=offset
+    )
 
 
 @dataclass
