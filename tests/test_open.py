@@ -293,16 +293,9 @@ def test_memory_url_random_access_uses_ranged_reads(tmp_path):
 
 
 def test_missing_fsspec_hint(monkeypatch):
-    import builtins
+    import sys
 
-    real_import = builtins.__import__
-
-    def no_fsspec(name: str, *args: object, **kwargs: object) -> object:
-        if name == "fsspec":
-            raise ImportError("no fsspec")
-        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(builtins, "__import__", no_fsspec)
+    monkeypatch.setitem(sys.modules, "fsspec", None)  # what an import of a package not installed meets
     with pytest.raises(ImportError, match=r"recordkit\[remote\]"):
         rk.open("s3://bucket/x.tfrecord")
 
