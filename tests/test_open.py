@@ -295,7 +295,8 @@ def test_memory_url_random_access_uses_ranged_reads(tmp_path):
 def test_missing_fsspec_hint(monkeypatch):
     import sys
 
-    monkeypatch.setitem(sys.modules, "fsspec", None)  # what an import of a package not installed meets
+    # A None entry is what an import of a package that is not installed meets.
+    monkeypatch.setitem(sys.modules, "fsspec", None)
     with pytest.raises(ImportError, match=r"recordkit\[remote\]"):
         rk.open("s3://bucket/x.tfrecord")
 
