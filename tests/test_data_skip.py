@@ -712,3 +712,25 @@ def test_a_damaged_compressed_file_beyond_the_limit_is_refused(tmp_path, monkeyp
     monkeypatch.setattr(damage, "HELD_LIMIT", size - 1)
     with pytest.raises(UnsupportedOperationError, match=r"a\.tfrecord\.gz.*exceed the limit"):
         list(Dataset(paths, on_error="skip"))
+
+
+@pytest.mark.parametrize("start", [0, 31, 50])
+def test_reading_from_a_position_past_a_damaged_length_skips_it(tmp_path, start):
+    """A reader started past record 0 of an unindexed TFRecord scans up to there, and meets the damage
+    then (a spawned loader worker, which knows nothing the main process found, starts so)."""
+    from recordkit.datasets.damage import DamageLog, SkippingReader
+
+    records = [b"record %d" % i for i in range(60)]
+    path = tmp_path / "length.tfrecord"
+    frames = [frame(r) for r in records]
+    data = bytearray(b"".join(frames))
+    data[sum(map(len, frames[:30]))] ^= 0x40  # the length field of record 30
+    path.write_bytes(data)
+    reader = SkippingReader(lambda: rk.open(path), str(path), DamageLog())
+    with pytest.warns(DataLossWarning, match="damaged range"):
+        got = list(reader.iter_from(start))
+    reader.close()
+    intact = (
+        records[:30] + records[31:]
+    )  # the damaged record is lost, the numbering is the intact one
+    assert got == intact[start:]

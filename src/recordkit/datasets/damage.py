@@ -637,8 +637,11 @@ class SkippingReader:
         position = start
         while self._found is None:
             assert self._reader is not None
-            records = self._reader.iter_from(position) if position else iter(self._reader)
+            records: Iterator[Any] | None = None
             try:
+                # Starting past the first record may scan the file up to there (an unindexed TFRecord):
+                # damage on the way is met here.
+                records = self._reader.iter_from(position) if position else iter(self._reader)
                 for record in records:
                     yield record
                     position += 1
