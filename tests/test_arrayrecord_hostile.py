@@ -202,6 +202,26 @@ def test_bounded_output_grows_to_what_the_data_really_holds(backend):
             _decompress.bounded(into, frame, wrong)
 
 
+@pytest.mark.interop
+@pytest.mark.parametrize("where", ["footer", "postscript"])
+def test_damage_to_the_footer_or_postscript_says_which(tmp_path, where):
+    import recordkit as rk
+
+    records = [b"record %d" % i for i in range(50)]
+    data = bytearray(
+        Path(write_array_record(tmp_path / "f.array_record", records, "group_size:1")).read_bytes()
+    )
+    # The postscript chunk begins at the last block's boundary, its header after the block header.
+    at = _footer_at(bytes(data)) if where == "footer" else len(data) - BLOCK
+    data[at + (60 if where == "footer" else 84)] ^= 0x10  # inside the chunk's data
+    path = tmp_path / "damaged.array_record"
+    path.write_bytes(data)
+    with pytest.raises(rk.ChecksumError, match=f"the ArrayRecord {where} ") as caught:
+        rk.open(path)
+    assert caught.value.offset == at
+    assert caught.value.reason.startswith(f"the ArrayRecord {where} ")
+
+
 _LIAR = 10**11
 
 

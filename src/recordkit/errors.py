@@ -174,6 +174,12 @@ class CorruptRecordError(RecordKitError, OSError):
     def __str__(self) -> str:
         return str(self.args[0])
 
+    def within(self, what: str) -> None:
+        """Say what the damaged bytes belong to: the reason becomes ``what: reason`` (in place)."""
+        self.reason = f"{what}: {self.reason}"
+        where = _where(self.path, self.index, self.offset)
+        self.args = (f"{where}: {self.reason}" if where else self.reason, *self.args[1:])
+
     def __reduce__(self) -> tuple[object, ...]:
         # Keep keyword-only attributes across pickling (DataLoader workers send errors to the parent).
         return (_rebuild, (type(self), self.reason, dict(self.__dict__)))

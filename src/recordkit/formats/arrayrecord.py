@@ -160,6 +160,12 @@ def _entries(values: bytes, bounds: list[int]) -> tuple[Any, Any]:
     return found[0], found[1]
 
 
+_ROLE = {
+    "footer": "the index of the file's chunks",
+    "postscript": "where the footer is",
+}
+"""What the footer and the postscript are for, in errors about them."""
+
 CACHE_BYTES = 64 << 20
 """The default :attr:`ArrayRecordFrameReader.cache_bytes`: 64 MiB of decoded chunks per reader."""
 
@@ -235,7 +241,12 @@ class ArrayRecordFrameReader(FrameReader):
                 offset=size - size % BLOCK,
             )
         postscript_at = size - BLOCK
-        postscript = self.chunks.records(self._special(postscript_at, "postscript"))
+        chunk = self._special(postscript_at, "postscript")
+        try:
+            postscript = self.chunks.records(chunk)
+        except CorruptRecordError as exc:
+            exc.within(f"the ArrayRecord postscript ({_ROLE['postscript']})")
+            raise
         try:
             fields = _fields(postscript[0])
         except Malformed as exc:
@@ -254,7 +265,11 @@ class ArrayRecordFrameReader(FrameReader):
                 f"the postscript's footer offset {footer_at} is outside the file", postscript_at
             )
         chunk = self._special(footer_at, "footer")
-        bounds, values = self.chunks.parts(chunk, None)
+        try:
+            bounds, values = self.chunks.parts(chunk, None)
+        except CorruptRecordError as exc:
+            exc.within(f"the ArrayRecord footer ({_ROLE['footer']})")
+            raise
         try:
             meta = _fields(_fields(values[: bounds[1]]).get(1, b""))
             offsets, counts = _entries(values, bounds)
@@ -303,7 +318,11 @@ class ArrayRecordFrameReader(FrameReader):
 
     def _special(self, offset: int, what: str) -> Chunk:
         """The footer or postscript chunk at ``offset``: a simple chunk with records."""
-        chunk = self.chunks.chunk(offset)
+        try:
+            chunk = self.chunks.chunk(offset)
+        except CorruptRecordError as exc:
+            exc.within(f"the ArrayRecord {what} ({_ROLE[what]})")
+            raise
         if chunk.chunk_type != SIMPLE or not chunk.num_records:
             raise self._header_error(
                 f"the ArrayRecord {what} at byte {offset} is not a simple chunk with records",
