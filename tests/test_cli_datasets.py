@@ -170,7 +170,7 @@ def test_verify_salvage_repairs_a_dataset_in_place(capsys, tmp_path):
     result = run_cli(capsys, "verify", directory, "--salvage")
     assert result.code == 1  # corrupt data was found (and repaired)
     assert f"{shard}: CORRUPT: record 3 at byte 78: payload checksum mismatch" in result.out
-    assert f"salvaged {shard}: recovered 9 records; skipped 1 damaged ranges" in result.out
+    assert f"salvaged {shard}: recovered 9 records; skipped 1 damaged range" in result.out
     assert (
         f"the damaged original is kept as {directory / '.part-01.tfrecord.damaged'}" in result.out
     )

@@ -119,7 +119,9 @@ class SalvageReport:
         text = f"{where}: recovered {self.records} records"
         if self.clean:
             return f"{text}; nothing damaged"
-        text += f"; skipped {len(self.skipped)} damaged ranges ({self.bytes_skipped} bytes)"
+        count = len(self.skipped)
+        ranges = "damaged range" if count == 1 else "damaged ranges"
+        text += f"; skipped {count} {ranges} ({self.bytes_skipped} bytes)"
         if self.lost_compressed_bytes:
             text += (
                 f"; {self.lost_compressed_bytes} compressed bytes after damage could not be read"
@@ -490,7 +492,7 @@ def salvage(
     >>> with open(src, "wb") as f:
     ...     _ = f.write(frame(b"a") + frame(b"b")[:-1] + frame(b"c"))
     >>> report = salvage(src, os.path.join(folder, "fixed.tfrecord"), warn=False)
-    >>> report.summary().endswith("recovered 2 records; skipped 1 damaged ranges (16 bytes)")
+    >>> report.summary().endswith("recovered 2 records; skipped 1 damaged range (16 bytes)")
     True
     """
     from recordkit.io import open as open_records
