@@ -48,6 +48,7 @@ def _tf_run(directory):
 
 def _torch_run(directory):
     tensorboard = pytest.importorskip("torch.utils.tensorboard")
+    pytest.importorskip("PIL")  # add_image encodes with Pillow
     writer = tensorboard.SummaryWriter(directory)
     for step in range(STEPS):
         writer.add_scalar("loss", 1.0 / (step + 1), step)
@@ -61,6 +62,7 @@ def _torch_run(directory):
 
 def _tbx_run(directory):
     tensorboardx = pytest.importorskip("tensorboardX")
+    pytest.importorskip("PIL")  # add_image encodes with Pillow
     writer = tensorboardx.SummaryWriter(directory)
     for step in range(STEPS):
         writer.add_scalar("loss", 1.0 / (step + 1), step)
