@@ -171,8 +171,9 @@ def test_the_builder_makes_files_array_record_reads(tmp_path, template):
 def test_a_block_that_inflates_short_is_an_error_not_zero_padding(tmp_path, template, codec):
     import recordkit as rk
 
-    one = [b"record 0"]
-    data = _simple_data(one, codec, values_declared=18)  # ten bytes more than the data holds
+    # The record sizes, the chunk header and the block all say one record of 18 bytes; the block holds 8.
+    block = _varint(18) + _compress(codec, b"record 0")
+    data = _simple_data([bytes(18)], codec, values_block=block)
     path = tmp_path / "short.array_record"
     path.write_bytes(_build(template, [(_chunk(SIMPLE, data, 1, 18), 18, 1)]))
     for read in (lambda: list(rk.open(path)), lambda: rk.open(path)[0]):
