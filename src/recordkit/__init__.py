@@ -35,6 +35,7 @@ from recordkit.errors import (
     UnknownFormatError,
 )
 from recordkit.support.lazy import lazy_names
+from recordkit.support.moved import MOVED, install_finder, moved_attribute
 
 if TYPE_CHECKING:
     from recordkit.datasets import ShardWriter
@@ -127,7 +128,12 @@ __all__ = [
 
 
 def _subpackage(name: str) -> Any:
-    """A public subpackage, so that ``rk.datasets.Manifest`` works after ``import recordkit``."""
+    """A public subpackage, so that ``rk.datasets.Manifest`` works after ``import recordkit``.
+
+    A name that moved since 0.2 (``rk.float_feature``) is the object at its new home, with a warning.
+    """
+    if f"{__name__}.{name}" in MOVED:
+        return moved_attribute(__name__, name)
     if not name.startswith("_"):
         try:
             return importlib.import_module(f"recordkit.{name}")
@@ -138,3 +144,6 @@ def _subpackage(name: str) -> Any:
 
 
 __getattr__, __dir__ = lazy_names(__name__, globals(), _LAZY, fallback=_subpackage)
+
+# So that a 0.2 import line of a moved module (``import recordkit.ray``) still works, with a warning.
+install_finder()

@@ -23,9 +23,12 @@ With PyTorch, :func:`recordkit.integrations.torch.dataloader` does the same and 
 
 from __future__ import annotations
 
+from typing import Any
+
 from recordkit.data._dataset import Dataset
 from recordkit.data._loader import Loader, loader
 from recordkit.data._mix import mix
+from recordkit.support.moved import moved_attribute
 
 __all__ = [
     "Dataset",
@@ -33,3 +36,8 @@ __all__ = [
     "loader",
     "mix",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A name that moved away since 0.2 (``part_files``), with a warning naming its new home (PEP 562)."""
+    return moved_attribute(__name__, name)

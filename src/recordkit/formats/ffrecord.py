@@ -60,6 +60,7 @@ from recordkit.formats.base import (
 from recordkit.formats.resync import Skip
 from recordkit.support.caller import user_stacklevel
 from recordkit.support.heap import keep_freed_memory
+from recordkit.support.moved import moved_attribute
 
 __all__ = ["FFRecordFormat", "FFRecordFrameReader", "FFRecordFrameWriter", "build_header"]
 
@@ -678,3 +679,8 @@ class FFRecordFormat(RecordFormat):
     ) -> FFRecordFrameWriter:
         """Return an :class:`FFRecordFrameWriter`."""
         return FFRecordFrameWriter(fileobj, n=n)
+
+
+def __getattr__(name: str) -> Any:
+    """A name renamed since 0.2 (the frame reader and writer), with a warning naming the new one (PEP 562)."""
+    return moved_attribute(__name__, name)

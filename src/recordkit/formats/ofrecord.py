@@ -38,6 +38,7 @@ from recordkit.formats.base import (
 from recordkit.formats.payloads import OFRECORD_PAYLOAD
 from recordkit.formats.resync import Resync
 from recordkit.formats.sequential import SequentialFrameReader
+from recordkit.support.moved import moved_attribute
 
 __all__ = ["OFRecordFormat", "OFRecordFrameReader", "OFRecordFrameWriter"]
 
@@ -228,3 +229,8 @@ class OFRecordFormat(RecordFormat):
     ) -> OFRecordFrameWriter:
         """Return an :class:`OFRecordFrameWriter`."""
         return OFRecordFrameWriter(fileobj)
+
+
+def __getattr__(name: str) -> Any:
+    """A name renamed since 0.2 (the frame reader and writer), with a warning naming the new one (PEP 562)."""
+    return moved_attribute(__name__, name)

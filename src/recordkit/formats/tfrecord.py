@@ -51,6 +51,7 @@ from recordkit.formats.compression import magic as _compression_magic
 from recordkit.formats.payloads import EXAMPLE_PAYLOAD
 from recordkit.formats.resync import Resync
 from recordkit.formats.sequential import SequentialFrameReader
+from recordkit.support.moved import moved_attribute
 
 __all__ = ["TFRecordFormat", "TFRecordFrameReader", "TFRecordFrameWriter", "frame"]
 
@@ -690,3 +691,8 @@ class TFRecordFormat(RecordFormat):
         """Return a :class:`TFRecordFrameWriter` (``n`` is not needed and ignored)."""
         _crc.warn_if_slow()
         return TFRecordFrameWriter(fileobj, compression=compression, level=level)
+
+
+def __getattr__(name: str) -> Any:
+    """A name renamed since 0.2 (the frame reader and writer), with a warning naming the new one (PEP 562)."""
+    return moved_attribute(__name__, name)

@@ -1,0 +1,183 @@
+"""The 0.2 names that moved in 0.3, still importable with a :class:`DeprecationWarning` naming the new home.
+
+:data:`MOVED` is the one table of them: old dotted path -> new dotted path. A moved module
+(``import recordkit.ray``) is served by the finder that :func:`install_finder` adds to :data:`sys.meta_path`
+when ``recordkit`` is imported: the old name becomes the very module object of the new one. A moved name of a
+module (``rk.float_feature``, ``recordkit.data.part_files``) is served by that module's ``__getattr__``
+through :func:`moved_attribute`. Either way the new home is imported by name on first use, so this module
+imports nothing of recordkit's and ``import recordkit`` loads none of the new homes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import types
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["MOVED", "MOVED_IN", "REMOVED_IN", "install_finder", "moved_attribute"]
+
+MOVED_IN = "0.3"
+"""The release in which the names of :data:`MOVED` moved."""
+
+REMOVED_IN = "0.5"
+"""The release that removes the old names of :data:`MOVED` (the one after the next minor release)."""
+
+_ERRORS = (
+    "DataLossWarning",
+    "FileChangedError",
+    "HeaderError",
+    "LegacyFormatWarning",
+    "NoLengthError",
+    "SlowCRCWarning",
+    "StaleIndexError",
+    "StaleIndexWarning",
+    "StateError",
+    "UnsafePathError",
+    "UnsupportedOperationError",
+)
+_FEATURES = ("bytes_feature", "double_feature", "float_feature", "int32_feature", "int64_feature")
+_TORCH = ("dataloader", "torch_dataset", "MapDataset", "RecordLoader")
+
+MOVED: dict[str, str] = {
+    # modules
+    "recordkit.ray": "recordkit.integrations.ray",
+    "recordkit.dask": "recordkit.integrations.dask",
+    "recordkit.data.torch": "recordkit.integrations.torch",
+    "recordkit.ofrecord": "recordkit.compat.oneflow",
+    "recordkit.shards": "recordkit.datasets",
+    "recordkit.formats.manifest": "recordkit.datasets.manifest",
+    "recordkit.formats.tfds": "recordkit.datasets.tfds",
+    "recordkit.example": "recordkit.decode.messages",
+    "recordkit.parsing": "recordkit.decode.parsing",
+    # names of modules
+    **{f"recordkit.{name}": f"recordkit.errors.{name}" for name in _ERRORS},
+    **{f"recordkit.{name}": f"recordkit.decode.messages.{name}" for name in _FEATURES},
+    **{f"recordkit.data.{name}": f"recordkit.integrations.torch.{name}" for name in _TORCH},
+    "recordkit.data.OFRecordReader": "recordkit.compat.oneflow.OFRecordReader",
+    "recordkit.data.part_files": "recordkit.compat.oneflow.part_files",
+    "recordkit.data.expand_sources": "recordkit.io.expand_sources",
+    "recordkit.formats.tfrecord.TFRecordReader": "recordkit.formats.tfrecord.TFRecordFrameReader",
+    "recordkit.formats.tfrecord.TFRecordWriter": "recordkit.formats.tfrecord.TFRecordFrameWriter",
+    "recordkit.formats.ofrecord.OFRecordReader": "recordkit.formats.ofrecord.OFRecordFrameReader",
+    "recordkit.formats.ofrecord.OFRecordWriter": "recordkit.formats.ofrecord.OFRecordFrameWriter",
+    "recordkit.formats.ffrecord.FFRecordReader": "recordkit.formats.ffrecord.FFRecordFrameReader",
+    "recordkit.formats.ffrecord.FFRecordWriter": "recordkit.formats.ffrecord.FFRecordFrameWriter",
+}
+"""Each name that moved since 0.2, by its old dotted path: its new dotted path (a module or a module's name)."""
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_IMPORTLIB = os.path.dirname(os.path.abspath(importlib.__file__)) + os.sep
+
+
+def _stacklevel() -> int:
+    """The ``stacklevel`` for :func:`_warn`'s call of :func:`warnings.warn` that names the first line outside recordkit.
+
+    The import machinery stands between the user's import line and the finder: frames of the frozen
+    ``importlib._bootstrap`` are skipped by :mod:`warnings` without being counted, those of ``importlib``'s
+    package (``import_module``) are counted.
+    """
+    frame = sys._getframe(1)  # _warn: stacklevel 1
+    level = 1
+    while True:
+        back = frame.f_back
+        if back is None:
+            return 2
+        frame = back
+        name = frame.f_code.co_filename
+        internal = "importlib" in name and "_bootstrap" in name
+        if not internal:
+            level += 1
+            if not name.startswith((_PACKAGE, _IMPORTLIB)):
+                return level
+
+
+def _warn(old: str) -> None:
+    """Warn that ``old`` moved, pointing at the user's line."""
+    warnings.warn(
+        f"{old} moved to {MOVED[old]} in {MOVED_IN}; the old name will be removed in {REMOVED_IN}",
+        DeprecationWarning,
+        stacklevel=_stacklevel(),
+    )
+
+
+def _resolve(path: str) -> Any:
+    """Import a dotted path: a module, or a name of a module."""
+    try:
+        return importlib.import_module(path)
+    except ModuleNotFoundError as exc:
+        if exc.name != path:
+            raise
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _is_module(path: str) -> bool:
+    """Whether a dotted path names a module (a name of a module is not one), importing its parent only."""
+    try:
+        return importlib.util.find_spec(path) is not None
+    except ModuleNotFoundError:  # the parent is a module, not a package
+        return False
+
+
+def moved_attribute(module: str, name: str) -> Any:
+    """Return the object at the new home of ``module.name``, with a :class:`DeprecationWarning` naming it.
+
+    For a module's ``__getattr__`` (PEP 562): a name that did not move raises :class:`AttributeError`.
+
+    Examples
+    --------
+    At the end of a module that lost names::
+
+        def __getattr__(name: str) -> Any:
+            return moved_attribute(__name__, name)
+    """
+    old = f"{module}.{name}"
+    if old not in MOVED:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    if _is_module(MOVED[old]):
+        # Through the finder, which warns once and binds the old name, so that the second lookup of
+        # ``from recordkit import ofrecord`` (the import statement makes two) finds it without a second warning.
+        return importlib.import_module(old)
+    _warn(old)
+    return _resolve(MOVED[old])
+
+
+class _Alias(importlib.abc.Loader):
+    """Loads a moved module's old name as the new module object."""
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        """Warn, then import the new module and return it under the old name."""
+        _warn(spec.name)
+        return importlib.import_module(MOVED[spec.name])
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        """Nothing to run: the new module is imported already."""
+
+
+class _MovedModuleFinder(importlib.abc.MetaPathFinder):
+    """Finds the old names of moved modules (after every other finder has missed them)."""
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: types.ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        """A spec for a moved module's old name; ``None`` for any other name."""
+        new = MOVED.get(fullname)
+        if new is None or not _is_module(new):
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _Alias())
+
+
+def install_finder() -> None:
+    """Add the finder of moved modules to the end of :data:`sys.meta_path`, once."""
+    if not any(isinstance(finder, _MovedModuleFinder) for finder in sys.meta_path):
+        sys.meta_path.append(_MovedModuleFinder())
