@@ -15,7 +15,7 @@ import pytest
 from _cli import run_cli
 
 import recordkit as rk
-from recordkit.datasets.manifest import MANIFEST_NAME, load_manifest
+from recordkit.datasets import MANIFEST_NAME, load_manifest
 from recordkit.formats.tfrecord import frame
 
 # -- tensorflow-datasets directories ----------------------------------------------------------------

@@ -17,10 +17,10 @@ import warnings
 import pytest
 
 import recordkit as rk
-from recordkit.datasets.index import load_index
 from recordkit.errors import StaleIndexError, StaleIndexWarning, UnsupportedOperationError
 from recordkit.formats.tfrecord import frame
 from recordkit.io import write_index
+from recordkit.io.index import load_index
 
 RECORDS = [b"alpha", b"", b"gamma" * 100, b"delta"]
 

@@ -21,7 +21,7 @@ import recordkit as rk
 from recordkit import datasets as shards
 from recordkit.compat import ffrecord
 from recordkit.data import Dataset
-from recordkit.datasets.manifest import MANIFEST_NAME, Manifest
+from recordkit.datasets import MANIFEST_NAME, Manifest
 from recordkit.formats.sequential import SequentialFrameReader
 from tests._cli import run_cli
 

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import recordkit as rk
-from recordkit.datasets.manifest import MANIFEST_NAME, Manifest
-from recordkit.datasets.tfds import DEFAULT_TEMPLATE, INFO_NAME, manifest_from_tfds
+from recordkit.datasets import MANIFEST_NAME, Manifest
+from recordkit.io.tfds import DEFAULT_TEMPLATE, INFO_NAME, manifest_from_tfds
 
 VALID_MANIFEST: dict[str, Any] = {
     "kind": "recordkit.manifest",

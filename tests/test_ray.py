@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import recordkit as rk
-from recordkit.datasets.manifest import MANIFEST_NAME
+from recordkit.datasets import MANIFEST_NAME
 
 ray = pytest.importorskip("ray")
 pa = pytest.importorskip("pyarrow")

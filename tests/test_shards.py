@@ -23,7 +23,7 @@ import pytest
 import recordkit as rk
 from recordkit import datasets as shards
 from recordkit.data import Dataset
-from recordkit.datasets.manifest import MANIFEST_NAME, Manifest
+from recordkit.datasets import MANIFEST_NAME, Manifest
 from recordkit.errors import StaleIndexWarning
 from recordkit.formats.sequential import SequentialFrameReader
 from tests._cli import run_cli

@@ -19,7 +19,7 @@ from _data_files import write_tfds_directory
 import recordkit as rk
 from recordkit.compat.ffrecord import FileReader
 from recordkit.data import Dataset
-from recordkit.datasets.manifest import MANIFEST_NAME
+from recordkit.datasets import MANIFEST_NAME
 from recordkit.datasets.plan import plan_reads, read_range
 from recordkit.errors import UnsupportedOperationError
 from recordkit.io import resolve_sources

@@ -21,16 +21,15 @@ import numpy as np
 import pytest
 
 import recordkit as rk
-from recordkit.datasets.manifest import Manifest, Shard, load_manifest
-from recordkit.datasets.tfds import (
+from recordkit.datasets import Manifest, Shard, load_manifest
+from recordkit.datasets.tfds import FEATURES_NAME, write_tfds_info
+from recordkit.io.tfds import (
     DEFAULT_TEMPLATE,
-    FEATURES_NAME,
     INFO_NAME,
     _expand,
     _Message,
     is_tfds_directory,
     manifest_from_tfds,
-    write_tfds_info,
 )
 
 # -- hand-written dataset_info.json ------------------------------------------------------------------
@@ -737,7 +736,7 @@ def test_a_split_that_disables_shuffling_reads_shard_after_shard(tfds, tmp_path)
 @pytest.mark.interop
 def test_read_order_matches_tf_data_interleave(tf):
     """ReadOrder against tf.data's deterministic interleave, for other cycle and block lengths too."""
-    from recordkit.datasets.tfds import ReadOrder
+    from recordkit.io.tfds import ReadOrder
 
     cases = [([0], 16, 16), ([5, 0, 0, 9], 2, 3), ([33, 1, 16, 17, 0, 40], 3, 16)]
     cases += [

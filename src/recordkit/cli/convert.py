@@ -21,10 +21,10 @@ from recordkit.cli.common import CliError, InputPath, expand_inputs, progress
 from recordkit.cli.parquet import is_parquet, parquet_records, parquet_rows, write_parquet
 from recordkit.cli.payload import convert_payload
 from recordkit.datasets import MANIFEST_NAME, Shard, commit_manifest, prepare_output, write_shard
-from recordkit.datasets.index import default_index_path
 from recordkit.decode.payloads import detect_payload
 from recordkit.formats import format_for_path
 from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
+from recordkit.io.index import default_index_path
 from recordkit.io.sources import resolve_format
 
 _COMPRESSION_SUFFIX = {"gzip": ".gz", "zlib": ".zlib"}

@@ -32,8 +32,8 @@ from recordkit.cli.common import (
     report_each,
 )
 from recordkit.cli.payload import Schema, sampled_payload_kind
-from recordkit.datasets.index import find_index
 from recordkit.io import index_problem, source_size
+from recordkit.io.index import find_index
 
 __all__ = ["cmd_info"]
 

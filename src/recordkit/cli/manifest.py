@@ -20,9 +20,9 @@ from recordkit.datasets import (
     merge_manifests,
     repair_dataset,
 )
-from recordkit.datasets.manifest import shard_listing
 from recordkit.decode.payloads import detect_payload
 from recordkit.io import find_dataset, open_shard
+from recordkit.io.manifest import shard_listing
 
 _SCHEMA_SAMPLE = 1000
 

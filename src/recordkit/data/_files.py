@@ -260,7 +260,7 @@ class FileSource:
         they select; ``files=True`` (a buffer shuffle) opens the shards in a random order, as TFDS does with
         ``shuffle_files=True``, and interleaves them as before.
         """
-        from recordkit.datasets.tfds import ReadOrder
+        from recordkit.io.tfds import ReadOrder
 
         catalog = self.catalog
         order = catalog.order

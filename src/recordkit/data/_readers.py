@@ -20,8 +20,8 @@ from recordkit.data._damage import DamageLog, OnError, SkippingReader, check_on_
 from recordkit.datasets.plan import IndexUnit, RangeUnit, Unit, plan_length
 
 if TYPE_CHECKING:
-    from recordkit.datasets.tfds import ReadOrder
     from recordkit.io import RecordReader, ResolvedSources
+    from recordkit.io.tfds import ReadOrder
 
 __all__ = ["CHUNK", "Catalog", "ReaderPool", "ShardStream", "chunked"]
 
@@ -111,7 +111,7 @@ class Catalog:
         self.damage = DamageLog()
         manifest = resolved.manifest
         if manifest is not None:
-            from recordkit.datasets.tfds import read_order
+            from recordkit.io.tfds import read_order
 
             self.counts = [shard.records for shard in manifest.shards]
             self.random_access = [not manifest.compression] * len(manifest.shards)

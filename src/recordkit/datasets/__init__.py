@@ -8,7 +8,8 @@
 * :func:`build_manifest` describes shards written by anything else, :func:`verify_dataset` checks shards
   against their manifest (or a tensorflow-datasets ``dataset_info.json``), :func:`repair_dataset` repairs
   the damaged ones in place.
-* :class:`Manifest`, :func:`load_manifest`: the manifest file (``docs/formats/manifest.md``).
+* :class:`Manifest`, :func:`load_manifest`: the manifest file (``docs/formats/manifest.md``), defined in
+  :mod:`recordkit.io.manifest` (the reader opens datasets with it) and imported from here.
 """
 
 from __future__ import annotations
@@ -26,28 +27,30 @@ if TYPE_CHECKING:
         repair_dataset,
         verify_dataset,
     )
-    from recordkit.datasets.manifest import (
+    from recordkit.datasets.manifest import merge_manifests
+    from recordkit.datasets.plan import ReadRange, plan_reads, read_range
+    from recordkit.datasets.shardfile import OpenShard, write_shard
+    from recordkit.datasets.tasks import commit_manifest, prepare_output, task_shard_path
+    from recordkit.datasets.writer import ShardWriter
+    from recordkit.io.manifest import (
         MANIFEST_NAME,
         Fingerprint,
         IndexFile,
         Manifest,
         Shard,
         load_manifest,
-        merge_manifests,
     )
-    from recordkit.datasets.plan import ReadRange, plan_reads, read_range
-    from recordkit.datasets.shardfile import OpenShard, write_shard
-    from recordkit.datasets.tasks import commit_manifest, prepare_output, task_shard_path
-    from recordkit.datasets.writer import ShardWriter
 
 # Public name -> the module that defines it (recordkit.datasets, whose __all__ lists them, is their home),
-# imported on first use so that the manifest module can be loaded by the reader without the writer and
-# planner, which are built on the reader.
+# imported on first use, so that importing the package loads neither the writer nor the planner. The
+# manifest classes are defined below the reader, in recordkit.io.manifest (the reader opens datasets with
+# them), and are re-exported here, where users import them.
 _DEFINED_IN = {
-    name: f"recordkit.datasets.{module}"
+    name: module if "." in module else f"recordkit.datasets.{module}"
     for module, names in {
         "build": "ShardCheck ShardRepair build_manifest load_dataset repair_dataset verify_dataset",
-        "manifest": "Fingerprint IndexFile MANIFEST_NAME Manifest Shard load_manifest merge_manifests",
+        "manifest": "merge_manifests",
+        "recordkit.io.manifest": "Fingerprint IndexFile MANIFEST_NAME Manifest Shard load_manifest",
         "plan": "ReadRange plan_reads read_range",
         "shardfile": "OpenShard write_shard",
         "tasks": "commit_manifest prepare_output task_shard_path",

@@ -13,8 +13,11 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
-from recordkit.datasets.index import format_index, index_paths
-from recordkit.datasets.manifest import (
+from recordkit.datasets.shardfile import describe_shard, file_sha256
+from recordkit.errors import CorruptRecordError, ManifestError, UnsupportedOperationError
+from recordkit.io import open as open_records
+from recordkit.io.index import format_index, index_paths
+from recordkit.io.manifest import (
     MANIFEST_NAME,
     Manifest,
     Shard,
@@ -22,9 +25,6 @@ from recordkit.datasets.manifest import (
     shard_listing,
     shard_path,
 )
-from recordkit.datasets.shardfile import describe_shard, file_sha256
-from recordkit.errors import CorruptRecordError, ManifestError, UnsupportedOperationError
-from recordkit.io import open as open_records
 from recordkit.io.reader import open_shard
 from recordkit.io.resolve import expand_sources, find_dataset
 from recordkit.io.sources import is_url, require_fsspec
@@ -192,7 +192,7 @@ def load_dataset(directory: str | os.PathLike[str]) -> tuple[str, Manifest]:
     """Return ``(directory, manifest)`` of a dataset: every split, as :func:`recordkit.open` finds it.
 
     A directory with a ``_recordkit_manifest.json``, one prepared by tensorflow-datasets (its
-    ``dataset_info.json`` made into a manifest, see :func:`recordkit.datasets.tfds.manifest_from_tfds`), or
+    ``dataset_info.json`` made into a manifest, see :func:`recordkit.io.tfds.manifest_from_tfds`), or
     a manifest file.
 
     Raises
@@ -234,7 +234,7 @@ def _problem(
         directory, shard, format=manifest.format, compression=manifest.compression, listing=listing
     ) as reader:
         # Read to its end, the shard is checked against the count it is listed with: a ManifestError
-        # (recordkit.datasets.manifest.shard_count_error) says how many it holds, who says otherwise,
+        # (recordkit.io.manifest.shard_count_error) says how many it holds, who says otherwise,
         # and the remedy.
         for _ in reader:
             pass

@@ -31,17 +31,17 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from recordkit.datasets.manifest import shard_path
 from recordkit.errors import UnknownFormatError
 from recordkit.formats import get_format
 from recordkit.io import is_url, open_shard, reading_format, resolve_sources
 from recordkit.io import open as open_records
+from recordkit.io.manifest import shard_path
 from recordkit.io.sources import open_source
 
 if TYPE_CHECKING:
-    from recordkit.datasets.manifest import Shard
-    from recordkit.datasets.tfds import ReadOrder
+    from recordkit.io.manifest import Shard
     from recordkit.io.reader import RecordReader
+    from recordkit.io.tfds import ReadOrder
 
 __all__ = [
     "DEFAULT_RANGE_RECORDS",

@@ -17,8 +17,10 @@ from array import array
 from collections.abc import Iterable
 from typing import Any
 
-from recordkit.datasets.index import default_index_path, find_index, format_index
-from recordkit.datasets.manifest import (
+from recordkit.io import open as open_records
+from recordkit.io.atomic import write_atomically
+from recordkit.io.index import default_index_path, find_index, format_index
+from recordkit.io.manifest import (
     Fingerprint,
     IndexFile,
     Manifest,
@@ -27,8 +29,6 @@ from recordkit.datasets.manifest import (
     load_manifest,
     sha256_of,
 )
-from recordkit.io import open as open_records
-from recordkit.io.atomic import write_atomically
 from recordkit.io.sources import is_url, require_fsspec
 from recordkit.io.writer import open_writer, scan_offsets
 

@@ -15,8 +15,6 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from recordkit.datasets.index import default_index_path
-from recordkit.datasets.manifest import MANIFEST_NAME, Manifest, Shard
 from recordkit.datasets.shardfile import (
     _join,
     _remove_file,
@@ -27,6 +25,8 @@ from recordkit.errors import ManifestError
 from recordkit.formats import get_format
 from recordkit.io import is_url, require_fsspec
 from recordkit.io.atomic import remove_leftovers
+from recordkit.io.index import default_index_path
+from recordkit.io.manifest import MANIFEST_NAME, Manifest, Shard
 
 
 def task_shard_path(

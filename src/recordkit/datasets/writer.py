@@ -13,8 +13,6 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from recordkit.datasets.index import default_index_path
-from recordkit.datasets.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
 from recordkit.datasets.shardfile import (
     OpenShard,
     _join,
@@ -26,6 +24,8 @@ from recordkit.datasets.shardfile import (
 )
 from recordkit.errors import ManifestError
 from recordkit.formats.base import as_bytes
+from recordkit.io.index import default_index_path
+from recordkit.io.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
 from recordkit.io.sources import is_url, require_fsspec, resolve_format
 from recordkit.support.closing import Closing
 

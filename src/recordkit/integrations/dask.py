@@ -39,11 +39,11 @@ from recordkit.datasets.damage import (
     plan_reads_skipping,
     read_range_skipping,
 )
-from recordkit.datasets.manifest import Manifest, Shard
 from recordkit.datasets.plan import ReadRange, absolute_path, plan_reads, read_range
 from recordkit.datasets.shardfile import write_shard
 from recordkit.formats import get_format
 from recordkit.formats.base import normalize_compression
+from recordkit.io.manifest import Manifest, Shard
 
 __all__ = ["read_records", "write_records"]
 

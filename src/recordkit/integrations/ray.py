@@ -33,7 +33,6 @@ from recordkit.datasets.damage import (
     open_range_skipping,
     plan_reads_skipping,
 )
-from recordkit.datasets.manifest import Manifest, Shard
 from recordkit.datasets.plan import ReadRange, absolute_path, open_range, plan_reads, read_range
 from recordkit.datasets.shardfile import write_shard
 from recordkit.datasets.tasks import commit_manifest, prepare_output, task_shard_path
@@ -41,6 +40,7 @@ from recordkit.errors import RecordKitError
 from recordkit.formats import get_format
 from recordkit.formats.payloads import OFRECORD_PAYLOAD
 from recordkit.io import is_url
+from recordkit.io.manifest import Manifest, Shard
 from recordkit.support.extras import needs
 
 with needs("recordkit.integrations.ray", "Ray Data", "ray", "'ray[data]>=2.9'"):

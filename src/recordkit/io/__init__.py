@@ -1,11 +1,15 @@
 """Open record files for reading and writing: :func:`open`, :class:`RecordReader`, :class:`RecordWriter`.
 
 The package is layered, bottom up: :mod:`~recordkit.io.sources` (local files read with ``os.pread``, fsspec
-URLs, file objects, directory listings, format sniffing), :mod:`~recordkit.io.reader`
+URLs, file objects, directory listings, format sniffing), :mod:`~recordkit.io.manifest`,
+:mod:`~recordkit.io.tfds` and :mod:`~recordkit.io.index` (reading what describes a dataset: its manifest,
+tensorflow-datasets metadata, sidecar indexes), :mod:`~recordkit.io.reader`
 (:class:`RecordReader`), :mod:`~recordkit.io.resolve` (:func:`resolve_sources`: what a user names becomes
 the shards to read), :mod:`~recordkit.io.writer` (:class:`RecordWriter`, sidecar indexes). This module
 defines :func:`open` and re-exports the public names, each loaded from its module on first use, so that
-importing :mod:`recordkit.io.sources` or :mod:`recordkit.io.atomic` loads nothing else.
+importing :mod:`recordkit.io.sources`, :mod:`recordkit.io.atomic` or the modules that read a dataset's
+description does not load the reader. Nothing in this package imports :mod:`recordkit.datasets`, which is
+built on it.
 
 Examples
 --------

@@ -22,15 +22,6 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, cast, overload
 
-from recordkit.datasets.index import find_index, load_index
-from recordkit.datasets.manifest import (
-    TFDS_INFO,
-    Shard,
-    changed_shard,
-    sha256_of,
-    shard_count_error,
-    shard_path,
-)
 from recordkit.errors import (
     ManifestError,
     RecordKitError,
@@ -40,13 +31,22 @@ from recordkit.errors import (
 )
 from recordkit.formats import get_format
 from recordkit.formats.base import FrameReader, RecordFormat, VerifiedOffsets
+from recordkit.io.index import find_index, load_index
+from recordkit.io.manifest import (
+    TFDS_INFO,
+    Shard,
+    changed_shard,
+    sha256_of,
+    shard_count_error,
+    shard_path,
+)
 from recordkit.io.mapped import ViewLedger
 from recordkit.io.sources import Opened, close_all, is_url, open_source, reading_format
 from recordkit.support.closing import Closing
 
 if TYPE_CHECKING:
-    from recordkit.datasets.tfds import ReadOrder
     from recordkit.formats.sequential import SequentialFrameReader
+    from recordkit.io.tfds import ReadOrder
 
 
 def _index_loader(index: Any, opened: Opened) -> Callable[[], array[int]] | None:
@@ -345,7 +345,7 @@ class RecordReader(_RecordFile):
     """Reads the records of one file, or of several files as one sequence.
 
     Made by :func:`open`. Iterating yields each record as ``bytes``, file after file; the shards of a
-    TFDS split come in the order TFDS reads them (:func:`recordkit.datasets.tfds.read_order`), and indexes
+    TFDS split come in the order TFDS reads them (:func:`recordkit.io.tfds.read_order`), and indexes
     count in that order. Files that allow random access (every uncompressed file that is not a stream)
     also support ``len(reader)``, ``reader[i]`` (negative indexes count from the end), ``reader[a:b]`` (a
     list) and :meth:`read`; on other files ``len()`` raises :class:`~recordkit.errors.NoLengthError` and

@@ -20,8 +20,11 @@ import posixpath
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
-from recordkit.datasets.index import INDEX_SUFFIX
-from recordkit.datasets.manifest import (
+from recordkit.errors import ManifestError, UnsupportedOperationError
+from recordkit.formats import format_for_path, get_format
+from recordkit.formats.base import RecordFormat, normalize_compression
+from recordkit.io.index import INDEX_SUFFIX
+from recordkit.io.manifest import (
     MANIFEST_NAME,
     TFDS_INFO,
     Manifest,
@@ -29,9 +32,6 @@ from recordkit.datasets.manifest import (
     shard_listing,
     shard_path,
 )
-from recordkit.errors import ManifestError, UnsupportedOperationError
-from recordkit.formats import format_for_path, get_format
-from recordkit.formats.base import RecordFormat, normalize_compression
 from recordkit.io.reader import RecordReader, _read_files, _Reopen
 from recordkit.io.sources import (
     dataset_files,
@@ -44,7 +44,7 @@ from recordkit.io.sources import (
 )
 
 if TYPE_CHECKING:
-    from recordkit.datasets.tfds import ReadOrder
+    from recordkit.io.tfds import ReadOrder
 
 Sources = Union[
     str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]], "ResolvedSources"
@@ -245,7 +245,7 @@ def find_dataset(
         return None
     directory = posixpath.dirname(found) if is_url(found) else os.path.dirname(found) or "."
     if not is_url(found) and os.path.basename(found) == TFDS_INFO:
-        from recordkit.datasets.tfds import manifest_from_tfds
+        from recordkit.io.tfds import manifest_from_tfds
 
         manifest = manifest_from_tfds(directory, split=None if all_splits else split)
     else:
@@ -353,12 +353,12 @@ class ResolvedSources(NamedTuple):
     def order(self) -> ReadOrder | None:
         """The order the records are read in when it is not file after file: a TFDS split's.
 
-        TFDS reads a split's shards side by side (:func:`recordkit.datasets.tfds.read_order`); ``None``
+        TFDS reads a split's shards side by side (:func:`recordkit.io.tfds.read_order`); ``None``
         otherwise.
         """
         if self.manifest is None:
             return None
-        from recordkit.datasets.tfds import read_order
+        from recordkit.io.tfds import read_order
 
         return read_order(self.manifest)
 

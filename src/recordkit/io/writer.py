@@ -10,12 +10,12 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
-from recordkit.datasets.index import index_paths, load_index, save_index
-from recordkit.datasets.manifest import MANIFEST_NAME
 from recordkit.errors import StaleIndexError
 from recordkit.formats import get_format
 from recordkit.formats.base import FrameWriter, as_bytes
 from recordkit.io.atomic import AtomicFile, UploadOnCommit
+from recordkit.io.index import index_paths, load_index, save_index
+from recordkit.io.manifest import MANIFEST_NAME
 from recordkit.io.reader import _RecordFile
 from recordkit.io.resolve import resolve_sources
 from recordkit.io.sources import check_compression, is_url, require_fsspec, resolve_format

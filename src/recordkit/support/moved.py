@@ -44,6 +44,27 @@ _ERRORS = (
 )
 _FEATURES = ("bytes_feature", "double_feature", "float_feature", "int32_feature", "int64_feature")
 _TORCH = ("dataloader", "torch_dataset", "MapDataset", "RecordLoader")
+# What reading a dataset needs of its manifest and of a TFDS directory moved below the datasets layer, into
+# io (the few names the writers import from there still resolve where they were).
+_MANIFEST_READING = (
+    "MANIFEST_VERSION",
+    "TFDS_INFO",
+    "changed_shard",
+    "inside_path",
+    "sha256_of",
+    "shard_count_error",
+    "shard_listing",
+    "shard_path",
+)
+_TFDS_READING = (
+    "BLOCK_LENGTH",
+    "CYCLE_LENGTH",
+    "ReadOrder",
+    "Segment",
+    "is_tfds_directory",
+    "manifest_from_tfds",
+    "read_order",
+)
 
 MOVED: dict[str, str] = {
     # modules
@@ -52,7 +73,8 @@ MOVED: dict[str, str] = {
     "recordkit.data.torch": "recordkit.integrations.torch",
     "recordkit.ofrecord": "recordkit.compat.oneflow",
     "recordkit.shards": "recordkit.datasets",
-    "recordkit.formats.manifest": "recordkit.datasets.manifest",
+    "recordkit.formats.manifest": "recordkit.io.manifest",
+    "recordkit.datasets.index": "recordkit.io.index",
     "recordkit.formats.tfds": "recordkit.datasets.tfds",
     "recordkit.example": "recordkit.decode.messages",
     "recordkit.parsing": "recordkit.decode.parsing",
@@ -60,6 +82,8 @@ MOVED: dict[str, str] = {
     **{f"recordkit.{name}": f"recordkit.errors.{name}" for name in _ERRORS},
     **{f"recordkit.{name}": f"recordkit.decode.messages.{name}" for name in _FEATURES},
     **{f"recordkit.data.{name}": f"recordkit.integrations.torch.{name}" for name in _TORCH},
+    **{f"recordkit.datasets.manifest.{n}": f"recordkit.io.manifest.{n}" for n in _MANIFEST_READING},
+    **{f"recordkit.datasets.tfds.{n}": f"recordkit.io.tfds.{n}" for n in _TFDS_READING},
     "recordkit.data.OFRecordReader": "recordkit.compat.oneflow.OFRecordReader",
     "recordkit.data.part_files": "recordkit.compat.oneflow.part_files",
     "recordkit.data.expand_sources": "recordkit.io.expand_sources",
