@@ -581,8 +581,6 @@ def decode_varints(
     except VarintError as exc:  # every record ends a varint (checked above): one is too long
         index = int(np.searchsorted(bounds, exc.offset, side="right") - 1)
         raise DecodeError("malformed protobuf: varint longer than 10 bytes", index=index) from None
-    if len(starts) == data.size:  # one byte each
-        return values.view(np.int64), sizes.astype(np.int64)
     return values.view(np.int64), np.diff(np.searchsorted(starts, bounds))
 
 
