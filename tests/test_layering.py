@@ -90,6 +90,8 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
         "recordkit.support.preview",
         ("google.protobuf", "numpy", "recordkit.formats", "recordkit.io"),
     ),
+    # The shared varint decoder loads numpy when it runs: the framing and decoding layers import it.
+    ("recordkit.support.varints", ("google.protobuf", "numpy", "recordkit.formats")),
     (
         "recordkit.formats",
         ("google.protobuf", "numpy", "torch", "recordkit._proto", "recordkit.io"),

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from recordkit.errors import DecodeError
+from recordkit.support.varints import VarintError, decode_all
 
 if TYPE_CHECKING:
     from collections.abc import Container, Iterator
@@ -570,31 +571,17 @@ def decode_varints(
         ``.index`` is the position of that record in ``bounds``.
     """
     sizes = np.diff(bounds)
-    if data.size == 0:
-        return np.zeros(0, np.int64), np.zeros(len(sizes), np.int64)
-    is_last = data < 0x80
     nonempty = np.flatnonzero(sizes)
-    unfinished = ~is_last[bounds[1:][nonempty] - 1]
+    unfinished = data[bounds[1:][nonempty] - 1] >= 0x80
     if unfinished.any():
         index = int(nonempty[np.argmax(unfinished)])
         raise DecodeError("malformed protobuf: packed varints end inside a varint", index=index)
-    if is_last.all():
-        return data.astype(np.int64), sizes.astype(np.int64)
-    ends = np.flatnonzero(is_last)
-    starts = np.empty_like(ends)
-    starts[0] = 0
-    starts[1:] = ends[:-1] + 1
-    lengths = ends - starts + 1
-    if lengths.max() > 10:
-        where = int(starts[np.argmax(lengths > 10)])
-        index = int(np.searchsorted(bounds, where, side="right") - 1)
-        raise DecodeError("malformed protobuf: varint longer than 10 bytes", index=index)
-    shifts = (np.arange(data.size) - np.repeat(starts, lengths)) * 7
-    parts = (data & 0x7F).astype(np.uint64) << shifts.astype(np.uint64)
-    values = np.bitwise_or.reduceat(parts, starts).view(np.int64)
-    ends_before = np.concatenate(([0], np.cumsum(is_last, dtype=np.int64)))
-    counts = ends_before[bounds[1:]] - ends_before[bounds[:-1]]
-    return values, counts
+    try:
+        values, starts = decode_all(data)
+    except VarintError as exc:  # every record ends a varint (checked above): one is too long
+        index = int(np.searchsorted(bounds, exc.offset, side="right") - 1)
+        raise DecodeError("malformed protobuf: varint longer than 10 bytes", index=index) from None
+    return values.view(np.int64), np.diff(np.searchsorted(starts, bounds))
 
 
 def narrow(values: npt.NDArray[np.int64], encoding: int) -> npt.NDArray[Any]:

@@ -29,6 +29,7 @@ from recordkit.formats._decompress import NAMES, DecompressionFailed, decompress
 from recordkit.formats._highwayhash import highwayhash64_many
 from recordkit.formats._riegeli_transpose import transposed_parts
 from recordkit.formats._varint import Malformed, varint_at
+from recordkit.support.varints import VarintError, decode_all
 
 __all__ = [
     "BLOCK",
@@ -125,31 +126,6 @@ def _inflate(kind: int, block: bytes, what: str, lowest: int, highest: int) -> b
         raise Malformed(f"the {NAMES[kind]}-compressed {what} do not decompress: {exc}") from None
 
 
-def varints(buf: bytes) -> tuple[Any, Any]:
-    """Decode ``buf``, varints back to back, with numpy: return their values (``uint64``) and offsets.
-
-    Raises
-    ------
-    Malformed
-        The last varint runs past the buffer, or one is longer than 10 bytes.
-    """
-    import numpy as np
-
-    raw = np.frombuffer(buf, np.uint8)
-    ends = np.flatnonzero(raw < 0x80)
-    if len(raw) and (not len(ends) or ends[-1] != len(raw) - 1):
-        raise Malformed("a varint runs past its buffer")
-    starts = np.zeros(len(ends), np.int64)
-    starts[1:] = ends[:-1] + 1
-    lengths = ends - starts + 1
-    if len(raw) and lengths.max() > 10:
-        raise Malformed("a varint longer than 10 bytes")
-    shifts = (np.arange(len(raw)) - np.repeat(starts, lengths)) * 7
-    bits = (raw & 0x7F).astype(np.uint64) << shifts.astype(np.uint64)
-    values = np.add.reduceat(bits, starts) if len(raw) else np.zeros(0, np.uint64)
-    return values, starts
-
-
 def simple_parts(
     data: bytes, num_records: int, decoded_size: int, *, array: bool = False
 ) -> tuple[Any, bytes]:
@@ -183,7 +159,10 @@ def simple_parts(
     if num_records >= 64:  # many records: the sizes decoded with numpy
         import numpy as np
 
-        lengths = varints(sizes)[0]
+        try:
+            lengths = decode_all(np.frombuffer(sizes, np.uint8))[0]
+        except VarintError as exc:
+            raise Malformed(str(exc)) from None
         bounds: Any = [0]
         if len(lengths) == num_records and array:
             if lengths.max(initial=0) <= decoded_size:  # then the sum cannot wrap around

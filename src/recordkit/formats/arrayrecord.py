@@ -64,7 +64,6 @@ from recordkit.formats._riegeli import (
     ChunkReader,
     Malformed,
     read_varint,
-    varints,
 )
 from recordkit.formats._riegeli_window import window_records
 from recordkit.formats.base import (
@@ -78,6 +77,7 @@ from recordkit.formats.base import (
     read_full,
 )
 from recordkit.formats.resync import Skip
+from recordkit.support.varints import VarintError, decode_all
 
 __all__ = ["MAGIC", "ArrayRecordFormat", "ArrayRecordFrameReader"]
 
@@ -129,8 +129,8 @@ def _entries(values: bytes, bounds: list[int]) -> tuple[Any, Any]:
     first, count = bounds[1], len(bounds) - 2
     edges = np.asarray(bounds[1:-1], np.int64) - first
     try:
-        numbers, starts = varints(values[first:])
-    except Malformed:
+        numbers, starts = decode_all(np.frombuffer(values[first:], np.uint8))
+    except VarintError:
         numbers, starts = np.zeros(0, np.uint64), np.zeros(0, np.int64)
     owner = np.searchsorted(edges, starts, side="right") - 1
     keys, fields = numbers[0::2], numbers[1::2]

@@ -21,6 +21,7 @@ from google.protobuf.message import DecodeError as ProtobufDecodeError
 
 from recordkit._proto.tensorboard import event_pb2, summary_pb2
 from recordkit.errors import DecodeError
+from recordkit.support.varints import decode_at
 
 __all__ = ["KIND_FIELDS", "Values", "decode_error", "index_events"]
 
@@ -98,41 +99,13 @@ class Values:
 def _varints(
     data: npt.NDArray[np.uint8], pos: npt.NDArray[np.int64], end: npt.NDArray[np.int64]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
-    """Read one varint at each ``pos``: values, the positions after them, and which stayed before ``end``.
+    """Read one varint at each ``pos``: values, the positions after them, and which are good.
 
     Varints of 10 bytes (negative numbers) and ones running past ``end`` are marked bad (the caller sends
-    their records to protobuf).
+    their records to protobuf), so every good value fits ``int64``.
     """
-    byte = data.take(pos, mode="clip")
-    value = (byte & 0x7F).astype(_I64)
-    after = pos + 1
-    good = pos < end
-    more = byte >= 0x80
-    shift = 7
-    if 4 * int(np.count_nonzero(more)) > len(pos):
-        # Most varints go on (steps past 127): every step over all of them, no indexing.
-        while more.any():
-            if shift > 56:
-                good &= ~more
-                break
-            byte = data.take(after, mode="clip")
-            value |= np.where(more, (byte & 0x7F).astype(_I64) << shift, 0)
-            after += more
-            more &= byte >= 0x80
-            shift += 7
-    else:
-        at = np.flatnonzero(more)
-        while len(at):
-            if shift > 56:
-                good[at] = False
-                break
-            byte = data.take(after[at], mode="clip")
-            value[at] |= (byte & 0x7F).astype(_I64) << shift
-            after[at] += 1
-            at = at[byte >= 0x80]
-            shift += 7
-    good &= after <= end
-    return value, after, good
+    value, after, good = decode_at(data, pos, end, max_bytes=9)
+    return value.view(_I64), after, good
 
 
 _CHUNK = 1 << 15  # records walked together
