@@ -9,7 +9,7 @@ files hold millions of 40-byte records), with numpy over all records together:
   operation, and the predictions up to the first wrong one kept (the same records the plain walk finds);
 * the length checksums are compared per distinct length;
 * the payload checksums of the many payloads of one short length are computed together, byte position by
-  byte position, from tables derived from :func:`recordkit.formats._crc.crc32c` (CRC32C is linear); other
+  byte position, from the slicing tables :mod:`recordkit.formats.rangecrc` builds (CRC32C is linear); other
   payloads are checksummed one by one. All are compared with the stored ones together.
 
 Errors are the ones :class:`~recordkit.formats.tfrecord.TFRecordFrameReader` raises, located the same way
@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from recordkit.errors import ChecksumError, TruncatedRecordError
 from recordkit.formats import _crc
+from recordkit.formats.rangecrc import CRC32C_POLY, _slicing_tables
 
 __all__ = ["Frames", "tfrecord_frames"]
 
@@ -228,25 +229,6 @@ _GROUP_MIN = 256
 _VECTOR_LENGTH = 96
 _GROUPS = 32  # the most lengths checksummed together
 _CHUNK = 1 << 15  # payloads gathered at once
-# _TABLES[k][b]: what byte b followed by k bytes adds to a CRC32C (a register of 0 before it).
-_TABLES: list[npt.NDArray[np.uint32]] = []
-
-
-def _tables(count: int) -> list[npt.NDArray[np.uint32]]:
-    """The first ``count`` tables of :data:`_TABLES`, derived from :func:`recordkit.formats._crc.crc32c`.
-
-    CRC32C is linear: the CRC of ``n`` bytes is the CRC of ``n`` zero bytes xor what each byte adds,
-    ``_TABLES[n - 1 - j][byte j]``. Table 0 is ``crc32c(b) ^ crc32c(0)`` for each byte ``b``; the
-    following ones shift it through one zero byte more each.
-    """
-    if not _TABLES:
-        zero = _crc.crc32c(b"\0")
-        _TABLES.append(np.array([_crc.crc32c(bytes((b,))) ^ zero for b in range(256)], np.uint32))
-    first = _TABLES[0]
-    while len(_TABLES) < count:
-        last = _TABLES[-1]
-        _TABLES.append((last >> np.uint32(8)) ^ first[last & np.uint32(0xFF)])
-    return _TABLES
 
 
 def _payload_crcs(
@@ -279,7 +261,7 @@ def _same_length_crcs(
     data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], length: int
 ) -> npt.NDArray[np.uint32]:
     """The CRC32C of the ``length`` bytes at each of ``starts`` in ``data``."""
-    tables = _tables(length)
+    tables = _slicing_tables(CRC32C_POLY, length)
     zeros = np.uint32(_crc.crc32c(bytes(length)))
     crcs = np.full(len(starts), zeros, np.uint32)
     if not length:

@@ -36,14 +36,28 @@ STRIDE = 4096
 """Distance between two checkpoints of the prefix CRC; a range never costs more than twice this."""
 
 _TABLES: dict[int, tuple[Any, Any]] = {}
+_SLICING: dict[int, list[Any]] = {}
 
 
-def _byte_table(poly: int) -> Any:
-    """The 256-entry table of the reflected CRC with ``poly``: the register after one byte from zero."""
-    table = np.arange(256, dtype=np.uint32)
-    for _ in range(8):
-        table = np.where(table & 1, (table >> 1) ^ np.uint32(poly), table >> 1).astype(np.uint32)
-    return table
+def _slicing_tables(poly: int, count: int) -> list[Any]:
+    """The first ``count`` (at least) slicing tables of the reflected CRC with ``poly``, built once and extended.
+
+    ``tables[k][b]`` is what byte ``b`` followed by ``k`` zero bytes adds to the CRC register: table 0 is the
+    register after one byte from zero, and each following table shifts the previous one through one zero
+    byte more. CRCs are linear, so the CRC of ``n`` bytes is the CRC of ``n`` zero bytes xor
+    ``tables[n - 1 - j][byte j]`` over ``j``.
+    """
+    tables = _SLICING.get(poly)
+    if tables is None:
+        table = np.arange(256, dtype=np.uint32)
+        for _ in range(8):
+            table = (table >> 1) ^ np.where(table & 1, np.uint32(poly), np.uint32(0))
+        tables = _SLICING[poly] = [table]
+    first = tables[0]
+    while len(tables) < count:
+        last = tables[-1]
+        tables.append((last >> np.uint32(8)) ^ first[last & np.uint32(0xFF)])
+    return tables
 
 
 def _apply(tables: Any, values: Any) -> Any:
@@ -65,11 +79,8 @@ def _tables(poly: int) -> tuple[Any, Any]:
     cached = _TABLES.get(poly)
     if cached is not None:
         return cached
-    table = _byte_table(poly)
-    slicing = [table]
-    for _ in range(7):
-        previous = slicing[-1]
-        slicing.append((previous >> 8) ^ table[previous & 0xFF])
+    slicing = _slicing_tables(poly, 8)[:8]
+    table = slicing[0]
     lanes = np.arange(256, dtype=np.uint32)
     one_zero_byte = [table[(lanes << (8 * j)) & 0xFF] ^ ((lanes << (8 * j)) >> 8) for j in range(4)]
     powers = [np.array(one_zero_byte, dtype=np.uint32)]
