@@ -244,7 +244,7 @@ def test_urls_and_non_files_are_refused(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         Follower(tmp_path / "missing.tfrecord")
     with pytest.raises(ValueError, match="poll"):
-        rk.follow(tmp_path / "missing.tfrecord", poll=0)
+        rk.follow(tmp_path / "missing.tfrecord", poll_interval=0)
 
 
 def test_a_gzip_stream_is_followed_as_it_is_flushed(tmp_path: Path) -> None:
@@ -361,8 +361,8 @@ def test_follow_ends_after_idle_timeout(tmp_path: Path) -> None:
     data = (TFRECORD_GOLDEN / "examples.tfrecord").read_bytes()
     path = tmp_path / "x.tfrecord"
     path.write_bytes(data + data[:30])  # and a partial record, which never completes
-    assert list(rk.follow(path, idle_timeout=0.05, poll=0.01)) == tfrecord_payloads(data)
-    with rk.follow(path, idle_timeout=0, poll=0.01) as records:
+    assert list(rk.follow(path, idle_timeout=0.05, poll_interval=0.01)) == tfrecord_payloads(data)
+    with rk.follow(path, idle_timeout=0, poll_interval=0.01) as records:
         assert sum(1 for _ in records) == len(tfrecord_ends(data))
         assert records.follower.closed
 
@@ -373,7 +373,7 @@ def test_follow_yields_records_appended_while_it_waits(tmp_path: Path) -> None:
     path = tmp_path / "x.tfrecord"
     path.write_bytes(data[: ends[0] + 5])
     got: list[bytes] = []
-    with rk.follow(path, poll=0.005) as records:
+    with rk.follow(path, poll_interval=0.005) as records:
         for record in records:
             got.append(record)
             if len(got) == 1:
@@ -386,7 +386,7 @@ def test_follow_yields_records_appended_while_it_waits(tmp_path: Path) -> None:
 def test_close_from_another_thread_ends_a_waiting_iteration(tmp_path: Path) -> None:
     path = tmp_path / "x.tfrecord"
     shutil.copy(TFRECORD_GOLDEN / "sequence_examples.tfrecord", path)
-    records = rk.follow(path, poll=60)  # it would wait a minute between checks
+    records = rk.follow(path, poll_interval=60)  # it would wait a minute between checks
     got: list[bytes] = []
     first = threading.Event()
 

@@ -164,7 +164,7 @@ def test_round_trip_hf_to_records_to_hf(hf, tmp_path):
         },
         features=features,
     )
-    rk.hf.write(source, tmp_path / "out", shard_size=3, split="train")
+    rk.hf.write(source, tmp_path / "out", max_records=3, split="train")
     manifest = rk.datasets.load_manifest(tmp_path / "out" / "_recordkit_manifest.json")
     assert [shard.records for shard in manifest.shards] == [3, 3, 1]
     with rk.open(tmp_path / "out", split="train") as reader:

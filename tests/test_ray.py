@@ -353,7 +353,7 @@ def test_encode_example_from_columns(tmp_path):
         [{"id": i, "name": f"n{i}", "emb": np.full(2, i, np.float32)} for i in range(300)]
     )
     out = tmp_path / "out"
-    rkray.write_records(dataset, out, format="ffrecord", encode="example", rows_per_shard=100)
+    rkray.write_records(dataset, out, format="ffrecord", encode="example", min_records=100)
     spec = {
         "id": rk.FixedLen((), np.int64),
         "name": rk.FixedLen((), str),

@@ -113,7 +113,7 @@ def test_follow_a_log_directory_that_another_process_writes(kind, tmp_path):
     batches = []
     try:
         assert child.stdout.readline().strip() == "phase 1"
-        follower = rk.tensorboard.follow(tmp_path, poll=0.01)
+        follower = rk.tensorboard.follow(tmp_path, poll_interval=0.01)
         guard = threading.Timer(
             120, follower.close
         )  # a follower that misses rows would wait forever
@@ -255,16 +255,16 @@ def test_follow_ends_after_idle_timeout_with_what_the_readers_read(tmp_path):
     for kind in ("scalars", "tensors", "histograms", "images", "text", "hparams"):
         static = getattr(rk.tensorboard, kind)(tmp_path)
         assert len(static), kind
-        with rk.tensorboard.follow(tmp_path, kind, idle_timeout=0, poll=0.01) as follower:
+        with rk.tensorboard.follow(tmp_path, kind, idle_timeout=0, poll_interval=0.01) as follower:
             batches = list(follower)  # ends: nothing grows
         assert rows(pd.concat(batches)) == rows(static), kind
         assert follower.closed
-    loss = list(rk.tensorboard.follow(tmp_path, tags="loss", idle_timeout=0, poll=0.01))
+    loss = list(rk.tensorboard.follow(tmp_path, tags="loss", idle_timeout=0, poll_interval=0.01))
     assert rows(pd.concat(loss)) == rows(rk.tensorboard.scalars(tmp_path, tags=["loss"]))
 
 
 def test_close_from_another_thread_ends_a_waiting_follow(tmp_path):
-    follower = rk.tensorboard.follow(tmp_path, poll=30)  # an empty log directory: it waits
+    follower = rk.tensorboard.follow(tmp_path, poll_interval=30)  # an empty log directory: it waits
     threading.Timer(0.05, follower.close).start()
     assert list(follower) == []
     assert follower.closed
@@ -279,7 +279,7 @@ def test_follow_refuses_bad_arguments(tmp_path):
     with pytest.raises(ValueError, match="hparams have no tags"):
         rk.tensorboard.follow(tmp_path, "hparams", tags="x")
     with pytest.raises(ValueError, match="poll"):
-        rk.tensorboard.follow(tmp_path, poll=0)
+        rk.tensorboard.follow(tmp_path, poll_interval=0)
     with pytest.raises(ValueError, match="idle_timeout"):
         rk.tensorboard.follow(tmp_path, idle_timeout=-1)
 
@@ -313,7 +313,7 @@ def test_errors_in_appended_records_name_the_record_in_the_file(tmp_path):
     follower.close()
 
     path.write_bytes(good)
-    with rk.tensorboard.follow(tmp_path, poll=0.01) as follower:
+    with rk.tensorboard.follow(tmp_path, poll_interval=0.01) as follower:
         assert len(follower.poll()) == 2
         replacement = tmp_path / "new"
         replacement.write_bytes(good)
@@ -363,7 +363,7 @@ def test_follow_a_glob_and_a_list_of_runs(tmp_path):
             file.write(frame(event.SerializeToString()))
 
     pattern = str(tmp_path / "logs" / "*")
-    with rk.tensorboard.follow(pattern, poll=0.01) as follower:
+    with rk.tensorboard.follow(pattern, poll_interval=0.01) as follower:
         assert follower.logdir == pattern
         assert len(follower.poll()) == 0
         write("a", 1)
@@ -406,11 +406,11 @@ def test_follow_waits_for_a_log_directory_created_after_it_started(tmp_path):
         with rk.open(logs / "run" / "events.out.tfevents.1.host", "w") as writer:
             writer.write(event.SerializeToString())
 
-    with rk.tensorboard.follow(logs, idle_timeout=30, poll=0.01) as follower:
+    with rk.tensorboard.follow(logs, idle_timeout=30, poll_interval=0.01) as follower:
         assert len(follower.poll()) == 0  # no log directory yet: nothing, and no error
         threading.Timer(0.1, start_training).start()
         batch = next(follower)
     assert rows(batch) == [("run", "loss", 1, 1.5, 0.5)]
     with pytest.raises(FileNotFoundError, match="waited") as caught:
-        list(rk.tensorboard.follow(tmp_path / "never", idle_timeout=0.05, poll=0.01))
+        list(rk.tensorboard.follow(tmp_path / "never", idle_timeout=0.05, poll_interval=0.01))
     assert caught.value.filename == str(tmp_path / "never")

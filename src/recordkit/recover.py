@@ -45,6 +45,7 @@ from recordkit.formats.resync import Resync
 from recordkit.io.sources import Opened, open_source, reading_format
 from recordkit.support.caller import user_stacklevel
 from recordkit.support.closing import Closing
+from recordkit.support.moved import renamed_arguments
 
 __all__ = ["SalvageReport", "SkippedRange", "Scan", "salvage", "scan"]
 
@@ -371,8 +372,9 @@ class Scan(Closing):
             self._cleanup.pop().close()
 
 
+@renamed_arguments(src="path")
 def scan(
-    src: str | os.PathLike[str] | IO[bytes],
+    path: str | os.PathLike[str] | IO[bytes],
     *,
     format: str | None = None,
     compression: str | None = None,
@@ -382,8 +384,8 @@ def scan(
 
     Parameters
     ----------
-    src
-        A path, an fsspec URL or a binary file object, opened as :func:`recordkit.open` opens it (a URL or
+    path
+        The file: a path, an fsspec URL or a binary file object, opened as :func:`recordkit.open` opens it (a URL or
         a file object is copied to a temporary file first).
     format
         A registered format's name. Default: from the suffix, else the content (a file damaged at its
@@ -411,7 +413,7 @@ def scan(
     """
     cleanup: list[Any] = []
     try:
-        opened = open_source(src)
+        opened = open_source(path)
         cleanup.append(opened)
         name, comp = reading_format(opened.source, format=format, compression=compression)
         buffer = _whole(opened, cleanup)
@@ -451,30 +453,31 @@ def _destination_format(dst: str, format: str) -> str:
     )
 
 
+@renamed_arguments(src="path", dst="dest")
 def salvage(
-    src: str | os.PathLike[str] | IO[bytes],
-    dst: str | os.PathLike[str],
+    path: str | os.PathLike[str] | IO[bytes],
+    dest: str | os.PathLike[str],
     *,
     format: str | None = None,
     compression: str | None = None,
     warn: bool = True,
 ) -> SalvageReport:
-    """Copy the intact records of ``src`` to a new file ``dst``, and report what was skipped.
+    """Copy the intact records of ``path`` to a new file ``dest``, and report what was skipped.
 
-    ``dst`` is written atomically in the format of ``src`` (its compression follows ``dst``'s suffix). The
-    source is never modified. A ``dst`` whose suffix names another format raises
+    ``dest`` is written atomically in the format of ``path`` (its compression follows ``dest``'s suffix). The
+    source is never modified. A ``dest`` whose suffix names another format raises
     :class:`~recordkit.errors.UnsupportedOperationError` (a :class:`ValueError`) before anything is
     written. A format recordkit reads but does not write (ArrayRecord) is salvaged into the format
-    ``dst``'s suffix names (the records are copied as they are); a ``dst`` naming none is refused.
+    ``dest``'s suffix names (the records are copied as they are); a ``dest`` naming none is refused.
 
     Parameters
     ----------
-    src
+    path
         The damaged file (a path, an fsspec URL or a binary file object).
-    dst
+    dest
         Where to write the recovered records.
     format, compression
-        Of ``src``, as for :func:`scan`.
+        Of ``path``, as for :func:`scan`.
     warn
         Issue a :class:`~recordkit.errors.DataLossWarning` if anything was skipped.
 
@@ -497,8 +500,8 @@ def salvage(
     """
     from recordkit.io import open as open_records
 
-    with scan(src, format=format, compression=compression, warn=warn) as records:
-        written = _destination_format(os.fspath(dst), records.report.format)
-        with open_records(dst, "w", format=written) as writer:
+    with scan(path, format=format, compression=compression, warn=warn) as records:
+        written = _destination_format(os.fspath(dest), records.report.format)
+        with open_records(dest, "w", format=written) as writer:
             writer.write_many(records)
         return records.report

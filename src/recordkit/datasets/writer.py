@@ -28,10 +28,12 @@ from recordkit.io.index import default_index_path
 from recordkit.io.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
 from recordkit.io.sources import is_url, require_fsspec, resolve_format
 from recordkit.support.closing import Closing
+from recordkit.support.moved import renamed_arguments
 
 _PENDING = ".rk-pending-"
 
 
+@renamed_arguments(pattern="dest")
 class ShardWriter(Closing):
     """Write records into numbered shard files, starting a new shard when a limit would be passed.
 
@@ -43,8 +45,8 @@ class ShardWriter(Closing):
 
     Parameters
     ----------
-    pattern
-        The shard path, a :meth:`str.format` template with ``{shard}`` (the shard number, from 0) and
+    dest
+        Where the shards go: their path, a :meth:`str.format` template with ``{shard}`` (the shard number, from 0) and
         optionally ``{num_shards}`` (the number of shards, known at :meth:`close`), e.g.
         ``"out/train-{shard:05d}-of-{num_shards:05d}.tfrecord"``, the naming of tensorflow-datasets. With
         ``{num_shards}``, finished shards wait under hidden names and are renamed at :meth:`close`. A local
@@ -97,7 +99,7 @@ class ShardWriter(Closing):
 
     def __init__(
         self,
-        pattern: str | os.PathLike[str],
+        dest: str | os.PathLike[str],
         *,
         format: str | None = None,
         compression: str | None = None,
@@ -111,7 +113,7 @@ class ShardWriter(Closing):
         metadata: Mapping[str, Any] | None = None,
         fsync: bool = False,
     ) -> None:
-        self._pattern = os.fspath(pattern)
+        self._pattern = os.fspath(dest)
         self._fields = _fields(self._pattern)
         if max_records is not None and max_records < 1:
             raise ValueError(f"max_records must be at least 1, not {max_records}")

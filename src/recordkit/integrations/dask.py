@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from recordkit.support.extras import needs
+from recordkit.support.moved import renamed_arguments
 
 with needs("recordkit.integrations.dask", "Dask bags", "dask", "'dask[bag]'"):
     import dask
@@ -134,9 +135,10 @@ def _read_partition(
     return out
 
 
+@renamed_arguments(bag="data", path="dest")
 def write_records(
-    bag: dask.bag.Bag,
-    path: str | os.PathLike[str],
+    data: dask.bag.Bag,
+    dest: str | os.PathLike[str],
     *,
     format: str,
     compression: str | None = None,
@@ -154,10 +156,10 @@ def write_records(
 
     Parameters
     ----------
-    bag
-        The records: ``bytes`` (or bytes-like objects, or protobuf messages), or items that ``encode`` turns
-        into them.
-    path
+    data
+        The bag of records: ``bytes`` (or bytes-like objects, or protobuf messages), or items that
+        ``encode`` turns into them.
+    dest
         The dataset directory (a local path or an fsspec URL), created if missing. The workers must be able
         to write there; a relative local path is relative to the calling process's working directory.
     format, compression, level
@@ -166,7 +168,7 @@ def write_records(
         A function applied to each item on the worker, returning the record, e.g.
         :func:`recordkit.encode_example`.
     prefix
-        Partition ``i`` is written to ``<path>/<prefix>-<i:05d><suffix>``
+        Partition ``i`` is written to ``<dest>/<prefix>-<i:05d><suffix>``
         (:func:`recordkit.datasets.task_shard_path`).
     index
         Also write the sidecar offset index of each uncompressed TFRecord or OFRecord shard.
@@ -195,7 +197,7 @@ def write_records(
     reading every file of the directory see only the new dataset; files no manifest named are never
     touched.
     """
-    directory = absolute_path(path)
+    directory = absolute_path(dest)
     fmt = get_format(format)
     comp = normalize_compression(compression or "")
     if comp and comp not in fmt.capabilities.compression:
@@ -207,7 +209,7 @@ def write_records(
         dask.delayed(_write_partition, pure=False)(
             part, ready, number, encode=encode, prefix=prefix, options=options
         )
-        for number, part in enumerate(bag.to_delayed())
+        for number, part in enumerate(data.to_delayed())
     ]
     manifest = dask.delayed(_commit, pure=False)(
         entries, ready, format=fmt.name, compression=comp, schema=schema, metadata=metadata

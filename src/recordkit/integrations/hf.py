@@ -40,6 +40,7 @@ from recordkit.formats import get_format
 from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
 from recordkit.io import ResolvedSources, resolve_sources
 from recordkit.support.extras import needs, require
+from recordkit.support.moved import renamed_arguments
 from recordkit.support.signatures import IMAGE_SIGNATURES
 
 __all__ = ["METADATA_KEY", "RAW_COLUMN", "features_of", "to_dataset", "write"]
@@ -271,7 +272,7 @@ def _payload_kind(
     if detected is None:
         raise DecodeError(
             f"{resolved.source or 'the sources'} hold no records and no schema to take features from: "
-            "pass spec= (or payload='raw')"
+            "pass features= (or payload='raw')"
         )
     # A SequenceExample is read as an Example: its context features (its feature lists are left out).
     return (detected if detected in _PAYLOADS else EXAMPLE_PAYLOAD), True
@@ -306,8 +307,9 @@ def _one_bytes(value: Any) -> Any:
     return value.reshape(-1)[0] if value.size == 1 and value.dtype.kind in "OS" else None
 
 
-def features_of(spec: Mapping[str, Any]) -> Any:
-    """The ``datasets.Features`` :func:`to_dataset` gives records parsed with ``spec``.
+@renamed_arguments(spec="features")
+def features_of(features: Mapping[str, Any]) -> Any:
+    """The ``datasets.Features`` :func:`to_dataset` gives records parsed with ``features``.
 
     ``FixedLen((), dtype)`` is a ``Value``, ``FixedLen((n, ...), dtype)`` nested ``List`` features of
     those lengths, ``VarLen(dtype)`` a ``List`` of any length and :class:`~recordkit.Image` an ``Image``;
@@ -319,7 +321,7 @@ def features_of(spec: Mapping[str, Any]) -> Any:
         A spec other than ``FixedLen``, ``VarLen`` and ``Image``.
     """
     return _datasets().Features(
-        {name: _column_of_spec(name, one).feature for name, one in spec.items()}
+        {name: _column_of_spec(name, one).feature for name, one in features.items()}
     )
 
 
@@ -412,9 +414,10 @@ def _version() -> str:
         return ""
 
 
+@renamed_arguments(source="sources", spec="features")
 def to_dataset(
-    source: Any,
-    spec: Mapping[str, Any] | None = None,
+    sources: Any,
+    features: Mapping[str, Any] | None = None,
     *,
     streaming: bool = False,
     split: str | None = None,
@@ -426,12 +429,12 @@ def to_dataset(
 
     Parameters
     ----------
-    source
+    sources
         What :func:`recordkit.open` reads: a file, a glob, a directory, a list, an fsspec URL, a dataset
         with a manifest or a tensorflow-datasets directory, resolved the same way
         (:func:`recordkit.io.resolve_sources`). The rows are its records, in the order
         :func:`recordkit.open` reads them.
-    spec
+    features
         Feature name to :class:`~recordkit.FixedLen`, :class:`~recordkit.VarLen` or
         :class:`~recordkit.Image`: the columns, parsed as :func:`recordkit.parse_examples` parses them
         (OFRecord files: :func:`recordkit.parse_ofrecords`), with the features :func:`features_of` gives.
@@ -469,16 +472,16 @@ def to_dataset(
         ``datasets`` is not installed.
     """
     hf = _datasets()
-    resolved = resolve_sources(source, format=format, split=split)
+    resolved = resolve_sources(sources, format=format, split=split)
     with resolved.open() as reader:
         fmt = reader.format
-        head = list(itertools.islice(reader, 1 if spec is not None else _SAMPLE))
-    kind, detected = _payload_kind(resolved, spec, payload, fmt, head)
-    columns = _columns(resolved, spec, kind, head)
+        head = list(itertools.islice(reader, 1 if features is not None else _SAMPLE))
+    kind, detected = _payload_kind(resolved, features, payload, fmt, head)
+    columns = _columns(resolved, features, kind, head)
     if not columns:
         raise DecodeError(
             f"the first records of {resolved.source or 'the sources'} are {kind} payloads without "
-            "features: pass spec= (or payload='raw')"
+            "features: pass features= (or payload='raw')"
         )
     features = hf.Features({name: column.feature for name, column in columns.items()})
     kwargs = {"resolved": resolved, "columns": columns, "kind": kind, "detected": detected}
@@ -518,12 +521,13 @@ def _recordkit_cause(error: BaseException) -> RecordKitError | None:
 # -- writing -----------------------------------------------------------------------------------------
 
 
+@renamed_arguments(dataset="data", out="dest", shard_size="max_records")
 def write(
-    dataset: Any,
-    out: str | os.PathLike[str],
+    data: Any,
+    dest: str | os.PathLike[str],
     *,
     format: str = "tfrecord",
-    shard_size: int | None = None,
+    max_records: int | None = None,
     split: str | None = None,
     compression: str | None = None,
     batch_size: int = 1000,
@@ -545,15 +549,15 @@ def write(
 
     Parameters
     ----------
-    dataset
+    data
         A ``datasets.Dataset`` or ``datasets.IterableDataset``.
-    out
+    dest
         A directory (the shards are ``part-00000.tfrecord``, ... there, or ``SPLIT-00000...`` with
         ``split``) or a :class:`~recordkit.ShardWriter` pattern with ``{shard}``.
     format, compression
         Of the shards: ``"tfrecord"`` (default), ``"ffrecord"`` or ``"ofrecord"``.
-    shard_size
-        Records per shard (``None``: one shard).
+    max_records
+        Records per shard, at most (``None``: one shard).
     split
         The split the shards are, in the manifest.
     batch_size
@@ -570,7 +574,7 @@ def write(
         A ``payload`` other than ``None`` and ``"raw"``.
     """
     hf = _datasets()
-    features = dataset.features
+    features = data.features
     if features is None:
         raise UnsupportedOperationError(
             "the dataset's features are unknown (an IterableDataset without features): "
@@ -586,10 +590,10 @@ def write(
             _column_of_feature(name, feature)
     images = [name for name, feature in features.items() if isinstance(feature, hf.Image)]
     for name in images:
-        dataset = dataset.cast_column(name, hf.Image(decode=False))
+        data = data.cast_column(name, hf.Image(decode=False))
     fmt = get_format(format)
     name = fmt.name
-    pattern = os.fspath(out)
+    pattern = os.fspath(dest)
     if "{shard" not in pattern:
         suffix = fmt.extensions[0] if fmt.extensions else "." + name
         pattern = os.path.join(pattern, f"{split or 'part'}-{{shard:05d}}{suffix}")
@@ -601,11 +605,11 @@ def write(
         pattern,
         format=name,
         compression=compression,
-        max_records=shard_size,
+        max_records=max_records,
         split=split,
         metadata={METADATA_KEY: stored},
     ) as writer:
-        for table in dataset.with_format("arrow").iter(batch_size=batch_size):
+        for table in data.with_format("arrow").iter(batch_size=batch_size):
             if payload == RAW_PAYLOAD:
                 writer.write_many(_raw_records(table, writer.count))
             else:

@@ -42,6 +42,7 @@ from recordkit.formats.payloads import OFRECORD_PAYLOAD
 from recordkit.io import is_url
 from recordkit.io.manifest import Manifest, Shard
 from recordkit.support.extras import needs
+from recordkit.support.moved import renamed_arguments
 
 with needs("recordkit.integrations.ray", "Ray Data", "ray", "'ray[data]>=2.9'"):
     import pyarrow as pa
@@ -316,12 +317,13 @@ def _flat_array(values: np.ndarray[Any, Any]) -> pa.Array:
 # -- writing -------------------------------------------------------------------------------------------
 
 
+@renamed_arguments(path="dest", rows_per_shard="min_records")
 class RecordDatasink(Datasink):  # type: ignore[type-arg]
     """A :class:`ray.data.Datasink` writing one shard per write task; see :func:`write_records`."""
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        dest: str | os.PathLike[str],
         *,
         format: str,
         compression: str = "",
@@ -329,18 +331,18 @@ class RecordDatasink(Datasink):  # type: ignore[type-arg]
         encode: Callable[[dict[str, Any]], Any] | str | None = None,
         prefix: str = "part",
         split: str | None = None,
-        rows_per_shard: int | None = None,
+        min_records: int | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
         # Absolute: Ray's workers do not run in the driver's directory.
-        self.path = absolute_path(path)
+        self.path = absolute_path(dest)
         self.format = get_format(format).name
         self.compression = compression or ""
         self._column = column
         self._encode = _encoder(encode)
         self._prefix = prefix
         self._split = split
-        self._rows_per_shard = rows_per_shard
+        self._min_records = min_records
         self._metadata = dict(metadata or {})
         self.manifest: Manifest | None = None
 
@@ -350,8 +352,8 @@ class RecordDatasink(Datasink):  # type: ignore[type-arg]
 
     @property
     def min_rows_per_write(self) -> int | None:
-        """``rows_per_shard``: Ray gathers at least this many rows into each write task."""
-        return self._rows_per_shard
+        """``min_records``: Ray gathers at least this many rows into each write task."""
+        return self._min_records
 
     def on_write_start(self, schema: Any = None) -> None:
         """Ready the directory: create it, and delete an earlier write's manifest before shards change."""
@@ -511,9 +513,10 @@ def read_records(
     return dataset
 
 
+@renamed_arguments(ds="data", path="dest", rows_per_shard="min_records")
 def write_records(
-    ds: ray.data.Dataset,
-    path: str | os.PathLike[str],
+    data: ray.data.Dataset,
+    dest: str | os.PathLike[str],
     *,
     format: str,
     compression: str | None = None,
@@ -521,22 +524,22 @@ def write_records(
     encode: Callable[[dict[str, Any]], Any] | str | None = None,
     prefix: str = "part",
     split: str | None = None,
-    rows_per_shard: int | None = None,
+    min_records: int | None = None,
     metadata: Mapping[str, Any] | None = None,
     **ray_options: Any,
 ) -> Manifest:
     """Write a Ray dataset as a directory of shards with a manifest.
 
-    Each write task writes its rows to ``path/<prefix>-<task>.<suffix>`` (:func:`recordkit.datasets.
+    Each write task writes its rows to ``dest/<prefix>-<task>.<suffix>`` (:func:`recordkit.datasets.
     task_shard_path`), atomically and with the sidecar index of a TFRecord or OFRecord shard; a task that
     is retried writes the same file again. Once every task has finished, the manifest
     (``_recordkit_manifest.json``) is written, naming each shard once. Tasks without rows write no shard.
 
     Parameters
     ----------
-    ds
-        The dataset.
-    path
+    data
+        The Ray dataset to write.
+    dest
         The directory (created if needed; a local path or an fsspec URL). A manifest an earlier write left
         there is deleted before any shard is written, so a write that fails leaves no manifest. Once the
         new manifest is written, the shards (and indexes) the old one named and the new one does not are
@@ -553,9 +556,10 @@ def write_records(
         The shard file names' prefix.
     split
         The split recorded for every shard.
-    rows_per_shard
+    min_records
         Ray's ``min_rows_per_write``: each task (so each shard) gets at least this many rows, except the
-        last.
+        last. Ray cannot cap a shard, hence a minimum where :class:`~recordkit.ShardWriter` takes
+        ``max_records``.
     metadata
         JSON values stored in the manifest.
     **ray_options
@@ -567,17 +571,17 @@ def write_records(
         The manifest written.
     """
     sink = RecordDatasink(
-        path,
+        dest,
         format=format,
         compression=compression or "",
         column=column,
         encode=encode,
         prefix=prefix,
         split=split,
-        rows_per_shard=rows_per_shard,
+        min_records=min_records,
         metadata=metadata,
     )
-    ds.write_datasink(sink, **ray_options)
+    data.write_datasink(sink, **ray_options)
     assert sink.manifest is not None  # on_write_complete ran, or write_datasink raised
     return sink.manifest
 

@@ -29,6 +29,7 @@ import os
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from recordkit.support.lazy import lazy_names
+from recordkit.support.moved import renamed_arguments
 
 if TYPE_CHECKING:
     from recordkit.io.following import Follower, Following, follow
@@ -109,7 +110,7 @@ __getattr__, __dir__ = lazy_names(__name__, globals(), _DEFINED_IN)
 
 @overload
 def open(
-    src: Any,
+    sources: Any,
     mode: Literal["r"] = "r",
     *,
     format: str | None = None,
@@ -124,7 +125,7 @@ def open(
 
 @overload
 def open(
-    src: Any,
+    sources: Any,
     mode: Literal["w"],
     *,
     format: str | None = None,
@@ -135,8 +136,9 @@ def open(
 ) -> RecordWriter: ...
 
 
+@renamed_arguments(src="sources")
 def open(
-    src: Any,
+    sources: Any,
     mode: str = "r",
     *,
     format: str | None = None,
@@ -154,10 +156,10 @@ def open(
 
     Parameters
     ----------
-    src
-        A path (``str`` or :class:`pathlib.Path`), an fsspec URL (``"s3://bucket/x.tfrecord"``, needs
-        ``recordkit[remote]``), a binary file object, or, for reading, a directory, a glob pattern or a list
-        of any of these, read as one sequence (see :func:`expand_sources`). A dataset directory with a
+    sources
+        What to read, or, with ``mode="w"``, the one file to write: a path (``str`` or
+        :class:`pathlib.Path`), an fsspec URL (``"s3://bucket/x.tfrecord"``, needs ``recordkit[remote]``),
+        a binary file object, or, for reading, a directory, a glob pattern or a list of any of these, read as one sequence (see :func:`expand_sources`). A dataset directory with a
         manifest (``_recordkit_manifest.json``, written by :class:`recordkit.ShardWriter`) or a
         tensorflow-datasets ``dataset_info.json`` is read as its manifest lists it (:func:`find_dataset`):
         ``len()`` needs no scan, and a shard that is missing or whose size differs raises
@@ -220,7 +222,7 @@ def open(
         if level is not None or n is not None or fsync:
             raise ValueError("level=, n= and fsync= apply to writing (mode='w')")
         resolved = resolve_sources(
-            src, format=format, compression=compression, split=split, missing_ok=True
+            sources, format=format, compression=compression, split=split, missing_ok=True
         )
         return resolved.open(check_crc=check_crc, index=index, lenient=lenient, zero_copy=zero_copy)
     if mode == "w":
@@ -229,6 +231,6 @@ def open(
                 "check_crc=, index=, lenient=, split= and zero_copy= apply to reading (mode='r')"
             )
         return open_writer(
-            src, format=format, compression=compression, level=level, n=n, fsync=fsync
+            sources, format=format, compression=compression, level=level, n=n, fsync=fsync
         )
     raise ValueError(f"invalid mode {mode!r}: use 'r' or 'w'")

@@ -32,7 +32,7 @@ Examples
 >>> follower.poll()
 [b'step 2']
 >>> log.close(); follower.close()
->>> list(rk.follow(path, idle_timeout=0, poll=0.01))
+>>> list(rk.follow(path, idle_timeout=0, poll_interval=0.01))
 [b'step 1', b'step 2']
 """
 
@@ -58,6 +58,7 @@ from recordkit.formats.sequential import SequentialFrameReader
 from recordkit.io.atomic import pending_temporaries
 from recordkit.io.sources import check_compression, is_url, resolve_format
 from recordkit.support.closing import Closing
+from recordkit.support.moved import renamed_arguments
 
 _DETECT_MIN = 16
 """Bytes a file whose name does not tell its format (or compression) must hold before its content is
@@ -431,17 +432,18 @@ def _stat(path: str) -> os.stat_result:
         ) from exc
 
 
+@renamed_arguments(poll="poll_interval")
 def follow(
     path: str | os.PathLike[str],
     *,
     idle_timeout: float | None = None,
-    poll: float = 0.5,
+    poll_interval: float = 0.5,
     format: str | None = None,
     check_crc: bool = True,
 ) -> Following:
     """Yield the records of a file as they are appended to it, from its first record on.
 
-    At a record that is not completely written yet, it waits (checking every ``poll`` seconds) instead of
+    At a record that is not completely written yet, it waits (checking every ``poll_interval`` seconds) instead of
     raising :class:`~recordkit.errors.TruncatedRecordError`.
 
     Parameters
@@ -452,7 +454,7 @@ def follow(
     idle_timeout
         End after this many seconds in which the file did not grow (``0``: once every record written so
         far was read). ``None``: never; end it with ``close()``.
-    poll
+    poll_interval
         Seconds between two checks of the file for new bytes.
     format, check_crc
         As for :class:`Follower`.
@@ -477,8 +479,12 @@ def follow(
         for event in rk.follow("logs/run1/events.out.tfevents.1700000000.host", idle_timeout=600):
             ...
     """
-    if poll <= 0:
-        raise ValueError(f"poll must be a positive number of seconds, not {poll!r}")
+    if poll_interval <= 0:
+        raise ValueError(
+            f"poll_interval must be a positive number of seconds, not {poll_interval!r}"
+        )
     if idle_timeout is not None and idle_timeout < 0:
         raise ValueError(f"idle_timeout must be >= 0 or None, not {idle_timeout!r}")
-    return Following(Follower(path, format=format, check_crc=check_crc), idle_timeout, poll)
+    return Following(
+        Follower(path, format=format, check_crc=check_crc), idle_timeout, poll_interval
+    )

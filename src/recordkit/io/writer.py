@@ -19,6 +19,7 @@ from recordkit.io.manifest import MANIFEST_NAME
 from recordkit.io.reader import _RecordFile
 from recordkit.io.resolve import resolve_sources
 from recordkit.io.sources import check_compression, is_url, require_fsspec, resolve_format
+from recordkit.support.moved import renamed_arguments
 
 if TYPE_CHECKING:
     from recordkit.formats.sequential import SequentialFrameReader
@@ -156,8 +157,9 @@ class RecordWriter(_RecordFile):
         return f"<RecordWriter {self._format} {self._path!r} ({state})>"
 
 
+@renamed_arguments(dst="dest")
 def open_writer(
-    dst: Any,
+    dest: Any,
     *,
     format: str | None = None,
     compression: str | None = None,
@@ -165,7 +167,7 @@ def open_writer(
     n: int | None = None,
     fsync: bool = False,
 ) -> RecordWriter:
-    """Open ``dst`` (a path, an fsspec URL or a binary file object) for writing: ``recordkit.open(dst, "w")``.
+    """Open ``dest`` (a path, an fsspec URL or a binary file object) for writing: ``recordkit.open(dest, "w")``.
 
     The options are :func:`recordkit.open`'s. A path is written to a temporary file renamed into place on
     close (:class:`~recordkit.io.atomic.AtomicFile`); a URL is uploaded on close.
@@ -177,10 +179,10 @@ def open_writer(
     ValueError
         The compression does not fit the format.
     """
-    is_path = isinstance(dst, (str, os.PathLike))
-    if not is_path and not callable(getattr(dst, "write", None)):
-        raise TypeError(f"expected a path or a binary file object, not {type(dst).__name__}")
-    name = dst if is_path else getattr(dst, "name", None)
+    is_path = isinstance(dest, (str, os.PathLike))
+    if not is_path and not callable(getattr(dest, "write", None)):
+        raise TypeError(f"expected a path or a binary file object, not {type(dest).__name__}")
+    name = dest if is_path else getattr(dest, "name", None)
     path = os.fspath(name) if isinstance(name, (str, os.PathLike)) else None
     fmt, comp = resolve_format(None, path, format, compression)
     comp = comp or ""
@@ -192,7 +194,7 @@ def open_writer(
             target = UploadOnCommit(*require_fsspec().core.url_to_fs(path))
         else:
             target = AtomicFile(path, fsync=fsync)
-    fileobj = dst if target is None else target.file
+    fileobj = dest if target is None else target.file
     try:
         frames = fmt.writer(fileobj, compression=comp, level=level, n=n)
     except BaseException:

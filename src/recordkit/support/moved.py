@@ -1,4 +1,4 @@
-"""The 0.2 names that moved in 0.3, still importable with a :class:`DeprecationWarning` naming the new home.
+"""The 0.2 names that moved in 0.3, and the arguments renamed in 0.3: both still work with a :class:`DeprecationWarning`.
 
 :data:`MOVED` is the one table of them: old dotted path -> new dotted path. A moved module
 (``import recordkit.ray``) is served by the finder that :func:`install_finder` adds to :data:`sys.meta_path`
@@ -6,10 +6,14 @@ when ``recordkit`` is imported: the old name becomes the very module object of t
 module (``rk.float_feature``, ``recordkit.data.part_files``) is served by that module's ``__getattr__``
 through :func:`moved_attribute`. Either way the new home is imported by name on first use, so this module
 imports nothing of recordkit's and ``import recordkit`` loads none of the new homes.
+
+A keyword argument renamed to the one vocabulary of docs/api.md is served by :func:`renamed_arguments`, which
+records it in :data:`RENAMED`.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -18,10 +22,18 @@ import os
 import sys
 import types
 import warnings
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
-__all__ = ["MOVED", "MOVED_IN", "REMOVED_IN", "install_finder", "moved_attribute"]
+__all__ = [
+    "MOVED",
+    "MOVED_IN",
+    "RENAMED",
+    "REMOVED_IN",
+    "install_finder",
+    "moved_attribute",
+    "renamed_arguments",
+]
 
 MOVED_IN = "0.3"
 """The release in which the names of :data:`MOVED` moved."""
@@ -129,6 +141,80 @@ def _warn(old: str) -> None:
         DeprecationWarning,
         stacklevel=_stacklevel(),
     )
+
+
+RENAMED: dict[str, dict[str, str]] = {}
+"""Each callable whose keyword arguments were renamed, by dotted path: its old keyword -> its new keyword.
+
+Filled by :func:`renamed_arguments` as the modules that use it are imported.
+"""
+
+_Renamed = TypeVar("_Renamed", bound=Callable[..., Any])
+
+
+def _warn_renamed(where: str, old: str, new: str) -> None:
+    """Warn that the keyword ``old`` of ``where`` is now ``new``, pointing at the user's line."""
+    warnings.warn(
+        f"{where}({old}=...) is now {where}({new}=...) since {MOVED_IN}; "
+        f"the keyword {old}= will be removed in {REMOVED_IN}",
+        DeprecationWarning,
+        stacklevel=_stacklevel(),
+    )
+
+
+def renamed_arguments(**renames: str) -> Callable[[_Renamed], _Renamed]:
+    """Keep accepting the old keywords of a function or class whose parameters were renamed, with a warning.
+
+    Each keyword is an old name and its value the new one. A call that passes an old keyword gets a
+    :class:`DeprecationWarning` naming the new keyword, and the value under the new name; one that passes
+    both the old keyword and the new parameter (by keyword or position) is a :class:`TypeError`.
+    Positional calls are not affected. On a class, the keywords of ``__init__`` are the ones renamed. The function keeps its signature (the new names), and
+    :data:`RENAMED` records the renames under its dotted path; the wrapper's ``__renamed_arguments__`` holds
+    them too.
+
+    Examples
+    --------
+    ::
+
+        @renamed_arguments(src="sources")
+        def open(sources, mode="r"): ...
+    """
+
+    def decorate(target: _Renamed) -> _Renamed:
+        function: Callable[..., Any] = (
+            vars(target)["__init__"] if isinstance(target, type) else target
+        )
+        code = function.__code__
+        missing = set(renames.values()) - set(
+            code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+        )
+        if missing:
+            raise TypeError(
+                f"{target.__qualname__} has no parameter {sorted(missing)} to rename to"
+            )
+        where = f"{target.__module__}.{target.__qualname__}"
+        # Where each new name sits among the positional parameters: given there and as the old keyword, it
+        # is given twice.
+        position = {name: i for i, name in enumerate(code.co_varnames[: code.co_argcount])}
+
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            for old in renames.keys() & kwargs.keys():
+                new = renames[old]
+                if new in kwargs or position.get(new, len(args)) < len(args):
+                    raise TypeError(f"{where}() got both {old}= and {new} (the new name of {old}=)")
+                _warn_renamed(where, old, new)
+                kwargs[new] = kwargs.pop(old)
+            return function(*args, **kwargs)
+
+        wrapper.__renamed_arguments__ = dict(renames)  # type: ignore[attr-defined]
+        RENAMED[where] = dict(renames)
+        if isinstance(target, type):
+            target.__init__ = wrapper  # type: ignore[misc]
+            return target
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
 
 
 def _resolve(path: str) -> Any:

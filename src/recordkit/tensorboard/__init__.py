@@ -27,6 +27,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from recordkit.support.moved import renamed_arguments
 from recordkit.tensorboard import _frames, _read
 from recordkit.tensorboard._follow import LogFollower
 from recordkit.tensorboard._read import Sources
@@ -39,19 +40,20 @@ __all__ = ["LogFollower", "follow", "histograms", "hparams", "images", "scalars"
 
 def _read_all(
     kind: str,
-    logdir_or_file: Sources,
+    sources: Sources,
     tags: str | Iterable[str] | None,
     check_crc: bool,
     growing: bool,
     color_space: str = "RGB",
 ) -> pd.DataFrame:
     build = _frames.builder(kind, tags, color_space)
-    result: pd.DataFrame = build(_read.load_runs(logdir_or_file, check_crc, growing))
+    result: pd.DataFrame = build(_read.load_runs(sources, check_crc, growing))
     return result
 
 
+@renamed_arguments(logdir_or_file="sources")
 def scalars(
-    logdir_or_file: Sources,
+    sources: Sources,
     tags: str | Iterable[str] | None = None,
     *,
     check_crc: bool = True,
@@ -61,7 +63,7 @@ def scalars(
 
     Parameters
     ----------
-    logdir_or_file
+    sources
         A log directory (every event file below it; runs named relative to it), one event file (run
         ``"."``), a glob pattern (the directories and event files it matches), or a list of them. Runs are
         named by their directory's path relative to the common parent of what is given: a directory, an
@@ -91,18 +93,19 @@ def scalars(
     FileNotFoundError
         A path does not exist, or a pattern matches no directory or event file.
     TypeError
-        ``logdir_or_file`` is not a path (``str`` or ``os.PathLike``), a pattern, or a list of them.
+        ``sources`` is not a path (``str`` or ``os.PathLike``), a pattern, or a list of them.
     recordkit.errors.CorruptRecordError
         A checksum does not match, or a file ends inside a record (``.path``, ``.index``, ``.offset``;
         :class:`~recordkit.errors.TruncatedRecordError`, unless ``growing``).
     recordkit.errors.DecodeError
         A record is not a valid ``Event``, or a scalar summary holds more than one number.
     """
-    return _read_all("scalars", logdir_or_file, tags, check_crc, growing)
+    return _read_all("scalars", sources, tags, check_crc, growing)
 
 
+@renamed_arguments(logdir_or_file="sources")
 def tensors(
-    logdir_or_file: Sources,
+    sources: Sources,
     tags: str | Iterable[str] | None = None,
     *,
     check_crc: bool = True,
@@ -115,11 +118,12 @@ def tensors(
     plugin named by the tag's first metadata: ``"scalars"``, ``"histograms"``, ``"text"``, ... or ``""``).
     ``tags``, ``check_crc`` and ``growing`` as for :func:`scalars`.
     """
-    return _read_all("tensors", logdir_or_file, tags, check_crc, growing)
+    return _read_all("tensors", sources, tags, check_crc, growing)
 
 
+@renamed_arguments(logdir_or_file="sources")
 def histograms(
-    logdir_or_file: Sources,
+    sources: Sources,
     tags: str | Iterable[str] | None = None,
     *,
     check_crc: bool = True,
@@ -140,11 +144,12 @@ def histograms(
     and NaN for ``sum`` and ``sum_squares``, which they do not record. ``tags``, ``check_crc`` and
     ``growing`` as for :func:`scalars`.
     """
-    return _read_all("histograms", logdir_or_file, tags, check_crc, growing)
+    return _read_all("histograms", sources, tags, check_crc, growing)
 
 
+@renamed_arguments(logdir_or_file="sources")
 def images(
-    logdir_or_file: Sources,
+    sources: Sources,
     tags: str | Iterable[str] | None = None,
     *,
     color_space: str = "RGB",
@@ -159,11 +164,12 @@ def images(
     ``height`` (as the summary states them). Needs Pillow. ``tags``, ``check_crc`` and ``growing`` as for
     :func:`scalars`.
     """
-    return _read_all("images", logdir_or_file, tags, check_crc, growing, color_space)
+    return _read_all("images", sources, tags, check_crc, growing, color_space)
 
 
+@renamed_arguments(logdir_or_file="sources")
 def text(
-    logdir_or_file: Sources,
+    sources: Sources,
     tags: str | Iterable[str] | None = None,
     *,
     check_crc: bool = True,
@@ -177,12 +183,11 @@ def text(
     tensorboardX's ``add_text`` too: ``tags=["note"]`` reads ``"note"`` and ``"note/text_summary"``
     (the rows keep the tag as written). ``check_crc`` and ``growing`` as for :func:`scalars`.
     """
-    return _read_all("text", logdir_or_file, tags, check_crc, growing)
+    return _read_all("text", sources, tags, check_crc, growing)
 
 
-def hparams(
-    logdir_or_file: Sources, *, check_crc: bool = True, growing: bool = False
-) -> pd.DataFrame:
+@renamed_arguments(logdir_or_file="sources")
+def hparams(sources: Sources, *, check_crc: bool = True, growing: bool = False) -> pd.DataFrame:
     """The hyperparameters of every run that logged them with the hparams plugin, as a DataFrame.
 
     Columns ``run``, ``name``, ``value`` (``float``, ``str`` or ``bool``, as logged) and ``wall_time`` (of the
@@ -191,23 +196,24 @@ def hparams(
     ``df.pivot(index="run", columns="name", values="value")``. ``check_crc`` and ``growing`` as for
     :func:`scalars`.
     """
-    return _read_all("hparams", logdir_or_file, None, check_crc, growing)
+    return _read_all("hparams", sources, None, check_crc, growing)
 
 
+@renamed_arguments(logdir_or_file="sources", poll="poll_interval")
 def follow(
-    logdir_or_file: Sources,
+    sources: Sources,
     kind: str = "scalars",
     tags: str | Iterable[str] | None = None,
     *,
     idle_timeout: float | None = None,
-    poll: float = 1.0,
+    poll_interval: float = 1.0,
     check_crc: bool = True,
     color_space: str = "RGB",
 ) -> LogFollower:
     """Follow a log directory that is being written: DataFrames of the rows appended since the last one.
 
     The first DataFrame holds what the event files hold already; each later one the rows written since.
-    Every ``poll`` seconds the log directory is searched again, so runs (subdirectories) and event files
+    Every ``poll_interval`` seconds the log directory is searched again, so runs (subdirectories) and event files
     created later are followed too, from their first record. A record still being written is read once its
     last byte is there, never cut. The DataFrames have the columns of the function named by ``kind``
     (:func:`scalars`, ...), and all of them together hold the rows that function returns once the writers
@@ -217,7 +223,7 @@ def follow(
 
     Parameters
     ----------
-    logdir_or_file
+    sources
         A log directory (it may be empty, or not created yet: it is waited for, as for new event files),
         one event file, a glob pattern, or a list of them, with the runs named as for :func:`scalars`. A pattern is matched again at each poll: it may
         match nothing at first, and runs that come to match it later are followed (``"logs/*"``: every
@@ -230,7 +236,7 @@ def follow(
     idle_timeout
         End after this many seconds in which no event file grew and none was created (``0``: once what is
         written now was read). ``None``: never; end it with ``close()``.
-    poll
+    poll_interval
         Seconds between two searches of the log directory and checks of its files.
     check_crc
         Verify every record's checksums (the default).
@@ -248,9 +254,9 @@ def follow(
     FileNotFoundError
         While iterating: a path (not a pattern) still does not exist after ``idle_timeout`` seconds.
     TypeError
-        ``logdir_or_file`` is not a path, a pattern, or a list of them.
+        ``sources`` is not a path, a pattern, or a list of them.
     ValueError
-        An unknown ``kind``, tags for ``"hparams"``, or a ``poll`` or ``idle_timeout`` out of range.
+        An unknown ``kind``, tags for ``"hparams"``, or a ``poll_interval`` or ``idle_timeout`` out of range.
     recordkit.errors.CorruptRecordError
         While iterating: damage, as :func:`scalars` raises it (the rows before it come first);
         :class:`~recordkit.errors.FileChangedError` when an event file is replaced, removed or shortened.
@@ -262,16 +268,18 @@ def follow(
         for batch in rk.tensorboard.follow("logs", idle_timeout=600):
             print(batch[batch.tag == "loss"].tail(1))
     """
-    if poll <= 0:
-        raise ValueError(f"poll must be a positive number of seconds, not {poll!r}")
+    if poll_interval <= 0:
+        raise ValueError(
+            f"poll_interval must be a positive number of seconds, not {poll_interval!r}"
+        )
     if idle_timeout is not None and idle_timeout < 0:
         raise ValueError(f"idle_timeout must be >= 0 or None, not {idle_timeout!r}")
-    paths = _read.source_paths(logdir_or_file)
+    paths = _read.source_paths(sources)
     return LogFollower(
-        paths[0] if isinstance(logdir_or_file, (str, os.PathLike)) else paths,
+        paths[0] if isinstance(sources, (str, os.PathLike)) else paths,
         kind,
         _frames.builder(kind, tags, color_space),
         idle_timeout=idle_timeout,
-        interval=poll,
+        interval=poll_interval,
         check_crc=check_crc,
     )
