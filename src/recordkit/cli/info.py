@@ -76,7 +76,7 @@ def _file_info(args: argparse.Namespace, path: InputPath) -> tuple[dict[str, Any
         kind = sampled_payload_kind(args.payload, args.sample, reader, iter(sample))[0]
     info["payload"] = kind
     info["sampled"] = len(sample)
-    return info, None if kind in (None, "raw") else Schema.of(kind, sample)
+    return info, None if kind in (None, "raw") else Schema.of(sample, kind)
 
 
 def _with_schema(info: dict[str, Any], schema: Schema | None) -> dict[str, Any]:

@@ -51,7 +51,7 @@ def _inferred_schema(directory: str, manifest: Manifest) -> dict[str, Any] | Non
     kind = detect_payload(sample, prefer=rk.get_format(fmt).payload)
     if kind in (None, "raw"):
         return None
-    schema = Schema.of(kind, sample)
+    schema = Schema.of(sample, kind)
     return {"payload": kind, **schema.as_dict(lists=bool(schema.feature_lists))}
 
 

@@ -94,7 +94,7 @@ def write_parquet(path: str, records: Any, *, prefer: str | None) -> int:
     kind = detect_payload(list(itertools.islice(records(), _SAMPLE)), prefer=prefer)
     specs = None
     if kind in (EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD):
-        schema = Schema.of(kind, records())
+        schema = Schema.of(records(), kind)
         if schema.undecodable:
             raise CliError(f"{schema.undecodable} records do not decode as {kind} payloads")
         specs = schema.specs()

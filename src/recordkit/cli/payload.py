@@ -22,7 +22,6 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,17 +30,12 @@ import recordkit as rk
 from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2
 from recordkit.cli.common import CliError
+from recordkit.decode import schema
 from recordkit.decode.messages import bytes_feature
 from recordkit.decode.payloads import decode_payload, detect_payload
+from recordkit.decode.schema import list_kind
 from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
 
-_LIST_TYPES = {
-    np.dtype(np.float32): ("float_list", np.float32),
-    np.dtype(np.float64): ("double_list", np.float64),
-    np.dtype(np.int32): ("int32_list", np.int32),
-    np.dtype(np.int64): ("int64_list", np.int64),
-}
-_SPEC_DTYPES: dict[str, Any] = {"bytes_list": bytes, **dict(_LIST_TYPES.values())}
 _SHOWN_VALUES = 8
 _SHOWN_BYTES = 48
 
@@ -55,13 +49,6 @@ def sampled_payload_kind(
     prefer = rk.get_format(reader.format).payload
     kind = payload if payload != "auto" else detect_payload(head, prefer=prefer)
     return kind, itertools.chain(head, records)
-
-
-def kind_of(value: Any) -> str:
-    """Return the list type of a decoded feature value: ``bytes_list``, ``float_list``, ..."""
-    if isinstance(value, list):
-        return "bytes_list"
-    return _LIST_TYPES[value.dtype][0] if value.dtype in _LIST_TYPES else str(value.dtype)
 
 
 # -- JSON and text ---------------------------------------------------------------------------------
@@ -172,7 +159,7 @@ def record_text(kind: str, index: int, record: bytes) -> str:
     decoded = decode_payload(kind, record)
 
     def feature(value: Any) -> str:
-        return f"{kind_of(value)}[{len(value)}]  {_short_value(value)}"
+        return f"{list_kind(value)}[{len(value)}]  {_short_value(value)}"
 
     def steps(value: Any) -> str:
         shown = [_short_value(step) for step in value[:_SHOWN_VALUES]]
@@ -188,62 +175,8 @@ def record_text(kind: str, index: int, record: bytes) -> str:
 # -- schema ----------------------------------------------------------------------------------------
 
 
-@dataclass
-class Schema:
-    """The feature schema seen in a sample of records: plain features (or context) and feature lists.
-
-    Attributes
-    ----------
-    features
-        Name to the statistics of a plain feature (the context of a SequenceExample): its ``name``, the
-        list types seen as ``kind`` (an empty feature adds none), in how many records it is ``present``,
-        and the fewest and most values in one record (``min_len``, ``max_len``).
-    feature_lists
-        The same for the feature lists of a SequenceExample (lengths count time steps).
-    undecodable
-        How many records did not decode (they are left out of the statistics).
-    """
-
-    features: dict[str, dict[str, Any]] = field(default_factory=dict)
-    feature_lists: dict[str, dict[str, Any]] = field(default_factory=dict)
-    undecodable: int = 0
-
-    @classmethod
-    def of(cls, kind: str, records: Iterable[bytes]) -> Schema:
-        """Collect the schema of ``records``, decoded as ``kind`` (not ``raw``)."""
-        schema = cls()
-        sequence = kind == "sequence_example"
-        for record in records:
-            try:
-                decoded = decode_payload(kind, record)
-            except rk.DecodeError:
-                schema.undecodable += 1
-                continue
-            for name, value in (decoded.context if sequence else decoded).items():
-                _count(schema.features, name, [kind_of(value)] if len(value) else [], len(value))
-            for name, steps in decoded.feature_lists.items() if sequence else ():
-                kinds = {kind_of(step) for step in steps if len(step)}
-                _count(schema.feature_lists, name, kinds, len(steps))
-        return schema
-
-    @classmethod
-    def merged(cls, schemas: Iterable[Schema]) -> Schema:
-        """One schema for the samples of several files: presence and undecodable records added up, the
-        kinds seen joined, the lengths' range widened."""
-        whole = cls()
-        for schema in schemas:
-            whole.undecodable += schema.undecodable
-            for into, stats in (
-                (whole.features, schema.features),
-                (whole.feature_lists, schema.feature_lists),
-            ):
-                for name, seen in stats.items():
-                    entry = into.setdefault(name, {**seen, "kind": set(), "present": 0})
-                    entry["kind"] |= seen["kind"]
-                    entry["present"] += seen["present"]
-                    entry["min_len"] = min(entry["min_len"], seen["min_len"])
-                    entry["max_len"] = max(entry["max_len"], seen["max_len"])
-        return whole
+class Schema(schema.Schema):
+    """:class:`recordkit.decode.schema.Schema`, rendered for ``recordkit info`` and made into table columns."""
 
     def as_dict(self, lists: bool) -> dict[str, Any]:
         """The features' statistics, and the feature lists' when ``lists``, as JSON-ready lists; a kind
@@ -252,42 +185,31 @@ class Schema:
         return {**found, "feature_lists": _rows(self.feature_lists)} if lists else found
 
     def specs(self) -> dict[str, rk.FixedLen | rk.VarLen]:
-        """Parse specs for the plain features, one table column each.
-
-        A feature that holds exactly one value in every record that has it is a scalar (``FixedLen(())``);
-        any other is a list (``VarLen``). The value type is the feature's list type.
+        """Parse specs for the plain features, one table column each (missing values are nulls).
 
         Raises
         ------
         CliError
             A feature holds lists of different types in different records.
         """
-        specs: dict[str, rk.FixedLen | rk.VarLen] = {}
-        for name, stats in self.features.items():
-            if len(stats["kind"]) > 1:
-                raise CliError(
-                    f"feature {name!r} holds {' and '.join(sorted(stats['kind']))} values in different "
-                    "records: one column cannot hold both"
-                )
-            dtype = _SPEC_DTYPES[next(iter(stats["kind"]), "float_list")]
-            scalar = stats["min_len"] == stats["max_len"] == 1
-            specs[name] = rk.FixedLen((), dtype) if scalar else rk.VarLen(dtype)
-        return specs
+        try:
+            return schema.infer_spec(self, nullable=True)
+        except ValueError as exc:
+            raise CliError(
+                str(exc).replace("one spec cannot parse", "one column cannot hold")
+            ) from None
 
 
-def _count(stats: dict[str, dict[str, Any]], name: str, kinds: Iterable[str], length: int) -> None:
-    new = {"name": name, "kind": set(), "present": 0, "min_len": length, "max_len": length}
-    entry = stats.setdefault(name, new)
-    entry["kind"].update(kinds)
-    entry["present"] += 1
-    entry["min_len"] = min(entry["min_len"], length)
-    entry["max_len"] = max(entry["max_len"], length)
-
-
-def _rows(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def _rows(stats: dict[str, schema.FeatureStats]) -> list[dict[str, Any]]:
     return [
-        {**entry, "kind": "|".join(sorted(entry["kind"])) or "float_list"}
-        for entry in stats.values()
+        {
+            "name": name,
+            "kind": "|".join(sorted(entry.kinds)) or "float_list",
+            "present": entry.present,
+            "min_len": entry.min_len,
+            "max_len": entry.max_len,
+        }
+        for name, entry in stats.items()
     ]
 
 

@@ -17,6 +17,7 @@ Also importable as ``recordkit.hf``. Needs ``pip install 'recordkit[hf]'`` (the 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib
@@ -30,9 +31,9 @@ import numpy as np
 
 from recordkit.datasets import ShardWriter
 from recordkit.decode.images import Image
-from recordkit.decode.messages import decode_example, decode_ofrecord
 from recordkit.decode.parsing import parse_examples, parse_ofrecords
-from recordkit.decode.payloads import RAW_PAYLOAD, detect_payload
+from recordkit.decode.payloads import RAW_PAYLOAD, decode_payload, detect_payload
+from recordkit.decode.schema import LIST_DTYPES, FeatureStats, Schema, infer_spec
 from recordkit.decode.specs import FixedLen, VarLen, as_value_type
 from recordkit.decode.tables import encode_examples, encode_ofrecords
 from recordkit.errors import DecodeError, RecordKitError, UnsupportedOperationError
@@ -57,8 +58,6 @@ nor OFRecords (payload kind ``"raw"``): each record's bytes, as they are."""
 _BATCH = 256
 _SAMPLE = 100
 _HF_VALUE = {"bytes": "binary", "str": "string"}
-_FROM_KIND = {"int64_list": "int64", "float_list": "float32", "bytes_list": "bytes"}
-_FROM_KIND_OF = {**_FROM_KIND, "double_list": "float64", "int32_list": "int32"}
 _PAYLOADS = (EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD, RAW_PAYLOAD)
 
 
@@ -144,81 +143,50 @@ def _value_type(name: str, value: Any) -> str:
     )
 
 
-def _columns_of_stats(
-    stats: Mapping[str, Mapping[str, Any]], first: Mapping[str, Any]
-) -> dict[str, _Column]:
-    """Columns from a schema's statistics (``kind``, ``min_len``, ``max_len``): a feature with one value
-    in every record a value, one of a constant length a list of that length, any other a list; a single
-    bytes value that holds an encoded image (``first``: the first record's values) an image."""
+def _columns_of_schema(schema: Schema, first: Mapping[str, Any]) -> dict[str, _Column]:
+    """Columns from a schema: each feature's :func:`~recordkit.decode.schema.infer_spec`, a scalar read as one
+    optional value, and a single bytes value that holds an encoded image (``first``: the first record's
+    values) an image. A feature never seen with a value, or with several list types, has no one type: left out."""
+    typed = {
+        name: stats for name, stats in sorted(schema.features.items()) if len(stats.kinds) == 1
+    }
     columns = {}
-    for name, stat in sorted(stats.items()):
-        kinds = stat.get("kind")
-        kind = kinds[0] if isinstance(kinds, list) and len(kinds) == 1 else kinds
-        dtype = _FROM_KIND_OF.get(kind) if isinstance(kind, str) else None
-        if dtype is None:
-            continue  # never seen with a value, or with several list types: no one feature type
-        low, high = stat.get("min_len"), stat.get("max_len")
+    for name, spec in infer_spec(dataclasses.replace(schema, features=typed)).items():
         sample = first.get(name)
         if (
-            dtype == "bytes"
-            and high == 1
+            typed[name].kinds == {"bytes_list"}
+            and typed[name].max_len == 1
             and isinstance(sample, bytes)
             and sample.startswith(IMAGE_SIGNATURES)
         ):
             columns[name] = _Column(
                 VarLen("bytes"), _datasets().Image(), scalar_or_none=True, image=True
             )
-        elif low == high == 1:
-            columns[name] = _Column(VarLen(dtype), _value(dtype), scalar_or_none=True)
-        elif low == high and isinstance(high, int) and stat.get("present", 0) >= 0:
-            columns[name] = (
-                _column_of_spec(name, FixedLen((high,), dtype))
-                if low
-                else _Column(VarLen(dtype), _list(_value(dtype)))
-            )
+        elif isinstance(spec, FixedLen) and not spec.shape:
+            columns[name] = _Column(VarLen(spec.dtype), _value(spec.dtype), scalar_or_none=True)
         else:
-            columns[name] = _Column(VarLen(dtype), _list(_value(dtype)))
+            columns[name] = _column_of_spec(name, spec)
     return columns
 
 
-def _decoded(records: list[bytes], kind: str) -> list[dict[str, Any]]:
-    """The records that decode as ``kind``, decoded (the others fail with their index when read)."""
-    decode = decode_ofrecord if kind == OFRECORD_PAYLOAD else decode_example
+def _listed_schema(listed: list[Mapping[str, Any]]) -> Schema:
+    """The schema of a manifest's features (as ``recordkit info --json`` lists them). It does not say how many
+    records were sampled: ``records`` is 0, so each feature is taken as present in all."""
+    features = {}
+    for item in listed:
+        kind, low, high = item.get("kind"), item.get("min_len"), item.get("max_len")
+        if kind in LIST_DTYPES:
+            lengths = (low, high) if isinstance(low, int) and isinstance(high, int) else (0, 0)
+            features[item["name"]] = FeatureStats({kind}, 0, *lengths)
+    return Schema(features)
 
-    def values(record: bytes) -> dict[str, Any] | None:
-        try:
-            return {name: np.asarray(value) for name, value in decode(record).items()}
-        except DecodeError:
-            return None
 
-    return [found for found in map(values, records) if found is not None]
-
-
-def _sampled_stats(decoded: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The schema statistics of a sample of decoded records (as ``recordkit info`` reports them)."""
-    stats: dict[str, dict[str, Any]] = {}
-    for values in decoded:
-        for name, array in values.items():
-            kind = (
-                "bytes_list"
-                if array.dtype.kind in "OSU"
-                else ("float_list" if array.dtype.kind == "f" else "int64_list")
-            )
-            if array.dtype == np.float64:
-                kind = "double_list"
-            stat = stats.setdefault(
-                name, {"kind": [], "present": 0, "min_len": None, "max_len": None}
-            )
-            if array.size and kind not in stat["kind"]:
-                stat["kind"].append(kind)
-            stat["present"] += 1
-            n = int(array.size)
-            stat["min_len"] = n if stat["min_len"] is None else min(stat["min_len"], n)
-            stat["max_len"] = n if stat["max_len"] is None else max(stat["max_len"], n)
-    for stat in stats.values():
-        if stat["present"] < len(decoded):
-            stat["min_len"] = 0
-    return stats
+def _first(records: list[bytes], kind: str) -> dict[str, Any]:
+    """The values of the first of ``records`` that decodes as ``kind``, a single bytes value as such."""
+    for record in records:
+        with contextlib.suppress(DecodeError):
+            return {name: _one_bytes(value) for name, value in decode_payload(kind, record).items()}
+    return {}
 
 
 def _stored(resolved: ResolvedSources) -> Mapping[str, Any] | None:
@@ -295,16 +263,12 @@ def _columns(
         return {name: _column_of_feature(name, feature) for name, feature in features.items()}
     listed = _listed(resolved)
     if listed is not None:
-        first = _decoded(head[:1], kind)
-        sample = {name: _one_bytes(value) for name, value in (first[0] if first else {}).items()}
-        return _columns_of_stats({item["name"]: item for item in listed}, sample)
-    decoded = _decoded(head, kind)
-    sample = {name: _one_bytes(value) for name, value in (decoded[0] if decoded else {}).items()}
-    return _columns_of_stats(_sampled_stats(decoded), sample)
+        return _columns_of_schema(_listed_schema(listed), _first(head[:1], kind))
+    return _columns_of_schema(Schema.of(head, kind), _first(head, kind))
 
 
 def _one_bytes(value: Any) -> Any:
-    return value.reshape(-1)[0] if value.size == 1 and value.dtype.kind in "OS" else None
+    return value[0] if isinstance(value, list) and len(value) == 1 else None
 
 
 @renamed_arguments(spec="features")
