@@ -202,13 +202,8 @@ class Schema(schema.Schema):
 
 def _rows(stats: dict[str, schema.FeatureStats]) -> list[dict[str, Any]]:
     return [
-        {
-            "name": name,
-            "kind": "|".join(sorted(entry.kinds)) or "float_list",
-            "present": entry.present,
-            "min_len": entry.min_len,
-            "max_len": entry.max_len,
-        }
+        {"name": name, "kind": "|".join(sorted(entry.kinds)) or "float_list"}
+        | {key: getattr(entry, key) for key in ("present", "min_len", "max_len")}
         for name, entry in stats.items()
     ]
 

@@ -62,13 +62,6 @@ class FeatureStats:
     min_len: int
     max_len: int
 
-    def add(self, other: FeatureStats) -> None:
-        """Count ``other`` in too: kinds joined, presence added up, the lengths' range widened."""
-        self.kinds |= other.kinds
-        self.present += other.present
-        self.min_len = min(self.min_len, other.min_len)
-        self.max_len = max(self.max_len, other.max_len)
-
 
 @dataclass
 class Schema:
@@ -129,20 +122,19 @@ class Schema:
         for schema in schemas:
             whole.records += schema.records
             whole.undecodable += schema.undecodable
-            for into, stats in (
-                (whole.features, schema.features),
-                (whole.feature_lists, schema.feature_lists),
-            ):
-                for name, seen in stats.items():
-                    _count(into, name, seen)
+            for part in ("features", "feature_lists"):
+                for name, seen in getattr(schema, part).items():
+                    _count(getattr(whole, part), name, seen)
         return whole
 
 
 def _count(stats: dict[str, FeatureStats], name: str, seen: FeatureStats) -> None:
-    if name in stats:
-        stats[name].add(seen)
-    else:
-        stats[name] = FeatureStats(set(seen.kinds), seen.present, seen.min_len, seen.max_len)
+    """Count ``seen`` in ``stats[name]``: kinds joined, presence added up, the lengths' range widened."""
+    entry = stats.setdefault(name, FeatureStats(set(), 0, seen.min_len, seen.max_len))
+    entry.kinds |= seen.kinds
+    entry.present += seen.present
+    entry.min_len = min(entry.min_len, seen.min_len)
+    entry.max_len = max(entry.max_len, seen.max_len)
 
 
 def infer_spec(schema: Schema, *, nullable: bool = False) -> dict[str, FixedLen | VarLen]:

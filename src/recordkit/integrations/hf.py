@@ -174,10 +174,9 @@ def _listed_schema(listed: list[Mapping[str, Any]]) -> Schema:
     records were sampled: ``records`` is 0, so each feature is taken as present in all."""
     features = {}
     for item in listed:
-        kind, low, high = item.get("kind"), item.get("min_len"), item.get("max_len")
-        if kind in LIST_DTYPES:
-            lengths = (low, high) if isinstance(low, int) and isinstance(high, int) else (0, 0)
-            features[item["name"]] = FeatureStats({kind}, 0, *lengths)
+        if item.get("kind") in LIST_DTYPES:
+            lengths = item.get("min_len", 0), item.get("max_len", 0)
+            features[item["name"]] = FeatureStats({item["kind"]}, 0, *lengths)
     return Schema(features)
 
 
