@@ -559,7 +559,7 @@ def test_salvage_refuses_a_destination_named_for_another_format(tmp_path):
 def test_recovery_of_a_cut_stream_keeps_output_zlib_held_back(monkeypatch, compression):
     # With a small step, zlib often stops at the step's limit having taken in all its input, holding the
     # rest of that input's output back; at a cut, nothing more comes to push it out.
-    monkeypatch.setattr(recover, "READ_CHUNK", 12)
+    monkeypatch.setattr(recover, "_READ_CHUNK", 12)
     records = [bytes([i]) * (i % 9) for i in range(40)]
     plain = b"".join(frame(r) for r in records)
     data = gzip.compress(plain, mtime=0) if compression == "gzip" else zlib.compress(plain)

@@ -39,7 +39,7 @@ from typing import IO, Any, TypeVar
 
 from recordkit.errors import DataLossWarning, UnsupportedOperationError
 from recordkit.formats import available_formats, format_for_path, get_format
-from recordkit.formats.base import READ_CHUNK, RecordFormat
+from recordkit.formats.base import RecordFormat
 from recordkit.formats.compression import MEMBERS, decompressor
 from recordkit.formats.resync import Resync
 from recordkit.io.sources import Opened, open_source, reading_format
@@ -48,6 +48,9 @@ from recordkit.support.closing import Closing
 from recordkit.support.moved import renamed_arguments
 
 __all__ = ["SalvageReport", "SkippedRange", "Scan", "salvage", "scan"]
+
+_READ_CHUNK = 1 << 20
+"""The largest single read from a damaged stream, and the most a decompressor returns at once."""
 
 _T = TypeVar("_T")
 
@@ -144,7 +147,7 @@ def _whole(opened: Opened, cleanup: list[Any]) -> mmap.mmap | bytes:
         file = tempfile.TemporaryFile(prefix="recordkit-salvage-")  # noqa: SIM115
         cleanup.append(file)
         stream = source.stream()
-        while chunk := stream.read(READ_CHUNK):
+        while chunk := stream.read(_READ_CHUNK):
             file.write(chunk)
         file.flush()
         fd = file.fileno()
@@ -186,11 +189,11 @@ class _Emitter:
 
 def _feed(inflater: Any, piece: bytes, emit: Callable[[bytes], None]) -> None:
     """Inflate ``piece``, passing the output to ``emit`` in bounded steps; raises ``zlib.error``."""
-    out = inflater.decompress(piece, READ_CHUNK)
+    out = inflater.decompress(piece, _READ_CHUNK)
     emit(out)
     # A call that stops at its limit may have taken in all its input and still hold output for it.
-    while not inflater.eof and (inflater.unconsumed_tail or len(out) == READ_CHUNK):
-        out = inflater.decompress(inflater.unconsumed_tail, READ_CHUNK)
+    while not inflater.eof and (inflater.unconsumed_tail or len(out) == _READ_CHUNK):
+        out = inflater.decompress(inflater.unconsumed_tail, _READ_CHUNK)
         emit(out)
 
 

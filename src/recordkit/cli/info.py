@@ -32,8 +32,9 @@ from recordkit.cli.common import (
     report_each,
 )
 from recordkit.cli.payload import Schema, sampled_payload_kind
-from recordkit.io import index_problem, source_size
+from recordkit.io import index_problem
 from recordkit.io.index import find_index
+from recordkit.io.sources import source_size
 
 __all__ = ["cmd_info"]
 

@@ -8,7 +8,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from recordkit.data import Dataset
-from recordkit.io import find_dataset, resolve_sources, source_exists
+from recordkit.io import find_dataset, resolve_sources
+from recordkit.io.sources import source_exists
 
 __all__ = ["OFRecordReader", "part_files"]
 

@@ -23,10 +23,10 @@ from recordkit.datasets.shardfile import (
 )
 from recordkit.errors import ManifestError
 from recordkit.formats import get_format
-from recordkit.io import is_url, require_fsspec
 from recordkit.io.atomic import remove_leftovers
 from recordkit.io.index import default_index_path
 from recordkit.io.manifest import MANIFEST_NAME, Manifest, Shard
+from recordkit.io.sources import is_url, require_fsspec
 
 
 def task_shard_path(

@@ -16,7 +16,7 @@ that holds it: its data is decompressed, its hashes checked and its record sizes
 and only the records asked for are sliced out of it. A reader keeps the chunks it decoded last, up to
 :attr:`ArrayRecordFrameReader.cache_bytes` (:data:`CACHE_BYTES`, 64 MiB) of decompressed data and sizes in
 all, and always the last one, so random reads over a few large chunks decode each chunk once.
-Iteration reads the chunks in order, about :data:`~recordkit.formats.base.WINDOW` bytes at a
+Iteration reads the chunks in order, about ``_WINDOW`` bytes at a
 time; the ordinary chunks of such a window (within one block, intact, simple) are decoded together by
 :func:`~recordkit.formats._riegeli_window.window_records`, any other chunk one by one by the
 :class:`~recordkit.formats._riegeli.ChunkReader` (same records, same errors).
@@ -67,7 +67,7 @@ from recordkit.formats._riegeli import (
 )
 from recordkit.formats._riegeli_window import window_records
 from recordkit.formats.base import (
-    WINDOW,
+    _WINDOW,
     Capabilities,
     FrameReader,
     FrameWriter,
@@ -483,12 +483,12 @@ class ArrayRecordFrameReader(FrameReader):
         return self._iter_chunks(0)
 
     def _iter_chunks(self, number: int) -> Iterator[bytes]:
-        """Yield the records of data chunks ``number`` onwards, reading about WINDOW bytes at once."""
+        """Yield the records of data chunks ``number`` onwards, reading about _WINDOW bytes at once."""
         offsets, source = self.offsets, self.source
         count = len(offsets) - 1
         while number < count:
             base = offsets[number]
-            stop = bisect.bisect_right(offsets, base + WINDOW, number + 1) - 1
+            stop = bisect.bisect_right(offsets, base + _WINDOW, number + 1) - 1
             stop = min(max(stop, number + 1), count)
             blob = source.pread(base, offsets[stop] - base)
             general = ChunkReader(

@@ -46,6 +46,7 @@ Frame writers buffer frames and write them in large chunks; :meth:`FrameWriter.c
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import itertools
 import os
@@ -64,11 +65,9 @@ from recordkit.formats._names import agreeing_names
 from recordkit.formats.compression import NAMES as COMPRESSION_NAMES
 from recordkit.formats.resync import Resync, Skip
 from recordkit.support.heap import keep_freed_memory
+from recordkit.support.moved import moved_attribute
 
 __all__ = [
-    "READ_CHUNK",
-    "SHRUNK",
-    "WINDOW",
     "Capabilities",
     "Offsets",
     "FrameReader",
@@ -81,6 +80,7 @@ __all__ = [
     "normalize_compression",
     "read_full",
 ]
+__getattr__ = functools.partial(moved_attribute, __name__)  # 0.2's READ_CHUNK, SHRUNK, WINDOW
 
 Offsets: TypeAlias = "array[int] | Callable[[], array[int]]"
 """A frame-offset table (``len + 1`` frame boundaries), or a function that loads one on first use.
@@ -105,10 +105,10 @@ class VerifiedOffsets:
         return self._load()
 
 
-SHRUNK = "the file ends before this record: it is shorter than when it was opened (truncated while being read?)"
+_SHRUNK = "the file ends before this record: it is shorter than when it was opened (truncated while being read?)"
 """The message of the error raised when a file shrinks under a reader."""
 
-READ_CHUNK = 1 << 20
+_READ_CHUNK = 1 << 20
 """The largest single read from a stream: a length field, however large, never allocates more than this
 ahead of the bytes actually present."""
 
@@ -156,12 +156,12 @@ class Capabilities:
 def read_full(read: Any, n: int) -> bytes:
     """Return ``n`` bytes from ``read`` (a ``read(size)`` callable), fewer only if the stream ends first.
 
-    Reads at most :data:`READ_CHUNK` bytes at a time, so a corrupt length never allocates more than the
+    Reads at most ``_READ_CHUNK`` bytes at a time, so a corrupt length never allocates more than the
     stream actually holds.
     """
     if n <= 0:
         return b""
-    if n <= READ_CHUNK:
+    if n <= _READ_CHUNK:
         data: bytes = read(n)
         if len(data) == n or not data:
             return data
@@ -171,7 +171,7 @@ def read_full(read: Any, n: int) -> bytes:
         parts = []
         got = 0
     while got < n:
-        chunk: bytes = read(min(n - got, READ_CHUNK))
+        chunk: bytes = read(min(n - got, _READ_CHUNK))
         if not chunk:
             break
         parts.append(chunk)
@@ -234,7 +234,7 @@ def as_bytes(data: Any) -> bytes:
         return view.tobytes()
 
 
-WINDOW = 1 << 20
+_WINDOW = 1 << 20
 """How many bytes iteration over a random-access source reads at a time (a larger record: the record)."""
 
 _FROM_CHUNK = 1024
@@ -593,7 +593,7 @@ class IndexedFrameReader(FrameReader):
         """
         data = self.source.pread(start, end - start)
         if len(data) != end - start:
-            raise self.truncated(SHRUNK, index, start)
+            raise self.truncated(_SHRUNK, index, start)
         return data
 
 

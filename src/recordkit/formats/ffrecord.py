@@ -46,8 +46,8 @@ from typing import IO, Any, ClassVar, TypeVar
 from recordkit.errors import ChecksumError, HeaderError, LegacyFormatWarning
 from recordkit.formats import _crc
 from recordkit.formats.base import (
-    SHRUNK,
-    WINDOW,
+    _SHRUNK,
+    _WINDOW,
     Capabilities,
     IndexedFrameReader,
     Offsets,
@@ -324,7 +324,7 @@ class FFRecordFrameReader(IndexedFrameReader):
             start = offsets[index]
             buffer = allocate((offsets[index + 1] if index < last else size) - start)
             if not read_into(fd, memoryview(buffer), base + start):  # type: ignore[arg-type]
-                raise self.truncated(SHRUNK, index, start)
+                raise self.truncated(_SHRUNK, index, start)
             if check:
                 verify(buffer, index, start)
             buffers.append(buffer)
@@ -356,7 +356,7 @@ class FFRecordFrameReader(IndexedFrameReader):
         return self._iter_stream(self.source.stream())
 
     def _iter_windows(self) -> Iterator[bytes]:
-        """Read runs of neighbouring samples of about :data:`WINDOW` bytes at once (a larger sample alone)."""
+        """Read runs of neighbouring samples of about ``_WINDOW`` bytes at once (a larger sample alone)."""
         offsets, size = self.offsets, self.size
         assert size is not None
         pread, samples = self.source.pread, self._samples
@@ -364,9 +364,9 @@ class FFRecordFrameReader(IndexedFrameReader):
         first = 0
         while first < count:
             base = offsets[first]
-            # The samples first..stop-1 end at or before base + WINDOW (at least one sample).
-            stop = bisect.bisect_right(offsets, base + WINDOW, first + 1) - 1
-            if stop == count - 1 and size <= base + WINDOW:
+            # The samples first..stop-1 end at or before base + _WINDOW (at least one sample).
+            stop = bisect.bisect_right(offsets, base + _WINDOW, first + 1) - 1
+            if stop == count - 1 and size <= base + _WINDOW:
                 stop = count
             stop = max(stop, first + 1)
             end = offsets[stop] if stop < count else size

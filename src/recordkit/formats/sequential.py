@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 from recordkit.errors import CorruptRecordError, StaleIndexError, StaleIndexWarning
 from recordkit.formats.base import (
-    READ_CHUNK,
-    WINDOW,
+    _READ_CHUNK,
+    _WINDOW,
     IndexedFrameReader,
     Offsets,
     Source,
@@ -156,7 +156,7 @@ class SequentialFrameReader(IndexedFrameReader):
         return self.iter_windows(offsets[index], index)
 
     def iter_windows(self, start: int = 0, first: int = 0) -> Iterator[bytes]:
-        """Yield the records of a random-access source, read in windows of about :data:`WINDOW` bytes.
+        """Yield the records of a random-access source, read in windows of about ``_WINDOW`` bytes.
 
         Reading starts at byte ``start``, where record ``first`` begins. A record larger than a window is
         read in one piece. The source's size is the one seen at opening; a file that has shrunk since
@@ -170,7 +170,7 @@ class SequentialFrameReader(IndexedFrameReader):
         while pos < size:
             left = size - pos
             # A frame that cannot fit in what is left: read a window only, where the loop reports the cut.
-            want = need if WINDOW < need <= left else min(WINDOW, left)
+            want = need if _WINDOW < need <= left else min(_WINDOW, left)
             window = pread(pos, want)
             short = len(window) < want
             final = short or want == left or need > left
@@ -254,7 +254,7 @@ class SequentialFrameReader(IndexedFrameReader):
                     return
                 raise self.truncated("the file ends inside a record header", index, pos)
             length = parse(header, index, pos)
-            if length > READ_CHUNK:
+            if length > _READ_CHUNK:
                 data = self._read_long_payload(read, length, index, pos, verify)
             else:
                 data = read_full(read, length)
@@ -279,7 +279,7 @@ class SequentialFrameReader(IndexedFrameReader):
         buffer = io.BytesIO()
         got = 0
         while got < length:
-            chunk = read(min(length - got, READ_CHUNK))
+            chunk = read(min(length - got, _READ_CHUNK))
             if not chunk:
                 break
             buffer.write(chunk)
@@ -290,7 +290,7 @@ class SequentialFrameReader(IndexedFrameReader):
             raise self.truncated("the file ends inside a record", index, offset)
         if verify:
             buffer.seek(0)
-            self.check_chunks(iter(partial(buffer.read, READ_CHUNK), b""), trailer, index, offset)
+            self.check_chunks(iter(partial(buffer.read, _READ_CHUNK), b""), trailer, index, offset)
         return buffer.getvalue()
 
     # -- random access ---------------------------------------------------------------------------
@@ -372,7 +372,7 @@ class SequentialFrameReader(IndexedFrameReader):
     def scan(self) -> array[int]:
         """Build the frame-offset table by walking the headers (payloads are skipped).
 
-        A local file of small records is read in windows of about :data:`WINDOW` bytes and the headers are
+        A local file of small records is read in windows of about ``_WINDOW`` bytes and the headers are
         walked in memory, so a record costs no system call of its own; a header beyond the window starts
         the next window there. After a large record, and in a remote file, only the header is read.
         """
@@ -390,7 +390,7 @@ class SequentialFrameReader(IndexedFrameReader):
         # Windows where the bytes are local (a descriptor, a buffer) and the records small; otherwise
         # (remote files, large records) only the headers are read, each on its own.
         local = self.source.fd is not None or self.source.buffer is not None
-        want = WINDOW if local else header_size
+        want = _WINDOW if local else header_size
         known: dict[bytes, int] = {}
         while pos < size:
             if size - pos < header_size:
@@ -410,7 +410,7 @@ class SequentialFrameReader(IndexedFrameReader):
             end = pos + extra + length
             if end > size:
                 raise self.truncated("the file ends inside a record", index, pos)
-            want = WINDOW if local and end - pos <= _SMALL_RECORD else header_size
+            want = _WINDOW if local and end - pos <= _SMALL_RECORD else header_size
             append(pos)
             pos = end
             index += 1

@@ -34,7 +34,7 @@ from typing import IO, Any, ClassVar
 from recordkit.errors import ChecksumError, CorruptRecordError, TruncatedRecordError
 from recordkit.formats import _crc
 from recordkit.formats.base import (
-    READ_CHUNK,
+    _READ_CHUNK,
     Capabilities,
     Offsets,
     RecordFormat,
@@ -138,7 +138,7 @@ class _Inflater:
         """Return up to ``n`` inflated bytes (``b""`` at the end of the stream)."""
         if n == 0:
             return b""
-        limit = READ_CHUNK if n < 0 else n
+        limit = _READ_CHUNK if n < 0 else n
         while not self._done:
             if self._held_back:
                 # The last call stopped at its limit with all its input taken in: zlib may still hold
@@ -176,7 +176,7 @@ class _Inflater:
         if self._input:
             chunk, self._input = self._input, b""
         else:
-            chunk = self._raw.read(READ_CHUNK)
+            chunk = self._raw.read(_READ_CHUNK)
         if not chunk and self._in_member:
             self._done = True
             raise TruncatedRecordError(
@@ -557,9 +557,9 @@ class _Resync(Resync):
         if self.wasted <= size:
             crc = 0
             for at in range(
-                start, stop, READ_CHUNK
+                start, stop, _READ_CHUNK
             ):  # bounded slices: a memory map is never copied whole
-                crc = _crc.crc32c_extend(crc, buffer[at : min(at + READ_CHUNK, stop)])
+                crc = _crc.crc32c_extend(crc, buffer[at : min(at + _READ_CHUNK, stop)])
             if crc == expected:
                 return start, stop, end
             self.wasted += stop - start

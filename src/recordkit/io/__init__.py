@@ -29,7 +29,7 @@ import os
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from recordkit.support.lazy import lazy_names
-from recordkit.support.moved import renamed_arguments
+from recordkit.support.moved import moved_attribute, renamed_arguments
 
 if TYPE_CHECKING:
     from recordkit.io.following import Follower, Following, follow
@@ -41,17 +41,7 @@ if TYPE_CHECKING:
         find_dataset,
         resolve_sources,
     )
-    from recordkit.io.sources import (
-        dataset_files,
-        has_glob_wildcards,
-        is_glob_pattern,
-        is_url,
-        natural_key,
-        reading_format,
-        require_fsspec,
-        source_exists,
-        source_size,
-    )
+    from recordkit.io.sources import is_glob_pattern, is_url, reading_format
     from recordkit.io.writer import (
         RecordWriter,
         index_problem,
@@ -61,14 +51,15 @@ if TYPE_CHECKING:
     )
 
 # Public name -> the module that defines it (recordkit.io, whose __all__ lists them, is their home), imported
-# on first use (PEP 562).
+# on first use (PEP 562). A name that left this list since 0.2 (``natural_key``) is served, with a warning,
+# from recordkit.support.moved.MOVED.
 _DEFINED_IN = {
     name: f"recordkit.io.{module}"
     for module, names in {
         "following": "Follower Following follow",
         "reader": "RecordReader open_shard",
         "resolve": "ResolvedSources Sources expand_sources find_dataset resolve_sources",
-        "sources": "dataset_files has_glob_wildcards is_glob_pattern is_url natural_key reading_format require_fsspec source_exists source_size",
+        "sources": "is_glob_pattern is_url reading_format",
         "writer": "RecordWriter index_problem open_writer scan_offsets write_index",
     }.items()
     for name in names.split()
@@ -81,31 +72,30 @@ __all__ = [
     "RecordWriter",
     "ResolvedSources",
     "Sources",
-    "dataset_files",
     "expand_sources",
     "find_dataset",
     "follow",
-    "has_glob_wildcards",
     "index_problem",
     "is_glob_pattern",
     "is_url",
-    "natural_key",
     "open",
     "open_shard",
     "open_writer",
     "reading_format",
-    "require_fsspec",
     "resolve_sources",
     "scan_offsets",
-    "source_exists",
-    "source_size",
     "write_index",
 ]
 
 PathLike = str | os.PathLike[str]
 
 
-__getattr__, __dir__ = lazy_names(__name__, globals(), _DEFINED_IN)
+def _moved(name: str) -> Any:
+    """A name that left ``recordkit.io``'s public names: the object at its new place, with a warning."""
+    return moved_attribute(__name__, name)
+
+
+__getattr__, __dir__ = lazy_names(__name__, globals(), _DEFINED_IN, fallback=_moved)
 
 
 @overload

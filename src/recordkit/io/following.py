@@ -53,7 +53,7 @@ from recordkit.errors import (
     UnsupportedOperationError,
 )
 from recordkit.formats import available_formats, detect_format, format_for_path, get_format
-from recordkit.formats.base import WINDOW, RecordFormat, Source
+from recordkit.formats.base import RecordFormat, Source
 from recordkit.formats.sequential import SequentialFrameReader
 from recordkit.io.atomic import pending_temporaries
 from recordkit.io.sources import check_compression, is_url, resolve_format
@@ -63,6 +63,9 @@ from recordkit.support.moved import renamed_arguments
 _DETECT_MIN = 16
 """Bytes a file whose name does not tell its format (or compression) must hold before its content is
 sniffed: the smallest TFRecord record; fewer could be taken for the start of another format."""
+
+_WINDOW = 1 << 20
+"""How many bytes a poll reads at a time, as the format layer does over a random-access file."""
 
 _DETECT_MAX = 4096
 """A file whose first this many bytes no format recognises raises
@@ -287,7 +290,7 @@ class Follower(Closing):
     def _batch(self) -> list[bytes] | None:
         """The records of the next window of pending bytes, or ``None`` when no more are complete now.
 
-        Reads up to about :data:`~recordkit.formats.base.WINDOW` bytes (more for a longer record) on to
+        Reads up to about ``_WINDOW`` bytes (more for a longer record) on to
         the pending ones, then frames them with the format's reader. Called under the lock.
         """
         if self._failure is not None:
@@ -297,7 +300,7 @@ class Follower(Closing):
         reader = self._reader
         assert reader is not None
         pending = self._pending
-        want = max(WINDOW, self._need)
+        want = max(_WINDOW, self._need)
         while len(pending) < want and self._stream_error is None:
             try:
                 data = self._stream.read(want - len(pending))

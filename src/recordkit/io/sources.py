@@ -1,7 +1,8 @@
 """Where records come from: local files read with ``os.pread``, fsspec URLs, binary file objects.
 
-Also what a source is called and holds: :func:`is_url`, :func:`source_exists`, the listing of a directory
-(:func:`dataset_files`, :func:`natural_key`), and the format and compression of a file, from ``format=``,
+Also what a source is called and holds: :func:`is_url`, :func:`is_glob_pattern`, and, for recordkit's own
+packages rather than its users, :func:`source_exists`, :func:`source_size`, :func:`require_fsspec` and the
+listing of a directory (:func:`dataset_files`, :func:`natural_key`); and the format and compression of a file, from ``format=``,
 its name or its first bytes (:func:`reading_format`). Everything above (:mod:`recordkit.io.resolve`, the
 reader and the writer) opens its files here.
 """
@@ -341,15 +342,22 @@ def natural_key(name: str) -> list[Any]:
 _GLOB_CHARS = frozenset("*?[")
 
 
-def has_glob_wildcards(text: str) -> bool:
-    """Whether ``text`` holds a glob wildcard: ``*``, ``?`` or ``[``."""
+def _has_wildcards(text: str) -> bool:
+    """Whether ``text`` holds a glob wildcard: ``*``, ``?`` or ``[`` (whether or not it names a file)."""
     return bool(_GLOB_CHARS.intersection(text))
 
 
 def is_glob_pattern(source: str) -> bool:
-    """Whether the reading entry points read ``source`` as a glob pattern: it holds a wildcard and names
-    no file or directory itself."""
-    return has_glob_wildcards(source) and not source_exists(source)
+    """Whether the reading entry points read ``source`` as a glob pattern: it holds a wildcard (``*``,
+    ``?`` or ``[``) and names no file or directory itself (``data[1].tfrecord``, when it exists, is read
+    as that file).
+
+    Examples
+    --------
+    >>> is_glob_pattern("no/such/dir/part-*.tfrecord"), is_glob_pattern("part-1.tfrecord")
+    (True, False)
+    """
+    return _has_wildcards(source) and not source_exists(source)
 
 
 def source_exists(path: str) -> bool:

@@ -77,6 +77,11 @@ _TFDS_READING = (
     "manifest_from_tfds",
     "read_order",
 )
+# Helpers of recordkit.io's own packages that left its public names: they stay in recordkit.io.sources,
+# outside its __all__.
+_IO_HELPERS = ("dataset_files", "natural_key", "require_fsspec", "source_exists", "source_size")
+# Tuning constants of the format layer, no part of the contract a format implements.
+_BASE_CONSTANTS = ("READ_CHUNK", "SHRUNK", "WINDOW")
 
 MOVED: dict[str, str] = {
     # modules
@@ -99,6 +104,13 @@ MOVED: dict[str, str] = {
     "recordkit.data.OFRecordReader": "recordkit.compat.oneflow.OFRecordReader",
     "recordkit.data.part_files": "recordkit.compat.oneflow.part_files",
     "recordkit.data.expand_sources": "recordkit.io.expand_sources",
+    **{f"recordkit.io.{name}": f"recordkit.io.sources.{name}" for name in _IO_HELPERS},
+    # merged into is_glob_pattern, which also reads an existing file's name as the file
+    "recordkit.io.has_glob_wildcards": "recordkit.io.sources._has_wildcards",
+    **{
+        f"recordkit.formats.base.{name}": f"recordkit.formats.base._{name}"
+        for name in _BASE_CONSTANTS
+    },
     "recordkit.formats.tfrecord.TFRecordReader": "recordkit.formats.tfrecord.TFRecordFrameReader",
     "recordkit.formats.tfrecord.TFRecordWriter": "recordkit.formats.tfrecord.TFRecordFrameWriter",
     "recordkit.formats.ofrecord.OFRecordReader": "recordkit.formats.ofrecord.OFRecordFrameReader",

@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError as ProtobufDecodeError
 from recordkit._proto.tensorboard import hparams_pb2
 from recordkit.errors import DecodeError, TruncatedRecordError
 from recordkit.formats.bulk import tfrecord_frames
-from recordkit.io.sources import has_glob_wildcards, is_glob_pattern
+from recordkit.io.sources import is_glob_pattern
 from recordkit.tensorboard._events import Values, index_events
 from recordkit.tensorboard._tensors import to_array
 
@@ -109,7 +109,8 @@ def _pattern_parent(pattern: str) -> str:
     parts = PurePath(pattern).parts
     fixed: list[str] = []
     for part in parts:
-        if has_glob_wildcards(part):
+        # The test glob.glob itself applies to each component: a wildcard, whether or not a file has the name.
+        if glob.has_magic(part):
             break
         fixed.append(part)
     return os.path.join(*fixed) if fixed else os.curdir
