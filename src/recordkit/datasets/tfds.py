@@ -18,7 +18,7 @@ from recordkit.errors import ManifestError
 from recordkit.formats import get_format
 from recordkit.io.atomic import write_atomically
 from recordkit.io.manifest import Manifest, Shard
-from recordkit.io.tfds import DEFAULT_TEMPLATE, INFO_NAME, SHARD_DIGITS
+from recordkit.io.tfds import DEFAULT_TEMPLATE, INFO_NAME, SHARD_DIGITS, shard_size
 from recordkit.support.moved import moved_attribute
 
 __all__ = ["FEATURES_NAME", "write_tfds_info"]
@@ -158,7 +158,7 @@ def _tfds_splits(directory: str, manifest: Manifest, name: str) -> dict[str, lis
                     f"{expected!r}, not {shard.path!r}",
                     path=directory,
                 )
-            size = _shard_size(directory, shard.path)
+            size = shard_size(directory, shard.path, "the manifest")
             path = os.path.join(directory, shard.path)
             if size != shard.size:
                 raise ManifestError(f"{size} bytes, but the manifest says {shard.size}", path=path)
@@ -166,16 +166,6 @@ def _tfds_splits(directory: str, manifest: Manifest, name: str) -> dict[str, lis
                 raise ManifestError(f"{size} bytes cannot hold {shard.records} records", path=path)
         splits[split] = ordered
     return splits
-
-
-def _shard_size(directory: str, relative: str) -> int:
-    path = os.path.join(directory, *relative.split("/"))
-    try:
-        return os.stat(path).st_size
-    except FileNotFoundError:
-        raise ManifestError(
-            f"the shard {relative} listed in the manifest is missing", path=path
-        ) from None
 
 
 def _split_json(split: str, shards: Sequence[Shard]) -> dict[str, Any]:

@@ -61,6 +61,7 @@ __all__ = [
     "is_tfds_directory",
     "manifest_from_tfds",
     "read_order",
+    "shard_size",
 ]
 
 INFO_NAME = "dataset_info.json"
@@ -158,7 +159,7 @@ def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None =
         )
     shards = tuple(
         Shard(
-            path=relative, records=records, size=_shard_size(directory, relative), split=split_name
+            path=relative, records=records, size=shard_size(directory, relative), split=split_name
         )
         for relative, (records, split_name) in listed.items()
         if split is None or split_name == split
@@ -458,11 +459,18 @@ def _expand(
     return path
 
 
-def _shard_size(directory: str, relative: str) -> int:
+def shard_size(directory: str, relative: str, listed_in: str = INFO_NAME) -> int:
+    """The size of the shard file ``relative`` (``/``-separated) of the dataset in ``directory``.
+
+    Raises
+    ------
+    ManifestError
+        The shard is missing (``listed_in`` names what lists it).
+    """
     path = os.path.join(directory, *relative.split("/"))
     try:
         return os.stat(path).st_size
     except FileNotFoundError:
         raise ManifestError(
-            f"the shard {relative} listed in {INFO_NAME} is missing", path=path
+            f"the shard {relative} listed in {listed_in} is missing", path=path
         ) from None
