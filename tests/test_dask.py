@@ -41,7 +41,7 @@ def client():
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     with dask.config.set({"distributed.scheduler.allowed-failures": 3}):
         cluster = distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         )
     with cluster, distributed.Client(cluster) as connected:
         yield connected
