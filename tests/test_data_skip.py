@@ -446,8 +446,7 @@ def test_map_dataset_leaves_damaged_records_out_of_a_batch(tmp_path):
     assert {str(w.message).split(":")[0] for w in caught} == set(damaged)
 
 
-@pytest.mark.parametrize("persistent", [False, True])
-def test_map_dataset_workers_forward_what_they_skip(tmp_path, persistent):
+def test_map_dataset_workers_forward_what_they_skip(tmp_path):
     pytest.importorskip("torch")
     import recordkit.integrations.torch as torch_integration
 
@@ -468,9 +467,7 @@ def test_map_dataset_workers_forward_what_they_skip(tmp_path, persistent):
     def make(workers: int, **options):
         ds = torch_integration.MapDataset(paths, on_error="skip", **options)
         return (
-            torch_integration.dataloader(
-                ds, batch_size=8, to="numpy", num_workers=workers, persistent_workers=persistent
-            )
+            torch_integration.dataloader(ds, batch_size=8, to="numpy", num_workers=workers)
             if workers
             else torch_integration.dataloader(ds, batch_size=8, to="numpy")
         )

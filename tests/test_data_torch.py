@@ -15,7 +15,7 @@ import pytest
 from _data_files import make_files
 
 import recordkit as rk
-from recordkit.data import Dataset
+from recordkit.data import Dataset, Loader
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -137,7 +137,7 @@ def test_dataloader_argument_errors(tmp_path):
 LOADER_SCRIPT = textwrap.dedent(
     """
     import json, sys
-    from recordkit.data import Dataset
+    from recordkit.data import Dataset, Loader
     from recordkit.integrations.torch import dataloader
     paths, mode, state = json.loads(sys.stdin.read())
     ds = Dataset(paths, seed=8)
@@ -283,8 +283,9 @@ def test_map_dataset_loader_after_parent_read_with_fork(ffr_files, shuffle):
             num_workers=2,
             multiprocessing_context="fork",
         )
-        assert len(loader) == len(list(loader.loader.sampler))
-        got.update(flatten(loader))
+        batches = list(loader)
+        assert len(loader) == len(batches)
+        got.update(flatten(batches))
     assert got == collections.Counter(records)
 
 
@@ -344,7 +345,7 @@ def test_worker_pid_change_reopens(tmp_path):
     Path(paths[0]).unlink()
 
 
-def test_map_dataset_persistent_workers_keep_epochs_and_resume(ffr_files):
+def test_map_dataset_workers_keep_epochs_and_resume(ffr_files):
     paths, records = ffr_files
 
     def make():
@@ -354,13 +355,11 @@ def test_map_dataset_persistent_workers_keep_epochs_and_resume(ffr_files):
             shuffle=True,
             seed=5,
             num_workers=2,
-            persistent_workers=True,
             multiprocessing_context="fork",
         )
 
     loader = make()
     first, second = list(loader), list(loader)
-    assert loader.loader.persistent_workers
     assert sorted(flatten(first)) == sorted(flatten(second)) == sorted(records)
     assert flatten(first) != flatten(second)  # a new order each epoch, workers kept
     plain = dataloader(MapDataset(paths), batch_size=3, shuffle=True, seed=5)
@@ -374,6 +373,12 @@ def test_map_dataset_persistent_workers_keep_epochs_and_resume(ffr_files):
     assert flatten(head + list(fresh)) == flatten(first)
 
 
-def test_persistent_workers_are_refused_for_an_iterable_dataset(eleven):
-    with pytest.raises(ValueError, match="MapDataset"):
-        dataloader(Dataset(eleven[0]), num_workers=1, persistent_workers=True)
+def test_persistent_workers_is_deprecated_and_changes_nothing(eleven, ffr_files):
+    for dataset in (Dataset(eleven[0]), MapDataset(ffr_files[0])):
+        plain = list(dataloader(dataset, batch_size=4, num_workers=1, to="numpy"))
+        with pytest.warns(DeprecationWarning, match="persistent_workers=True. is ignored"):
+            loader = dataloader(
+                dataset, batch_size=4, num_workers=1, persistent_workers=True, to="numpy"
+            )
+        assert type(loader) is Loader
+        assert flatten(loader) == flatten(plain)

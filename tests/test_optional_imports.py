@@ -30,7 +30,6 @@ PRESENT_ALREADY = {
     "recordkit.data._shm": "torch: pickling a torch tensor, so torch is imported",
     "recordkit.data._workers": "torch: only when sys.modules holds it",
     "recordkit.formats._crc": "google_crc32c: only once _google_function() found it",
-    "recordkit.integrations._torchskip": "torch: imported by recordkit.integrations.torch only, after it",
 }
 
 # (what the code needs, the code, the extra the message names)

@@ -1,7 +1,8 @@
 """The :class:`Loader`: a pipeline's batches from worker processes, with epochs and a resumable position.
 
 It needs neither PyTorch nor anything but numpy: JAX and numpy training loops use it as it is, and
-:func:`recordkit.integrations.torch.dataloader` builds one that hands out tensors.
+:func:`recordkit.integrations.torch.dataloader` builds one that hands out tensors, over a
+:class:`~recordkit.data.Dataset` or a map-style :class:`~recordkit.integrations.torch.MapDataset` alike.
 """
 
 from __future__ import annotations
@@ -10,11 +11,10 @@ import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from recordkit.data._damage import log_of, skipped_summary
 from recordkit.data._dataset import Dataset, _check_int
 from recordkit.data._state import Elastic
 from recordkit.data._workers import Job, WorkerPool
-from recordkit.data.loading import Passes, Resume, Share, _keep
+from recordkit.data.loading import IndexShare, Passes, Resume, Share, _keep
 
 __all__ = ["Loader", "loader"]
 
@@ -22,10 +22,11 @@ __all__ = ["Loader", "loader"]
 class Loader(Passes):
     """A :class:`~recordkit.data.Dataset`'s items, read by worker processes, one epoch per iteration.
 
-    Made by :func:`loader` (numpy arrays out) or :func:`recordkit.integrations.torch.dataloader` (tensors out).
-    Each worker reads its own shard of the pipeline (``shard = rank * num_workers + worker``) and hands
-    its items to this process through shared memory set up once per iteration; the items come from the
-    workers in turn, so their order is the same from run to run. Iterating reads one epoch (or as many as
+    Made by :func:`loader` (numpy arrays out) or :func:`recordkit.integrations.torch.dataloader` (tensors out,
+    and a map-style :class:`~recordkit.integrations.torch.MapDataset` too). Each worker reads its own shard
+    of the pipeline (``shard = rank * num_workers + worker``; of a map-style dataset, every
+    ``num_workers``-th batch of indexes) and hands its items to this process through shared memory set up
+    once per iteration; the items come from the workers in turn, so their order is the same from run to run. Iterating reads one epoch (or as many as
     the dataset's ``repeat`` asks for) and then advances the epoch. :meth:`state_dict` records how far the
     consumer got; :meth:`load_state_dict`, in a fresh process, makes the next iteration deliver exactly the
     items not yet delivered, also with another number of workers.
@@ -40,14 +41,14 @@ class Loader(Passes):
     Attributes
     ----------
     dataset
-        The pipeline.
+        The pipeline (or, with ``share``, the map-style dataset that ``share`` reads).
     num_workers
         The worker processes per iteration (``0``: read in this process).
     """
 
     def __init__(
         self,
-        dataset: Dataset,
+        dataset: Dataset | Any,
         *,
         num_workers: int = 0,
         prefetch_factor: int = 2,
@@ -56,9 +57,10 @@ class Loader(Passes):
         worker_init_fn: Callable[[int], None] | None = None,
         convert: Callable[[Any], Any] = _keep,
         base_seed: Callable[[], int] | None = None,
+        share: IndexShare | None = None,
     ) -> None:
         self.dataset = dataset
-        self._share = Share(dataset, "a Loader")
+        self._share: Share | IndexShare = share or Share(dataset, "a Loader")
         self.num_workers = _check_int(num_workers, "num_workers", 0)
         self._prefetch = _check_int(prefetch_factor, "prefetch_factor", 1)
         if timeout < 0:
@@ -68,10 +70,13 @@ class Loader(Passes):
         self._init = worker_init_fn
         self._convert = convert
         self._base_seed = base_seed or (lambda: random.getrandbits(62))
-        self._start(dataset.epoch, self._share.epochs)
+        self._start(self._share.first_epoch, self._share.epochs)
 
     def _slots(self) -> int:
-        return max(1, self.num_workers)
+        return self._share.slots(self.num_workers)
+
+    def _check_streams(self, streams: int) -> None:
+        self._share.check_streams(streams)
 
     def _workers(self) -> int:
         return self.num_workers
@@ -120,20 +125,19 @@ class Loader(Passes):
         """The position (see :class:`~recordkit.data.loading.Passes`), and, for a pipeline that skips
         damage, what it skipped so far in the epoch, in every worker (``"skipped"``, as
         :meth:`Dataset.state_dict <recordkit.data.Dataset.state_dict>` counts it)."""
-        state = super().state_dict()
-        state["skipped"] = skipped_summary(self._share.dataset._source)
-        return state
+        damage = self._share.damage
+        return {**super().state_dict(), "skipped": None if damage is None else damage.summary()}
 
     def _damaged(self, events: list[dict[str, Any]]) -> None:
         """Count and warn about what a worker skipped (raising past ``max_skipped``, in all workers)."""
-        damage = log_of(self._share.dataset._source)
+        damage = self._share.damage
         assert damage is not None
         damage.receive(events)
 
     def _pass(self) -> Iterator[tuple[int, Any]]:
         epoch = self._epoch
         resume = self._resume()
-        damage = log_of(self._share.dataset._source)
+        damage = self._share.damage
         if damage is not None:
             damage.begin(epoch)
         if self.num_workers == 0:

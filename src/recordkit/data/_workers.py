@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from recordkit.data._damage import DamageLog, log_of
+from recordkit.data._damage import DamageLog
 from recordkit.data._shm import (
     DAMAGE,
     END,
@@ -40,7 +40,7 @@ from recordkit.data._shm import (
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
-    from recordkit.data.loading import Resume, Share
+    from recordkit.data.loading import IndexShare, Resume, Share
 
 __all__ = ["Job", "WorkerPool", "WorkerTraceback"]
 
@@ -79,7 +79,7 @@ class Job:
         with ``seed + w``.
     """
 
-    share: Share
+    share: Share | IndexShare
     first: int
     end: int | None
     resume: Resume | None
@@ -138,7 +138,7 @@ def _serve(
         if job.init is not None:
             job.init(worker)
         # What on_error="skip" skips is counted and warned about by the main process.
-        damage = log_of(job.share.dataset._source) or DamageLog()
+        damage = job.share.damage or DamageLog()
         damage.forward = True
         for run in job.share.runs(worker, num_workers, job.first, job.end, job.resume):
             for item in job.share.items(run):
@@ -167,7 +167,11 @@ def _serve(
 
 
 def _functions(dataset: Any) -> Iterator[tuple[str, Any]]:
-    """The user functions of a pipeline (its mix's datasets' included), as ``(what, function)``."""
+    """The user functions of a pipeline (its mix's datasets' included) or of a map-style dataset, as
+    ``(what, function)``."""
+    process = getattr(dataset, "_process", None)
+    if process is not None:
+        yield "the process function of the MapDataset", process
     for op in getattr(dataset, "_ops", ()):
         fn = getattr(op, "fn", None)
         if fn is not None:
@@ -179,6 +183,9 @@ def _functions(dataset: Any) -> Iterator[tuple[str, Any]]:
 def _unpicklable(job: Job) -> tuple[str, Any] | None:
     """The first user function of ``job`` that does not pickle, with what it is, else ``None``."""
     candidates = list(_functions(job.share.dataset))
+    fetch = getattr(job.share, "fetch", None)  # a map-style dataset's read, then the collate_fn
+    if fetch is not None:
+        candidates.append(("the collate_fn given to dataloader()", fetch))
     if job.init is not None:
         candidates.append(("worker_init_fn", job.init))
     return next(((what, fn) for what, fn in candidates if not _pickles(fn)), None)

@@ -5,6 +5,8 @@
   processes: the :class:`Run` s each worker reads in an iteration (the streams that saved workers left
   unfinished, when resuming, possibly saved with another number of workers, then its own shard from the
   next epoch on), their items, and their length.
+* :class:`IndexShare` is the same for a map-style dataset: the batches of indexes :class:`IndexBatches`
+  draws for each epoch, read by the workers in turn.
 * :class:`Passes` is a loader's epochs and resumable position: one epoch (or ``repeat``'s) per iteration.
 * :class:`EpochClock` lets the workers of a plain PyTorch ``DataLoader`` agree on each iteration's epoch.
 * :class:`IndexedFiles` reads the records of random-access files by global index, a batch at a time.
@@ -24,18 +26,26 @@ from typing import Any
 
 import numpy as np
 
-from recordkit.data._damage import DamageLog, OnError, intact
+from recordkit.data._damage import DamageLog, OnError, intact, log_of
 from recordkit.data._dataset import EPOCH_END, Dataset
 from recordkit.data._files import FileSource, catalog_of
 from recordkit.data._readers import ReaderPool
 from recordkit.data._state import STATE_VERSION, Elastic, Stream, check_state, merge_states
-from recordkit.datasets.plan import positions_in_files, resolve_rank, shard_of
+from recordkit.datasets.plan import (
+    EqualShards,
+    permutation,
+    positions_in_files,
+    resolve_rank,
+    shard_of,
+)
 from recordkit.errors import StateError, UnsupportedOperationError
 from recordkit.io.resolve import Sources
 
 __all__ = [
     "STATE_VERSION",
     "EpochClock",
+    "IndexBatches",
+    "IndexShare",
     "IndexedFiles",
     "Passes",
     "Resume",
@@ -109,6 +119,23 @@ class Share:
             dataset._catalog.count_all()
         else:
             dataset._catalog.describe()
+
+    @property
+    def first_epoch(self) -> int:
+        """The epoch a loader's first iteration reads (the pipeline's ``set_epoch``)."""
+        return self.dataset.epoch
+
+    @property
+    def damage(self) -> DamageLog | None:
+        """The log of what ``on_error="skip"`` skips (``None`` unless the pipeline skips damage)."""
+        return log_of(self.dataset._source)
+
+    def slots(self, num_workers: int) -> int:
+        """The streams an iteration counts its items against: one per worker."""
+        return max(1, num_workers)
+
+    def check_streams(self, streams: int) -> None:
+        """Accept a saved position of any number of streams (any number of workers can continue it)."""
 
     def fingerprint(self) -> dict[str, Any]:
         """What a saved position must match: the pipeline's seed, files, batch size and stages, and the rank."""
@@ -211,6 +238,154 @@ class Share:
             return len(pipeline)
         shards = (shard_of(self.rank, self.world_size, w, num_workers) for w in range(num_workers))
         return sum(len(pipeline._with(_rank=shard, _world_size=n)) for shard, n in shards)
+
+
+class IndexBatches:
+    """The batches of indexes one rank reads of a map-style dataset of ``n`` records, seeded per epoch.
+
+    ``shuffle``: a permutation of ``seed`` and the epoch, else index order. The order is split between
+    ``world_size`` ranks in contiguous parts; ``equal_shards`` ``"pad"`` repeats indexes and ``"drop"``
+    leaves the last ones out, so that every rank gets as many.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        batch_size: int,
+        *,
+        shuffle: bool,
+        seed: int,
+        drop_last: bool,
+        rank: int,
+        world_size: int,
+        equal_shards: EqualShards,
+    ) -> None:
+        if equal_shards not in (None, "pad", "drop"):
+            raise ValueError(f"equal_shards must be None, 'pad' or 'drop', not {equal_shards!r}")
+        self.n, self.batch_size, self.shuffle, self.seed = n, batch_size, shuffle, seed
+        self.drop_last, self.rank, self.world_size = drop_last, rank, world_size
+        self.equal = equal_shards
+
+    def _total(self) -> int:
+        """How many indexes all the ranks read in an epoch (with those repeated or left out)."""
+        n, w = self.n, self.world_size
+        if self.equal == "pad":
+            return -(-n // w) * w
+        return n // w * w if self.equal == "drop" else n
+
+    def indexes(self, epoch: int) -> np.ndarray:
+        """This rank's indexes of ``epoch``, in the order they are read."""
+        order = (
+            permutation(self.n, self.seed, epoch, "sampler") if self.shuffle else np.arange(self.n)
+        )
+        total = self._total()
+        order = np.resize(order, total) if total > self.n else order[:total]
+        return order[
+            self.rank * total // self.world_size : (self.rank + 1) * total // self.world_size
+        ]
+
+    def __len__(self) -> int:
+        """The number of batches in an epoch."""
+        total, w = self._total(), self.world_size
+        mine = (self.rank + 1) * total // w - self.rank * total // w
+        return mine // self.batch_size if self.drop_last else -(-mine // self.batch_size)
+
+
+class IndexShare:
+    """One rank's batches of a map-style dataset, read by a loader's workers in turn.
+
+    Worker ``w`` of ``n`` reads batches ``w``, ``w + n``, ... of the epoch (after those already delivered,
+    when resuming), so that taking the workers' items in turn gives the batches in order: the order, and
+    a position, do not depend on the number of workers. The position is one stream, the batches delivered.
+
+    Parameters
+    ----------
+    dataset
+        The map-style dataset (what ``torch.utils.data.get_worker_info().dataset`` gives in a worker).
+    records
+        Its records.
+    batches
+        The batches of indexes of each epoch.
+    fetch
+        Reads and collates one batch of indexes (in the worker that reads it).
+    """
+
+    epochs = 1
+    first_epoch = 0
+
+    def __init__(
+        self,
+        dataset: Any,
+        records: IndexedFiles,
+        batches: IndexBatches,
+        fetch: Callable[[list[int]], Any],
+    ) -> None:
+        self.dataset = dataset
+        self.records = records
+        self.batches = batches
+        self.fetch = fetch
+
+    @property
+    def damage(self) -> DamageLog | None:
+        """The log of what ``on_error="skip"`` skips (``None`` unless the dataset skips damage)."""
+        return self.records.damage
+
+    def slots(self, num_workers: int) -> int:
+        """One stream, whatever the number of workers."""
+        return 1
+
+    def check_streams(self, streams: int) -> None:
+        """Refuse a saved position of more than one stream."""
+        if streams != 1:
+            raise StateError(f"malformed loader state: {streams} counts for a map-style dataset")
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a saved position must match: the records, the batch size, the order and the rank."""
+        b = self.batches
+        return {
+            "seed": b.seed,
+            "files": len(self.records.files),
+            "records": len(self.records),
+            "batch_size": b.batch_size,
+            "shuffle": b.shuffle,
+            "rank": b.rank,
+            "world_size": b.world_size,
+        }
+
+    def elastic_state(self, epoch: int) -> None:
+        """Nothing: the epochs of a map-style dataset are not continued on other ranks."""
+        return
+
+    def restore_elastic(self, elastic: Elastic | None) -> None:
+        """Refuse to continue on another layout of ranks."""
+        if elastic is not None:
+            raise UnsupportedOperationError(
+                "this loader resumes only with the ranks it was saved with (a map-style dataset's "
+                "sampler decides its order)"
+            )
+
+    def merge(self, states: Sequence[Mapping[str, Any]]) -> tuple[int, int, Elastic | None]:
+        """Refuse the states of several ranks (see :meth:`restore_elastic`)."""
+        raise UnsupportedOperationError(
+            "this loader resumes only from its own rank's state, with the ranks it was saved with"
+        )
+
+    def runs(
+        self, worker: int, num_workers: int, first: int, end: int | None, resume: Resume | None
+    ) -> list[Run]:
+        """The batches ``worker`` of ``num_workers`` reads in the epoch ``first``, as one run."""
+        skip = 0 if resume is None else resume.positions[0][1]
+        return [Run(0, worker, num_workers, first, skip, 1)]
+
+    def items(self, run: Run) -> Iterator[Any]:
+        """The collated batches of ``run``."""
+        indexes, size = self.batches.indexes(run.epoch), self.batches.batch_size
+        for b in range(run.skip + run.shard, len(self.batches), run.num_shards):
+            yield self.fetch(indexes[b * size : (b + 1) * size].tolist())
+
+    def length(self, epoch: int, num_workers: int | None = None) -> int:
+        """The number of batches in an epoch."""
+        return len(self.batches)
 
 
 def _keep(item: Any) -> Any:

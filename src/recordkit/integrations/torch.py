@@ -6,9 +6,9 @@
 * :class:`MapDataset` is a map-style dataset over random-access files that is indexed by a *list* of
   indexes, reads them with one ``RecordReader.read`` per file and hands them to ``process(indices, data)``,
   like ffrecord's ``Dataset``.
-* :func:`dataloader` builds the right ``torch.utils.data.DataLoader`` for either and returns a
-  :class:`RecordLoader`, which advances the epoch by itself and can save and restore its position, also
-  with another number of workers.
+* :func:`dataloader` reads either with recordkit's one :class:`~recordkit.data.Loader` (its worker
+  processes hand batches over through shared memory), which advances the epoch by itself and can save and
+  restore its position, also with another number of workers; it hands out tensors.
 
 Errors raised in a worker reach the main process with their attributes (``path``, ``index``, ``offset``...).
 
@@ -21,8 +21,9 @@ from __future__ import annotations
 import functools
 import operator
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -36,23 +37,24 @@ from recordkit.data import Dataset, Loader
 from recordkit.data.loading import (
     STATE_VERSION,
     EpochClock,
+    IndexBatches,
     IndexedFiles,
-    Passes,
+    IndexShare,
     Resume,
     Run,
     Share,
     check_state,
 )
 from recordkit.datasets.damage import OnError
-from recordkit.datasets.plan import EqualShards, permutation, resolve_rank, worker_info
+from recordkit.datasets.plan import EqualShards, resolve_rank, worker_info
 from recordkit.errors import RecordKitError, UnsupportedOperationError, attach_attributes
-from recordkit.integrations import _torchskip
 from recordkit.io import Sources
+from recordkit.support.moved import moved_attribute
 
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-__all__ = ["MapDataset", "RecordIterable", "RecordLoader", "dataloader", "torch_dataset"]
+__all__ = ["MapDataset", "RecordIterable", "dataloader", "torch_dataset"]
 
 _SEED_MASK = 2**63 - 1
 """Iteration keys hold torch's base seed masked to a non-negative int64 (see EpochClock)."""
@@ -373,8 +375,12 @@ class MapDataset(torch_data.Dataset[Any]):
             "files": len(self.files),
             "records": len(self),
             "workers": worker_info()[1],
-            "skipped": _torchskip.skipped(self),  # in this process (not read on load)
+            "skipped": self._skipped(),  # in this process (not read on load)
         }
+
+    def _skipped(self) -> dict[str, Any] | None:
+        damage = self._records.damage
+        return None if damage is None else damage.summary()
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Check a state saved by :meth:`state_dict` against this dataset and this worker.
@@ -428,123 +434,6 @@ def _collate_batch(collate: Callable[[Any], Any], convert: bool, batch: Any) -> 
     if isinstance(batch, Mapping):
         return _convert(batch) if convert else dict(batch)
     return collate(batch)
-
-
-class _IndexBatches(torch_data.Sampler[list[int]]):
-    """Batches of indexes of a map-style dataset for one rank, seeded per epoch, resumable."""
-
-    def __init__(
-        self,
-        n: int,
-        batch_size: int,
-        *,
-        shuffle: bool,
-        seed: int,
-        drop_last: bool,
-        rank: int,
-        world_size: int,
-        equal_shards: EqualShards,
-    ) -> None:
-        self.n, self.batch_size, self.shuffle, self.seed = n, batch_size, shuffle, seed
-        self.drop_last, self.rank, self.world_size, self.equal = (
-            drop_last,
-            rank,
-            world_size,
-            equal_shards,
-        )
-        self.epoch = 0
-        self.skip = 0
-
-    def _mine(self) -> np.ndarray:
-        order = (
-            permutation(self.n, self.seed, self.epoch, "sampler")
-            if self.shuffle
-            else np.arange(self.n)
-        )
-        if self.equal == "pad" and self.n:
-            order = np.resize(order, -(-self.n // self.world_size) * self.world_size)
-        elif self.equal == "drop":
-            order = order[: self.n // self.world_size * self.world_size]
-        total = len(order)
-        return order[
-            self.rank * total // self.world_size : (self.rank + 1) * total // self.world_size
-        ]
-
-    def __len__(self) -> int:
-        mine = len(self._mine())
-        return mine // self.batch_size if self.drop_last else -(-mine // self.batch_size)
-
-    def __iter__(self) -> Iterator[list[int]]:
-        mine = self._mine()
-        for b in range(self.skip, len(self)):
-            yield mine[b * self.batch_size : (b + 1) * self.batch_size].tolist()
-
-
-class RecordLoader(Passes):
-    """A PyTorch ``DataLoader`` over a :class:`MapDataset` that knows its epoch and can save and restore
-    its position; made by :func:`dataloader`.
-
-    Iterating reads one epoch and then advances the epoch, so each ``for`` loop sees a new order.
-    :meth:`state_dict` records how far the consumer got (the batches of indexes the sampler gave);
-    :meth:`load_state_dict` in a fresh process makes the next iteration deliver exactly the batches not
-    yet delivered in that epoch, with any number of workers. (A :class:`~recordkit.data.Dataset` gets a
-    :class:`~recordkit.data.Loader` instead.)
-
-    Attributes
-    ----------
-    loader
-        The underlying ``torch.utils.data.DataLoader``.
-    dataset
-        The :class:`MapDataset`.
-    """
-
-    def __init__(
-        self,
-        loader: torch_data.DataLoader[Any],
-        dataset: MapDataset,
-        *,
-        fingerprint: dict[str, Any],
-    ) -> None:
-        self.loader = loader
-        self.dataset = dataset
-        self._saved_fingerprint = fingerprint
-        self._start(0, 1)
-
-    def _slots(self) -> int:
-        return 1
-
-    def _workers(self) -> int:
-        return self.loader.num_workers
-
-    def _fingerprint(self) -> dict[str, Any]:
-        return self._saved_fingerprint
-
-    def _check_streams(self, streams: int) -> None:
-        if streams != 1:
-            raise ValueError(f"malformed loader state: {streams} counts for a MapDataset")
-
-    def __len__(self) -> int:
-        """The number of batches one iteration delivers (the sampler's)."""
-        return len(cast(_IndexBatches, self.loader.sampler))
-
-    def _pass(self) -> Iterator[tuple[int, Any]]:
-        sampler = cast(_IndexBatches, self.loader.sampler)
-        sampler.epoch = self._epoch
-        sampler.skip = self._counts[0]
-        log = _torchskip.damage_log(self.dataset)
-        if log is not None:
-            log.begin(self._epoch)
-        try:
-            for item in self.loader:
-                yield 0, _torchskip.received(log, item)
-        finally:
-            if log is not None:  # holes whose workers' readers are still open
-                log.warn_all()
-
-    def state_dict(self) -> dict[str, Any]:
-        """The position (see :class:`~recordkit.data.loading.Passes`), and what ``on_error="skip"`` skipped
-        so far in the epoch, in every worker (``"skipped"``, as :class:`~recordkit.data.Loader` has it)."""
-        return {**super().state_dict(), "skipped": _torchskip.skipped(self.dataset)}
 
 
 Output = Literal["torch", "numpy"]
@@ -650,15 +539,19 @@ def dataloader(
     timeout: float = 0,
     worker_init_fn: Callable[[int], None] | None = None,
     persistent_workers: bool = False,
-) -> Loader | RecordLoader:
-    """Build a resumable PyTorch ``DataLoader`` over a recordkit dataset.
+) -> Loader:
+    """Build a resumable loader that hands out tensors (or numpy arrays) from a recordkit dataset.
+
+    The loader is recordkit's own :class:`~recordkit.data.Loader` for both kinds of dataset: it takes the
+    options of ``torch.utils.data.DataLoader`` and reads in worker processes of its own, which hand their
+    batches over through shared memory.
 
     Parameters
     ----------
     dataset
         A :class:`~recordkit.data.Dataset` (iterable; it shuffles and shards itself, and each worker reads
-        its own share) or a :class:`MapDataset` (batches of indexes are sampled in the main process and
-        each worker reads a whole batch with one ``read`` per file).
+        its own share) or a :class:`MapDataset` (batches of indexes are drawn from the seed and the epoch,
+        and each worker reads every ``num_workers``-th batch, a whole batch with one ``read`` per file).
     batch_size
         Group items into batches of this size and pass each batch to ``collate_fn``. With a ``Dataset`` that
         already batches, leave it ``None``. A ``MapDataset`` needs it (default 1).
@@ -680,16 +573,14 @@ def dataloader(
         between ranks (``rank``/``world_size`` as for ``Dataset``; ``equal_shards`` ``"pad"`` or ``"drop"``
         for equal step counts). A ``Dataset`` has these settings itself.
     num_workers, multiprocessing_context, pin_memory, prefetch_factor, timeout, worker_init_fn
-        Passed to ``torch.utils.data.DataLoader``. Both ``"fork"`` and ``"spawn"`` contexts work.
+        As for ``torch.utils.data.DataLoader``. ``"fork"``, ``"spawn"`` and ``"forkserver"`` contexts work.
     persistent_workers
-        For a ``MapDataset`` only: keep the worker processes (and their open files) from one epoch to the
-        next, as ``torch.utils.data.DataLoader`` does. Its batches of indexes are drawn in the main process,
-        so epochs and resuming work the same. A ``Dataset``'s workers learn their epoch and resume position
-        when they start, so it raises ``ValueError`` there.
+        Deprecated, ignored (removed in 0.5): the workers are started for each epoch, because they learn
+        the epoch and the resume position when they start. Starting them costs milliseconds with ``fork``.
 
     Returns
     -------
-    RecordLoader
+    Loader
         Iterate it once per epoch; it advances the epoch itself.
 
     Raises
@@ -699,84 +590,66 @@ def dataloader(
     """
     if to not in ("torch", "numpy"):
         raise ValueError(f'to must be "torch" or "numpy", not {to!r}')
+    if persistent_workers:
+        warnings.warn(
+            "dataloader(persistent_workers=True) is ignored and will be removed in 0.5: recordkit's loader "
+            "starts its workers for each epoch, as they learn the epoch and resume position when they start",
+            DeprecationWarning,
+            stacklevel=2,
+        )
     default_collate = torch_data.default_collate if to == "torch" else _numpy_collate
-    options: dict[str, Any] = {
-        "num_workers": num_workers,
-        "multiprocessing_context": multiprocessing_context if num_workers else None,
-        "pin_memory": pin_memory,
-        "timeout": timeout,
-        "worker_init_fn": worker_init_fn,
-        "batch_size": None,
-    }
-    if prefetch_factor is not None:
-        options["prefetch_factor"] = prefetch_factor
+    share = None
+    ds: Dataset | MapDataset = dataset
     if isinstance(dataset, Dataset):
-        if persistent_workers:
-            raise ValueError(
-                "persistent_workers=True needs a MapDataset: the workers of a Dataset learn their epoch and "
-                "resume position when they start, so they are started for each epoch"
-            )
         if shuffle or rank is not None or world_size is not None or equal_shards is not None:
             raise ValueError(
                 "shuffle, rank, world_size and equal_shards are settings of the Dataset itself "
                 "(Dataset(..., rank=, world_size=, equal_shards=).shuffle(...))"
             )
-        ds = dataset
         if batch_size is not None:
-            ds = ds.batch(batch_size, drop_last=drop_last).map(collate_fn or default_collate)
+            ds = dataset.batch(batch_size, drop_last=drop_last).map(collate_fn or default_collate)
         elif collate_fn is not None:
-            ds = ds.map(collate_fn)
+            ds = dataset.map(collate_fn)
         # As a DataLoader does: numpy in unbatched items becomes tensors, a collate_fn's output does not.
         convert = _convert if to == "torch" and collate_fn is None else _keep
-        if pin_memory:
-            convert = functools.partial(_pinned, convert)
-        return Loader(
-            ds,
-            num_workers=num_workers,
-            prefetch_factor=2 if prefetch_factor is None else prefetch_factor,
-            multiprocessing_context=multiprocessing_context,
-            timeout=timeout,
-            worker_init_fn=worker_init_fn,
-            convert=convert,
-            base_seed=_base_seed,
+    elif isinstance(dataset, MapDataset):
+        r, w = resolve_rank(rank, world_size)
+        batches = IndexBatches(
+            len(dataset),
+            batch_size or 1,
+            shuffle=shuffle,
+            seed=seed,
+            drop_last=drop_last,
+            rank=r,
+            world_size=w,
+            equal_shards=equal_shards,
         )
-    if not isinstance(dataset, MapDataset):
+        # A dict of columns from process() is a batch already; a list of samples is collated.
+        collate = collate_fn or functools.partial(_collate_batch, default_collate, to == "torch")
+        share = IndexShare(
+            dataset, dataset._records, batches, functools.partial(_fetch, dataset, collate)
+        )
+        convert = _keep
+    else:
         raise TypeError(f"dataloader needs a Dataset or a MapDataset, not {type(dataset).__name__}")
-    if equal_shards not in (None, "pad", "drop"):
-        raise ValueError(f"equal_shards must be None, 'pad' or 'drop', not {equal_shards!r}")
-    r, w = resolve_rank(rank, world_size)
-    batches = _IndexBatches(
-        len(dataset),
-        batch_size or 1,
-        shuffle=shuffle,
-        seed=seed,
-        drop_last=drop_last,
-        rank=r,
-        world_size=w,
-        equal_shards=equal_shards,
+    if pin_memory:
+        convert = functools.partial(_pinned, convert)
+    return Loader(
+        ds,
+        num_workers=num_workers,
+        prefetch_factor=2 if prefetch_factor is None else prefetch_factor,
+        multiprocessing_context=multiprocessing_context,
+        timeout=timeout,
+        worker_init_fn=worker_init_fn,
+        convert=convert,
+        base_seed=_base_seed,
+        share=share,
     )
-    # A dict of columns from process() is a batch already; a list of samples is collated.
-    collate = collate_fn or functools.partial(_collate_batch, default_collate, to == "torch")
-    if _torchskip.damage_log(dataset) is not None:  # what workers skip comes with their batches
-        collate = functools.partial(_torchskip.collate_forwarding, collate)
-        options["worker_init_fn"] = functools.partial(_torchskip.start_worker, worker_init_fn)
-    loader = torch_data.DataLoader(
-        dataset,
-        sampler=batches,
-        collate_fn=collate,
-        persistent_workers=persistent_workers and num_workers > 0,
-        **options,
-    )
-    fingerprint = {
-        "seed": seed,
-        "files": len(dataset.files),
-        "records": len(dataset),
-        "batch_size": batch_size or 1,
-        "shuffle": shuffle,
-        "rank": r,
-        "world_size": w,
-    }
-    return RecordLoader(loader, dataset, fingerprint=fingerprint)
+
+
+def _fetch(dataset: MapDataset, collate: Callable[[Any], Any], indices: list[int]) -> Any:
+    """A batch of ``dataset`` read and collated, in the loader's worker that reads it."""
+    return collate(dataset[indices])
 
 
 def __getattr__(name: str) -> Any:
@@ -785,4 +658,4 @@ def __getattr__(name: str) -> Any:
         from recordkit.integrations.torchnodes import node
 
         return node
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return moved_attribute(__name__, name)

@@ -55,7 +55,7 @@ _ERRORS = (
     "UnsupportedOperationError",
 )
 _FEATURES = ("bytes_feature", "double_feature", "float_feature", "int32_feature", "int64_feature")
-_TORCH = ("dataloader", "torch_dataset", "MapDataset", "RecordLoader")
+_TORCH = ("dataloader", "torch_dataset", "MapDataset")
 # What reading a dataset needs of its manifest and of a TFDS directory moved below the datasets layer, into
 # io (the few names the writers import from there still resolve where they were).
 _MANIFEST_READING = (
@@ -101,6 +101,9 @@ MOVED: dict[str, str] = {
     **{f"recordkit.data.{name}": f"recordkit.integrations.torch.{name}" for name in _TORCH},
     **{f"recordkit.datasets.manifest.{n}": f"recordkit.io.manifest.{n}" for n in _MANIFEST_READING},
     **{f"recordkit.datasets.tfds.{n}": f"recordkit.io.tfds.{n}" for n in _TFDS_READING},
+    # the one loader reads map-style datasets too
+    "recordkit.data.RecordLoader": "recordkit.data.Loader",
+    "recordkit.integrations.torch.RecordLoader": "recordkit.data.Loader",
     "recordkit.data.OFRecordReader": "recordkit.compat.oneflow.OFRecordReader",
     "recordkit.data.part_files": "recordkit.compat.oneflow.part_files",
     "recordkit.data.expand_sources": "recordkit.io.expand_sources",
