@@ -85,10 +85,17 @@ RULES: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("recordkit.errors", ("google.protobuf", "torch", "numpy")),
-    # The notebook previews: stdlib only until a record is parsed (then the protobuf classes).
+    # The notebook previews read records with recordkit's decoders, not the generated message classes.
     (
-        "recordkit.support.preview",
-        ("google.protobuf", "numpy", "recordkit.formats", "recordkit.io"),
+        "recordkit.decode.preview",
+        (
+            "recordkit._proto.tensorflow.example_pb2",
+            "recordkit._proto.oneflow",
+            "recordkit.io",
+            "recordkit.data",
+            "PIL",
+            "torch",
+        ),
     ),
     # The shared varint decoder loads numpy when it runs: the framing and decoding layers import it.
     ("recordkit.support.varints", ("google.protobuf", "numpy", "recordkit.formats")),
@@ -269,12 +276,12 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "_proto", "_version"),
     ("support",),
     ("formats",),
+    ("decode",),
     ("io.sources", "io.mapped", "io.atomic"),
     ("io.manifest", "io.tfds", "io.index"),
     ("io.resolve", "io.reader", "io.following", "io.preview", "io.writer", "io.__init__"),
     ("recover",),
     ("datasets",),
-    ("decode",),
     ("data",),
     ("integrations", "compat", "ffrecord", "hf", "tensorboard"),
     ("cli", "__main__", "testing", "__init__"),

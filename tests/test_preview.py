@@ -18,8 +18,8 @@ import recordkit as rk
 from recordkit._proto.oneflow import record_pb2
 from recordkit._proto.tensorflow import example_pb2
 from recordkit.data import Dataset
-from recordkit.support import preview
-from recordkit.support.preview import MAX_IMAGE_BYTES, MAX_PAGE_IMAGE_BYTES, MAX_RECORDS
+from recordkit.decode import preview
+from recordkit.decode.preview import MAX_IMAGE_BYTES, MAX_PAGE_IMAGE_BYTES, MAX_RECORDS
 
 HOSTILE = '"><script>alert(1)</script><img src=x onerror=alert(2)>'
 # The tags a preview may contain: anything else would be markup taken from a record.

@@ -11,9 +11,8 @@ import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from recordkit.decode.preview import MAX_RECORDS, records_html
 from recordkit.formats import get_format
-from recordkit.formats.payloads import OFRECORD_PAYLOAD
-from recordkit.support.preview import MAX_RECORDS, records_html
 
 if TYPE_CHECKING:
     from recordkit.data._readers import Catalog
@@ -47,5 +46,5 @@ def dataset_html(pipeline: str, catalogs: Sequence[Catalog]) -> str:
     with reader:
         facts.append(("format", reader.format))
         records = itertools.islice(iter(reader), MAX_RECORDS + 1)
-        ofrecord = get_format(reader.format).payload == OFRECORD_PAYLOAD
-        return records_html("Dataset", facts, records, ofrecord=ofrecord, note=note)
+        payload = get_format(reader.format).payload
+        return records_html("Dataset", facts, records, payload=payload, note=note)

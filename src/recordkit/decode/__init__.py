@@ -17,7 +17,9 @@ Modules, bottom up:
   partitions read from other features, a ``Ragged``);
 * ``tables`` -- pyarrow tables and pandas DataFrames to records, and parsed batches to Arrow (pyarrow,
   loaded on first use);
-* ``parsing`` -- the batch parsers ``parse_examples``, ``parse_sequence_examples``, ``parse_ofrecords``.
+* ``parsing`` -- the batch parsers ``parse_examples``, ``parse_sequence_examples``, ``parse_ofrecords``;
+* ``preview`` -- the notebook tables of records (shown as ``payloads`` tells and decodes them) and of parsed
+  batches, for the ``_repr_html_`` of readers, datasets and ``ParsedBatch``.
 
 :mod:`recordkit.compat.oneflow` builds OneFlow's decoders on ``columns``, ``specs`` and ``images``.
 Each public name is imported from the module here that defines it

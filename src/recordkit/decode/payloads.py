@@ -3,7 +3,8 @@
 The kinds are ``"example"`` (``tf.train.Example``), ``"sequence_example"`` (``tf.train.SequenceExample``),
 ``"ofrecord"`` (OneFlow's ``OFRecord``) and ``"raw"`` (anything else: bytes left as they are).
 :func:`detect_payload` is the one detector: ``recordkit info`` and the other commands report its answer,
-and :func:`recordkit.hf.to_dataset` reads records by it.
+:func:`recordkit.hf.to_dataset` reads records by it, and the notebook previews (:mod:`recordkit.decode.preview`)
+show each record as it tells.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 What it shows, bounded whatever the files: the format, compression, the first files and their sizes, the
 record count where it is known without reading every record header (a manifest's counts, a format whose header
 or footer holds it, or files of at most :data:`COUNT_BYTES` in all), and the first records decoded by
-:func:`recordkit.support.preview.records_html`. The records are read by a new iteration, which does not move
+:func:`recordkit.decode.preview.records_html`. The records are read by a new iteration, which does not move
 any other iteration of the reader; a reader over a stream (which reading would consume) or a closed reader
 shows no records.
 
@@ -18,9 +18,8 @@ import itertools
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
+from recordkit.decode.preview import MAX_RECORDS, records_html
 from recordkit.formats import get_format
-from recordkit.formats.payloads import OFRECORD_PAYLOAD
-from recordkit.support.preview import MAX_RECORDS, records_html
 
 __all__ = ["COUNT_BYTES", "Previewed", "reader_html"]
 
@@ -86,15 +85,15 @@ def reader_html(
         shown += f", … ({len(paths)} files)"
     facts: list[tuple[str, object]] = [("files", shown), ("format", reader.format)]
     facts.append(("compression", reader.compression or "none"))
-    ofrecord = get_format(reader.format).payload == OFRECORD_PAYLOAD
     if reader.closed:
-        return records_html("RecordReader (closed)", facts, None, ofrecord=ofrecord)
+        return records_html("RecordReader (closed)", facts, None)
     size = None if None in sizes else sum(s or 0 for s in sizes)
     if size is not None:
         facts.append(("bytes", f"{size:,}"))
     facts.append(("records", _count(reader, size, counted)))
     if not seekable:
         note = "a stream: the preview does not read it (that would consume it)"
-        return records_html("RecordReader", facts, None, ofrecord=ofrecord, note=note)
+        return records_html("RecordReader", facts, None, note=note)
     records = itertools.islice(iter(reader), MAX_RECORDS + 1)
-    return records_html("RecordReader", facts, records, ofrecord=ofrecord)
+    payload = get_format(reader.format).payload
+    return records_html("RecordReader", facts, records, payload=payload)

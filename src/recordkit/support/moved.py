@@ -95,6 +95,7 @@ MOVED: dict[str, str] = {
     "recordkit.formats.tfds": "recordkit.datasets.tfds",
     "recordkit.example": "recordkit.decode.messages",
     "recordkit.parsing": "recordkit.decode.parsing",
+    "recordkit.support.preview": "recordkit.decode.preview",
     # names of modules
     **{f"recordkit.{name}": f"recordkit.errors.{name}" for name in _ERRORS},
     **{f"recordkit.{name}": f"recordkit.decode.messages.{name}" for name in _FEATURES},

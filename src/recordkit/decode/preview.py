@@ -4,15 +4,16 @@ parsed batches).
 Record contents are untrusted: every piece of text is escaped (:func:`html.escape`), and the work is bounded
 whatever the input: at most :data:`MAX_RECORDS` records, :data:`MAX_FEATURES` features per record and
 :data:`MAX_VALUES` values per feature are shown, text is cut at :data:`MAX_TEXT` characters, a record over
-:data:`MAX_PARSED_BYTES` is not parsed, and JPEG and PNG values are embedded as ``<img>`` thumbnails (base64
+:data:`MAX_PARSED_BYTES` is not decoded, and JPEG and PNG values are embedded as ``<img>`` thumbnails (base64
 ``data:`` URLs, scaled down by CSS) only up to :data:`MAX_IMAGE_BYTES` each and :data:`MAX_PAGE_IMAGE_BYTES`
-per table. Nothing is decoded: images are recognised by their magic bytes and their size read from their
-headers, so this module needs no decoding layer (row 1 of the layers in ``docs/design.md``); the protobuf
-classes are imported on the first record that is parsed.
+per table. Images are not decoded: they are recognised by their magic bytes and their size read from their
+headers.
 
-A payload is shown as a ``tf.train.Example``, a ``tf.train.SequenceExample`` or, in an OFRecord file, a
-OneFlow ``OFRecord`` when it parses as one with printable feature names; anything else is shown as its
-first bytes in hex.
+A record is shown as the payload kind :func:`~recordkit.decode.payloads.detect_payload` tells for it (the one
+detector, which ``recordkit info`` also reports), decoded by recordkit's own decoders
+(:func:`~recordkit.decode.payloads.decode_payload`): a ``tf.train.Example``, a ``tf.train.SequenceExample`` or a
+OneFlow ``OFRecord`` (tried first in a file whose format holds OFRecords) feature by feature; any other record
+as its bytes, text when printable, else its first bytes in hex.
 """
 
 from __future__ import annotations
@@ -26,6 +27,15 @@ import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from recordkit.decode.messages import DecodedSequenceExample
+from recordkit.decode.payloads import (
+    RAW_PAYLOAD,
+    SEQUENCE_EXAMPLE_PAYLOAD,
+    decode_payload,
+    detect_payload,
+)
+from recordkit.decode.schema import list_kind
+from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
 from recordkit.support.signatures import JPEG_SIGNATURE, PNG_SIGNATURE
 
 __all__ = [
@@ -178,76 +188,49 @@ def _number(value: Any, single: bool = False) -> str:
     return _e(_cut(str(value), 24))
 
 
-def _values_html(values: Sequence[Any], budget: _Budget, single: bool = False) -> str:
+def _values_html(values: Any, budget: _Budget) -> str:
+    """The first :data:`MAX_VALUES` of a list or array (a float32 array's with the 7 digits they hold)."""
+    head = values[:MAX_VALUES]
+    single = str(getattr(values, "dtype", "")) == "float32"
     shown = [
         _bytes_html(v, budget) if isinstance(v, bytes) else _number(v, single)
-        for v in itertools.islice(values, MAX_VALUES)
+        for v in (head.tolist() if hasattr(head, "tolist") else head)
     ]
     if len(values) > MAX_VALUES:
         shown.append(f"… ({len(values) - MAX_VALUES} more)")
     return ", ".join(shown)
 
 
-# -- protobuf payloads -------------------------------------------------------------------------------
+# -- record payloads -------------------------------------------------------------------------------
 
-
-def _message(record: bytes, ofrecord: bool) -> tuple[str, Any] | None:
-    """``(kind, message)`` for a record that parses as a payload with printable feature names."""
-    from google.protobuf.message import DecodeError as ProtoError
-
-    from recordkit._proto.oneflow import record_pb2
-    from recordkit._proto.tensorflow import example_pb2
-
-    if ofrecord:
-        kinds: list[tuple[str, Any]] = [("OFRecord", record_pb2.OFRecord)]
-    else:
-        # A SequenceExample's context is field 1, as an Example's features: it parses as an Example too,
-        # so it is tried first, and taken only when it has feature lists.
-        kinds = [("SequenceExample", example_pb2.SequenceExample), ("Example", example_pb2.Example)]
-    for kind, cls in kinds:
-        message = cls()
-        try:
-            message.ParseFromString(record)
-        except (ProtoError, RuntimeError, ValueError):
-            continue
-        if kind == "SequenceExample":
-            names = list(message.feature_lists.feature_list)
-        else:
-            names = list(message.feature if kind == "OFRecord" else message.features.feature)
-        # Bytes of one kind sometimes parse as another with unknown fields skipped: what comes out then
-        # has no features, or names that are not text.
-        if names and all(name.isprintable() for name in names):
-            return kind, message
-    return None
-
-
-def _feature_values(feature: Any) -> tuple[str, Sequence[Any]]:
-    which = feature.WhichOneof("kind")
-    if which is None:
-        return "empty", ()
-    return which, getattr(feature, which).value
+_TITLES = {
+    EXAMPLE_PAYLOAD: "Example",
+    SEQUENCE_EXAMPLE_PAYLOAD: "SequenceExample",
+    OFRECORD_PAYLOAD: "OFRecord",
+}
 
 
 def _features_list(features: Mapping[str, Any], budget: _Budget) -> str:
-    """Features as lines of ``name kind (length): values``."""
+    """Decoded features as lines of ``name kind (length): values``."""
     lines = []
     for name in sorted(features)[:MAX_FEATURES]:
-        kind, values = _feature_values(features[name])
-        shown = _values_html(values, budget, kind == "float_list")
-        lines.append(f"<b>{_e(_cut(name, 40))}</b> <i>{_e(kind)} ({len(values)})</i>: {shown}")
+        value = features[name]
+        shown = _values_html(value, budget)
+        lines.append(
+            f"<b>{_e(_cut(name, 40))}</b> <i>{_e(list_kind(value))} ({len(value)})</i>: {shown}"
+        )
     if len(features) > MAX_FEATURES:
         lines.append(f"… {len(features) - MAX_FEATURES} more features")
     return "<br>".join(lines)
 
 
-def _sequence_table(message: Any, budget: _Budget) -> str:
-    context = _features_list(message.context.feature, budget)
+def _sequence_table(decoded: DecodedSequenceExample, budget: _Budget) -> str:
+    context = _features_list(decoded.context, budget)
     rows = []
-    lists = message.feature_lists.feature_list
-    for name in sorted(lists)[:MAX_FEATURES]:
-        steps = lists[name].feature
-        kinds = sorted({_feature_values(step)[0] for step in steps[:MAX_VALUES]})
-        first = _values_html(_feature_values(steps[0])[1], budget) if steps else ""
+    for name in sorted(decoded.feature_lists)[:MAX_FEATURES]:
+        steps = decoded.feature_lists[name]
+        kinds = sorted({list_kind(step) for step in steps[:MAX_VALUES]})
+        first = _values_html(steps[0], budget) if steps else ""
         rows.append(
             f"<tr><td><b>{_e(_cut(name, 40))}</b></td><td>{_e('/'.join(kinds))}</td>"
             f"<td>{len(steps)} steps</td><td>step 0: {first}</td></tr>"
@@ -258,33 +241,26 @@ def _sequence_table(message: Any, budget: _Budget) -> str:
     )
 
 
-def _parse(record: bytes, ofrecord: bool) -> tuple[str, Any]:
-    """``(payload kind, message or None)`` for one record (``"raw"``: not a message)."""
+def _decode(record: bytes, payload: str | None) -> tuple[str, Any]:
+    """``(payload kind, decoded record)``: the kind :func:`detect_payload` tells for this one record
+    (``payload`` tried first), or ``raw`` and ``None`` for a record over :data:`MAX_PARSED_BYTES`."""
     if len(record) > MAX_PARSED_BYTES:
-        return "raw", None
-    found = _message(bytes(record), ofrecord)
-    return ("raw", None) if found is None else found
-
-
-def _flat_features(kind: str, message: Any) -> Mapping[str, Any]:
-    if kind == "OFRecord":
-        return message.feature  # type: ignore[no-any-return]
-    return message.features.feature  # type: ignore[no-any-return]
+        return RAW_PAYLOAD, None
+    kind = detect_payload([record], prefer=payload) or RAW_PAYLOAD
+    return kind, None if kind == RAW_PAYLOAD else decode_payload(kind, record)
 
 
 def _column_heads(rows: Sequence[tuple[str, Any]]) -> tuple[list[str], list[str], int]:
     """The feature columns of the records shown (in order of first appearance, each record's names
     sorted), a ``kind, length`` line for each, and the number of names left out."""
     seen: dict[str, tuple[set[str], set[int]]] = {}
-    for kind, message in rows:
-        if message is None or kind == "SequenceExample":
+    for kind, decoded in rows:
+        if decoded is None or kind == SEQUENCE_EXAMPLE_PAYLOAD:
             continue
-        features = _flat_features(kind, message)
-        for name in sorted(features):
-            which, values = _feature_values(features[name])
+        for name in sorted(decoded):
             kinds, lengths = seen.setdefault(name, (set(), set()))
-            kinds.add(which)
-            lengths.add(len(values))
+            kinds.add(list_kind(decoded[name]))
+            lengths.add(len(decoded[name]))
     names = list(seen)[:MAX_FEATURES]
     lines = []
     for name in names:
@@ -297,23 +273,18 @@ def _column_heads(rows: Sequence[tuple[str, Any]]) -> tuple[list[str], list[str]
 def _record_cells(
     record: bytes, parsed: tuple[str, Any], names: Sequence[str], budget: _Budget
 ) -> str:
-    kind, message = parsed
+    kind, decoded = parsed
     span = f'<td colspan="{max(len(names), 1)}">'
-    if message is None:
+    if decoded is None:
         if len(record) > MAX_PARSED_BYTES:
             return f"{span}not parsed (over {MAX_PARSED_BYTES >> 20} MiB): {_hex(record)}</td>"
         return f"{span}{_bytes_html(bytes(record), budget)}</td>"
-    if kind == "SequenceExample":
-        return f"{span}{_sequence_table(message, budget)}</td>"
-    features = _flat_features(kind, message)
-    cells = []
-    for name in names:
-        if name not in features:
-            cells.append("<td>—</td>")
-            continue
-        which, values = _feature_values(features[name])
-        cells.append(f"<td>{_values_html(values, budget, which == 'float_list')}</td>")
-    return "".join(cells)
+    if kind == SEQUENCE_EXAMPLE_PAYLOAD:
+        return f"{span}{_sequence_table(decoded, budget)}</td>"
+    return "".join(
+        f"<td>{_values_html(decoded[name], budget)}</td>" if name in decoded else "<td>—</td>"
+        for name in names
+    )
 
 
 def _facts_html(title: str, facts: Sequence[tuple[str, object]]) -> str:
@@ -326,27 +297,28 @@ def records_html(
     facts: Sequence[tuple[str, object]],
     records: Iterable[bytes] | None,
     *,
-    ofrecord: bool = False,
+    payload: str | None = None,
     note: str | None = None,
 ) -> str:
     """An HTML preview: a table of ``facts`` (label, value), then the first :data:`MAX_RECORDS` of
     ``records`` decoded (``None``: no records section).
 
     An error raised while ``records`` is iterated (a damaged record) ends the table with a row holding its
-    type and message; it does not propagate. ``ofrecord`` picks the payload classes tried (true: OneFlow's
-    ``OFRecord``; false: ``Example`` then ``SequenceExample``), true for a format whose payload is
-    :data:`~recordkit.formats.payloads.OFRECORD_PAYLOAD`. ``note`` is shown (escaped) under the records.
+    type and message; it does not propagate. Each record is shown as the payload kind
+    :func:`~recordkit.decode.payloads.detect_payload` tells for it, ``payload`` (the format's own,
+    :attr:`~recordkit.formats.base.RecordFormat.payload`) tried first, decoded by
+    :func:`~recordkit.decode.payloads.decode_payload`; a record of no message kind as its bytes. ``note`` is shown (escaped) under the records.
     """
     parts = [_STYLE, '<div class="rk-preview">', _facts_html(title, facts)]
     if records is not None:
-        parts.append(_records_table(iter(records), ofrecord))
+        parts.append(_records_table(iter(records), payload))
     if note:
         parts.append(f"<p>{_e(note)}</p>")
     parts.append("</div>")
     return "".join(parts)
 
 
-def _records_table(records: Iterator[bytes], ofrecord: bool) -> str:
+def _records_table(records: Iterator[bytes], payload: str | None) -> str:
     budget = _Budget()
     read: list[bytes] = []
     end = ""
@@ -363,7 +335,7 @@ def _records_table(records: Iterator[bytes], ofrecord: bool) -> str:
     parsed = []
     for record in read:
         try:
-            parsed.append(_parse(record, ofrecord))
+            parsed.append(_decode(record, payload))
         except Exception as exc:  # noqa: BLE001, PERF203 - a preview shows what went wrong instead
             parsed.append(("?", exc))
     names, lines, left = _column_heads([p for p in parsed if not isinstance(p[1], Exception)])
@@ -374,12 +346,13 @@ def _records_table(records: Iterator[bytes], ofrecord: bool) -> str:
         head += f'<th rowspan="2">… {left} more features</th>'
     top = '<th rowspan="2">#</th><th rowspan="2">bytes</th><th rowspan="2">payload</th>'
     rows = [f"<tr>{top}{head}</tr><tr>{kinds}</tr>"]
-    for i, (record, (kind, message)) in enumerate(zip(read, parsed, strict=True)):
-        if isinstance(message, Exception):
-            cells = f'<td colspan="{max(len(names), 1)}">{error_text(message)}</td>'
+    for i, (record, (kind, decoded)) in enumerate(zip(read, parsed, strict=True)):
+        if isinstance(decoded, Exception):
+            cells = f'<td colspan="{max(len(names), 1)}">{error_text(decoded)}</td>'
         else:
-            cells = _record_cells(record, (kind, message), names, budget)
-        rows.append(f"<tr><td>{i}</td><td>{len(record)}</td><td>{_e(kind)}</td>{cells}</tr>")
+            cells = _record_cells(record, (kind, decoded), names, budget)
+        shown = _e(_TITLES.get(kind, kind))
+        rows.append(f"<tr><td>{i}</td><td>{len(record)}</td><td>{shown}</td>{cells}</tr>")
     if end:
         rows.append(f'<tr><td>{len(read)}</td><td colspan="{width - 1}">{end}</td></tr>')
     elif more:
@@ -444,15 +417,13 @@ def _cell(value: Any, budget: _Budget) -> str:
         single = str(value.dtype) == "float32"
         return _bytes_html(item, budget) if isinstance(item, bytes) else _number(item, single)
     if shape is not None and hasattr(value, "ravel"):
-        flat = value.ravel()[:MAX_VALUES].tolist()
-        size = int(getattr(value, "size", len(flat)))
-        shown = _values_html(flat, budget, str(value.dtype) == "float32")
-        return f"[{shown}{', …' if size > MAX_VALUES else ''}]"
+        shown = _values_html(value.ravel()[:MAX_VALUES], budget)
+        return f"[{shown}{', …' if value.size > MAX_VALUES else ''}]"
     if hasattr(value, "dense_shape"):  # a SparseArray row: its entries as index: value
         pairs = zip(
             value.indices[:MAX_VALUES].tolist(), value.values[:MAX_VALUES].tolist(), strict=True
         )
-        entries = [f"{_e(str(tuple(i)))}: {_values_html([v], budget, False)}" for i, v in pairs]
+        entries = [f"{_e(str(tuple(i)))}: {_values_html([v], budget)}" for i, v in pairs]
         more = ", …" if len(value.values) > MAX_VALUES else ""
         return "{" + ", ".join(entries) + more + "}"
     if hasattr(value, "row_splits") or isinstance(value, (list, tuple)):
