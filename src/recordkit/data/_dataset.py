@@ -8,16 +8,19 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing
 from typing import Any
 
-from recordkit.data._damage import OnError, log_of, skipped_summary, with_damage_filter
+from recordkit.data._damage import DamageLog, OnError, log_of, skipped_summary, with_damage_filter
 from recordkit.data._files import EVERYTHING, FileSource, Shuffle, Trail, catalog_of, narrow
 from recordkit.data._prefetch import prefetch
 from recordkit.data._readers import Catalog
 from recordkit.data._stages import (
+    EPOCH_END,
     Batch,
     Filter,
     Map,
     Stage,
     Unbatch,
+    check_callable,
+    check_int,
     describe,
     is_batched,
     length,
@@ -25,30 +28,22 @@ from recordkit.data._stages import (
     run,
     unknown_length,
 )
-from recordkit.data._state import STATE_VERSION, Elastic, Stream, check_state, merge_states
+from recordkit.data._state import (
+    STATE_VERSION,
+    Elastic,
+    Resume,
+    Run,
+    Stream,
+    check_state,
+    loader_streams,
+    merge_states,
+    plan_runs,
+)
 from recordkit.datasets.plan import EqualShards, resolve_rank, shard_of, worker_info
 from recordkit.errors import StateError, UnsupportedOperationError
 from recordkit.io.resolve import Sources
 
-__all__ = ["EPOCH_END", "Dataset"]
-
-
-def _check_int(value: object, what: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{what} must be an int of at least {minimum}, not {value!r}")
-    return value
-
-
-def _check_callable(fn: object, stage: str) -> None:
-    if not callable(fn):
-        raise TypeError(f"{stage} needs a callable, not {type(fn).__name__}")
-
-
-class EpochEnd:
-    """Marks the end of an epoch in the internal item stream (never reaches users)."""
-
-
-EPOCH_END = EpochEnd()
+__all__ = ["Dataset", "Share"]
 
 
 _GLOBAL_INTERLEAVE = (
@@ -286,13 +281,13 @@ class Dataset:
         if any(isinstance(op, Batch) for op in self._ops):
             raise ValueError("shuffle before batch: shuffling batches is not supported")
         if buffer_size is not None:
-            _check_int(buffer_size, "buffer_size", 0)
+            check_int(buffer_size, "buffer_size", 0)
         elif source.cycle:
             raise ValueError(_GLOBAL_INTERLEAVE)
         return self._with(_source=source.replace(shuffle=Shuffle(buffer_size, bool(files))))
 
     def _window(self, op: str, n: int) -> Dataset:
-        _check_int(n, f"{op}'s count", 0)
+        check_int(n, f"{op}'s count", 0)
         source = self._files(op)
         late = [describe(s) for s in self._ops if not isinstance(s, Map)]
         if late:
@@ -357,8 +352,8 @@ class Dataset:
         TypeError
             The dataset is a :func:`mix`.
         """
-        _check_int(cycle_length, "cycle_length", 1)
-        _check_int(block_length, "block_length", 1)
+        check_int(cycle_length, "cycle_length", 1)
+        check_int(block_length, "block_length", 1)
         source = self._files("interleave")
         if source.shuffle is not None and source.shuffle.is_global:
             raise ValueError(_GLOBAL_INTERLEAVE)
@@ -380,7 +375,7 @@ class Dataset:
         ``index``), is made to name the file and the record's index in it
         (:meth:`~recordkit.errors.DecodeError.locate`).
         """
-        _check_callable(fn, "map")
+        check_callable(fn, "map")
         return self._with(_ops=(*self._ops, Map(fn)))
 
     def filter(self, fn: Callable[[Any], Any]) -> Dataset:
@@ -390,7 +385,7 @@ class Dataset:
         After a filter, ``len()`` raises ``TypeError``, and resuming from :meth:`state_dict` runs the stages
         up to the filter again over the part of the epoch already delivered (to count what it kept).
         """
-        _check_callable(fn, "filter")
+        check_callable(fn, "filter")
         return self._with(_ops=(*self._ops, Filter(fn)))
 
     def batch(self, size: int, *, drop_last: bool = False) -> Dataset:
@@ -398,7 +393,7 @@ class Dataset:
 
         Batches never span two epochs.
         """
-        _check_int(size, "the batch size", 1)
+        check_int(size, "the batch size", 1)
         if self.batch_size is not None:
             raise ValueError("the dataset is already batched")
         return self._with(_ops=(*self._ops, Batch(size, bool(drop_last))))
@@ -415,7 +410,7 @@ class Dataset:
     def repeat(self, epochs: int | None = None) -> Dataset:
         """Iterate ``epochs`` epochs in one go (``None``: forever), each in its own shuffled order."""
         if epochs is not None:
-            _check_int(epochs, "epochs", 1)
+            check_int(epochs, "epochs", 1)
         return self._with(_repeat=epochs)
 
     def prefetch(self, n: int = 2) -> Dataset:
@@ -424,7 +419,7 @@ class Dataset:
         The thread stops and is joined when the iteration ends or is abandoned; an exception raised while
         reading is re-raised to the consumer.
         """
-        _check_int(n, "the prefetch depth", 0)
+        check_int(n, "the prefetch depth", 0)
         return self._with(_prefetch=n)
 
     # -- epochs and state ----------------------------------------------------------------------------
@@ -679,3 +674,126 @@ class Dataset:
         if reason is not None:
             raise TypeError(reason)
         return length(self._ops, self._source.length(epoch, shard, num_shards))
+
+
+class Share:
+    """One rank's share of a pipeline, split between the worker processes of a loader: what a loader
+    needs of a :class:`Dataset`, which this class alone reads the inside of.
+
+    Made in the main process, where ``torch.distributed`` is initialised: it resolves the rank, and learns
+    the files' record counts once, so that workers inherit them instead of each opening every file. It
+    pickles (for ``spawn``) with what it learnt. ``user`` is what needs it, as the ``TypeError`` for
+    anything but a :class:`Dataset` names it.
+
+    Attributes
+    ----------
+    dataset
+        The pipeline, one epoch per pass (an iteration's epochs are its :class:`Run` s').
+    epochs
+        How many epochs an iteration reads (the pipeline's ``repeat``; ``None``: forever).
+    rank, world_size
+        This process among the distributed ranks.
+    """
+
+    def __init__(self, dataset: Dataset, user: str = "a loader") -> None:
+        if not isinstance(dataset, Dataset):
+            raise TypeError(f"{user} needs a recordkit.data.Dataset, not {type(dataset).__name__}")
+        self.dataset = dataset._with(_repeat=1)
+        self.epochs = dataset._repeat
+        self.rank, self.world_size = resolve_rank(dataset._rank, dataset._world_size)
+        if dataset._equal is not None:
+            dataset._catalog.count_all()
+        else:
+            dataset._catalog.describe()
+
+    @property
+    def first_epoch(self) -> int:
+        """The epoch a loader's first iteration reads (the pipeline's ``set_epoch``)."""
+        return self.dataset.epoch
+
+    @property
+    def damage(self) -> DamageLog | None:
+        """The log of what ``on_error="skip"`` skips (``None`` unless the pipeline skips damage)."""
+        return log_of(self.dataset._source)
+
+    def slots(self, num_workers: int) -> int:
+        """The streams an iteration counts its items against: one per worker."""
+        return max(1, num_workers)
+
+    def check_streams(self, streams: int) -> None:
+        """Accept a saved position of any number of streams (any number of workers can continue it)."""
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a saved position must match: the pipeline's seed, files, batch size and stages, and the rank."""
+        return {**self.dataset._fingerprint(), "rank": self.rank, "world_size": self.world_size}
+
+    def elastic_state(self, epoch: int) -> dict[str, Any] | None:
+        """What earlier layouts of ranks read of ``epoch``, as a state stores it (``None``: nothing)."""
+        return self.dataset._elastic_state(epoch)
+
+    def restore_elastic(self, elastic: Elastic | None) -> None:
+        """Continue an epoch that earlier layouts of ranks partly read (``None``: epochs as planned)."""
+        self.dataset._set_elastic(elastic)
+
+    def merge(self, states: Sequence[Mapping[str, Any]]) -> tuple[int, int, Elastic | None]:
+        """The position that continues the loader states saved by every rank of a run, on this layout.
+
+        Each state's streams are its workers' (see :func:`loader_streams`).
+        """
+        if not isinstance(self.dataset._source, FileSource):
+            self.restore_elastic(Elastic(0, ()))  # raises: a mix
+        expected = {k: v for k, v in self.fingerprint().items() if k not in ("rank", "world_size")}
+
+        return merge_states(states, "loader", expected, loader_streams, self.dataset._records)
+
+    def runs(
+        self, worker: int, num_workers: int, first: int, end: int | None, resume: Resume | None
+    ) -> list[Run]:
+        """The runs ``worker`` of ``num_workers`` reads in an iteration from epoch ``first`` to ``end``."""
+        return plan_runs(self.rank, self.world_size, worker, num_workers, first, end, resume)
+
+    def items(self, run: Run, on_epoch: Callable[[int], None] | None = None) -> Iterator[Any]:
+        """The items of ``run``; ``on_epoch(epoch)`` is called as each of its epochs starts."""
+        epoch = run.epoch
+        if on_epoch is not None:
+            on_epoch(epoch)
+        items = self.dataset._items(
+            run.shard, run.num_shards, run.epoch, run.epoch, run.skip, run.epochs
+        )
+        try:
+            for item in items:
+                if item is EPOCH_END:
+                    epoch += 1
+                    if on_epoch is not None:
+                        on_epoch(epoch)
+                    continue
+                yield item
+        finally:
+            items.close()  # type: ignore[attr-defined]
+
+    def length(self, epoch: int, num_workers: int | None = None) -> int:
+        """The number of items an iteration from ``epoch`` delivers (all its epochs): with ``num_workers``,
+        in all, each worker batching its own shard; ``None``, this process's share (a DataLoader worker's).
+
+        Raises
+        ------
+        TypeError
+            The pipeline cannot tell its length, or repeats forever; or, without ``num_workers``, it mixes
+            datasets until the first runs out (what that gives depends on the split between workers).
+        """
+        if self.epochs is None:
+            raise TypeError(
+                "the pipeline repeats forever: it never ends, so an iteration has no length"
+            )
+        pipeline = self.dataset._with(_epoch=epoch, _repeat=self.epochs)
+        if num_workers is None:
+            source = pipeline._source
+            if getattr(source, "stop", None) == "first_exhausted" and source._endless() is None:
+                raise TypeError(
+                    "len() of a mix that stops when its first source runs out is unknown without the "
+                    "number of workers; recordkit.integrations.torch.dataloader() knows it and gives an "
+                    "exact len()"
+                )
+            return len(pipeline)
+        shards = (shard_of(self.rank, self.world_size, w, num_workers) for w in range(num_workers))
+        return sum(len(pipeline._with(_rank=shard, _world_size=n)) for shard, n in shards)

@@ -11,7 +11,8 @@ import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from recordkit.data._dataset import Dataset, _check_int
+from recordkit.data._dataset import Dataset
+from recordkit.data._stages import check_int
 from recordkit.data._state import Elastic
 from recordkit.data._workers import Job, WorkerPool
 from recordkit.data.loading import IndexShare, Passes, Resume, Share, _keep
@@ -61,8 +62,8 @@ class Loader(Passes):
     ) -> None:
         self.dataset = dataset
         self._share: Share | IndexShare = share or Share(dataset, "a Loader")
-        self.num_workers = _check_int(num_workers, "num_workers", 0)
-        self._prefetch = _check_int(prefetch_factor, "prefetch_factor", 1)
+        self.num_workers = check_int(num_workers, "num_workers", 0)
+        self._prefetch = check_int(prefetch_factor, "prefetch_factor", 1)
         if timeout < 0:
             raise ValueError(f"timeout must be non-negative, not {timeout!r}")
         self._context = multiprocessing_context

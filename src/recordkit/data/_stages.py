@@ -21,7 +21,11 @@ __all__ = [
     "Locate",
     "Map",
     "Stage",
+    "EPOCH_END",
+    "EpochEnd",
     "Unbatch",
+    "check_callable",
+    "check_int",
     "describe",
     "is_batched",
     "length",
@@ -502,3 +506,21 @@ def length(stages: Sequence[Stage], n: int) -> int:
         elif not isinstance(stage, Map):
             raise TypeError(unknown_length([stage]))
     return n
+
+
+def check_int(value: object, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{what} must be an int of at least {minimum}, not {value!r}")
+    return value
+
+
+def check_callable(fn: object, stage: str) -> None:
+    if not callable(fn):
+        raise TypeError(f"{stage} needs a callable, not {type(fn).__name__}")
+
+
+class EpochEnd:
+    """Marks the end of an epoch in the internal item stream (never reaches users)."""
+
+
+EPOCH_END = EpochEnd()

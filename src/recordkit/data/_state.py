@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from recordkit.datasets.plan import resolve_rank, shard_of
 from recordkit.errors import StateError
 
 __all__ = [
@@ -21,9 +22,14 @@ __all__ = [
     "STATE_VERSION",
     "Elastic",
     "Phase",
+    "Resume",
+    "Run",
     "Stream",
     "check_state",
+    "delivered_counts",
+    "loader_streams",
     "merge_states",
+    "plan_runs",
 ]
 
 STATE_VERSION = 2
@@ -253,3 +259,82 @@ def merge_states(
         )
     phase = Phase(num_shards, tuple(consumed[s] for s in range(num_shards)))
     return epoch, firsts.pop(), Elastic(epoch, (*phases, phase))
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a restored iteration continues: the streams of the workers that saved it.
+
+    ``positions`` maps a saved worker to ``(epoch, items delivered in it)``. Each saved worker's stream is
+    finished by the current worker ``saved % num_workers``, with the shard layout it was saved with; later
+    epochs use the current layout.
+    """
+
+    first_epoch: int
+    workers: int
+    positions: dict[int, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class Run:
+    """Epochs of one shard read in a row: ``epochs`` of them (``None``: forever) from ``epoch``.
+
+    ``slot`` is the stream the items are counted against: the worker that reads them, or the saved worker
+    whose unfinished stream they complete.
+    """
+
+    slot: int
+    shard: int
+    num_shards: int
+    epoch: int
+    skip: int
+    epochs: int | None
+
+
+def delivered_counts(state: Mapping[str, Any]) -> list[int]:
+    """The items each stream of a loader state delivered, checked."""
+    delivered = state.get("delivered")
+    if (
+        not isinstance(delivered, list)
+        or not delivered
+        or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in delivered)
+    ):
+        raise StateError(f"malformed loader state: delivered={delivered!r}")
+    return delivered
+
+
+def loader_streams(state: Mapping[str, Any]) -> list[Stream]:
+    """The streams of a loader state: its workers' (or, in an epoch it resumed with another number of
+    workers, the saved workers' it finished), ``shard_of(rank, world_size, i, len(delivered))``."""
+    delivered = delivered_counts(state)
+    rank, world_size = resolve_rank(int(state["rank"]), int(state["world_size"]))
+    n = len(delivered)
+    return [Stream(*shard_of(rank, world_size, i, n), count) for i, count in enumerate(delivered)]
+
+
+def plan_runs(
+    rank: int,
+    world_size: int,
+    worker: int,
+    num_workers: int,
+    first: int,
+    end: int | None,
+    resume: Resume | None,
+) -> list[Run]:
+    """The runs ``worker`` of ``num_workers`` of a rank reads in an iteration from epoch ``first`` to
+    ``end``: the unfinished streams of saved workers it continues, then its own shard."""
+    runs = []
+    start = first
+    if resume is not None:
+        for saved in sorted(resume.positions):
+            epoch, skip = resume.positions[saved]
+            start = max(start, epoch + 1)
+            if saved % num_workers != worker or (end is not None and epoch >= end):
+                continue
+            shard, num_shards = shard_of(rank, world_size, saved, resume.workers)
+            runs.append(Run(saved, shard, num_shards, epoch, skip, 1))
+    if end is None or start < end:
+        shard, num_shards = shard_of(rank, world_size, worker, num_workers)
+        epochs = None if end is None else end - start
+        runs.append(Run(worker, shard, num_shards, start, 0, epochs))
+    return runs

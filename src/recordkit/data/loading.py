@@ -21,22 +21,19 @@ import multiprocessing
 import multiprocessing.context
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from recordkit.data._damage import DamageLog, OnError, intact, log_of
-from recordkit.data._dataset import EPOCH_END, Dataset
-from recordkit.data._files import FileSource, catalog_of
+from recordkit.data._damage import DamageLog, OnError, intact
+from recordkit.data._dataset import Share
+from recordkit.data._files import catalog_of
 from recordkit.data._readers import ReaderPool
-from recordkit.data._state import STATE_VERSION, Elastic, Stream, check_state, merge_states
+from recordkit.data._state import STATE_VERSION, Elastic, Resume, Run, check_state, delivered_counts
 from recordkit.datasets.plan import (
     EqualShards,
     permutation,
     positions_in_files,
-    resolve_rank,
-    shard_of,
 )
 from recordkit.errors import StateError, UnsupportedOperationError
 from recordkit.io.resolve import Sources
@@ -53,191 +50,6 @@ __all__ = [
     "Share",
     "check_state",
 ]
-
-
-@dataclass(frozen=True)
-class Resume:
-    """Where a restored iteration continues: the streams of the workers that saved it.
-
-    ``positions`` maps a saved worker to ``(epoch, items delivered in it)``. Each saved worker's stream is
-    finished by the current worker ``saved % num_workers``, with the shard layout it was saved with; later
-    epochs use the current layout.
-    """
-
-    first_epoch: int
-    workers: int
-    positions: dict[int, tuple[int, int]]
-
-
-@dataclass(frozen=True)
-class Run:
-    """Epochs of one shard read in a row: ``epochs`` of them (``None``: forever) from ``epoch``.
-
-    ``slot`` is the stream the items are counted against: the worker that reads them, or the saved worker
-    whose unfinished stream they complete.
-    """
-
-    slot: int
-    shard: int
-    num_shards: int
-    epoch: int
-    skip: int
-    epochs: int | None
-
-
-class Share:
-    """One rank's share of a pipeline, split between the worker processes of a loader.
-
-    Made in the main process, where ``torch.distributed`` is initialised: it resolves the rank, and learns
-    the files' record counts once, so that workers inherit them instead of each opening every file. It
-    pickles (for ``spawn``) with what it learnt.
-
-    Parameters
-    ----------
-    dataset
-        The pipeline.
-    user
-        What needs it, as the ``TypeError`` for anything but a :class:`~recordkit.data.Dataset` names it.
-
-    Attributes
-    ----------
-    dataset
-        The pipeline, one epoch per pass (an iteration's epochs are its :class:`Run` s').
-    epochs
-        How many epochs an iteration reads (the pipeline's ``repeat``; ``None``: forever).
-    rank, world_size
-        This process among the distributed ranks.
-    """
-
-    def __init__(self, dataset: Dataset, user: str = "a loader") -> None:
-        if not isinstance(dataset, Dataset):
-            raise TypeError(f"{user} needs a recordkit.data.Dataset, not {type(dataset).__name__}")
-        self.dataset = dataset._with(_repeat=1)
-        self.epochs = dataset._repeat
-        self.rank, self.world_size = resolve_rank(dataset._rank, dataset._world_size)
-        if dataset._equal is not None:
-            dataset._catalog.count_all()
-        else:
-            dataset._catalog.describe()
-
-    @property
-    def first_epoch(self) -> int:
-        """The epoch a loader's first iteration reads (the pipeline's ``set_epoch``)."""
-        return self.dataset.epoch
-
-    @property
-    def damage(self) -> DamageLog | None:
-        """The log of what ``on_error="skip"`` skips (``None`` unless the pipeline skips damage)."""
-        return log_of(self.dataset._source)
-
-    def slots(self, num_workers: int) -> int:
-        """The streams an iteration counts its items against: one per worker."""
-        return max(1, num_workers)
-
-    def check_streams(self, streams: int) -> None:
-        """Accept a saved position of any number of streams (any number of workers can continue it)."""
-
-    def fingerprint(self) -> dict[str, Any]:
-        """What a saved position must match: the pipeline's seed, files, batch size and stages, and the rank."""
-        return {**self.dataset._fingerprint(), "rank": self.rank, "world_size": self.world_size}
-
-    def elastic_state(self, epoch: int) -> dict[str, Any] | None:
-        """What earlier layouts of ranks read of ``epoch``, as a state stores it (``None``: nothing)."""
-        return self.dataset._elastic_state(epoch)
-
-    def restore_elastic(self, elastic: Elastic | None) -> None:
-        """Continue an epoch that earlier layouts of ranks partly read (``None``: epochs as planned)."""
-        self.dataset._set_elastic(elastic)
-
-    def merge(self, states: Sequence[Mapping[str, Any]]) -> tuple[int, int, Elastic | None]:
-        """The position that continues the loader states saved by every rank of a run, on this layout.
-
-        Each state's streams are its workers' (or, in an epoch it resumed with another number of
-        workers, the saved workers' it finished): ``shard_of(rank, world_size, i, len(delivered))``.
-        """
-        if not isinstance(self.dataset._source, FileSource):
-            self.restore_elastic(Elastic(0, ()))  # raises: a mix
-        expected = {k: v for k, v in self.fingerprint().items() if k not in ("rank", "world_size")}
-
-        def streams(state: Mapping[str, Any]) -> list[Stream]:
-            delivered = _delivered(state)
-            rank, world_size = resolve_rank(int(state["rank"]), int(state["world_size"]))
-            n = len(delivered)
-            return [
-                Stream(*shard_of(rank, world_size, i, n), count)
-                for i, count in enumerate(delivered)
-            ]
-
-        return merge_states(states, "loader", expected, streams, self.dataset._records)
-
-    def runs(
-        self, worker: int, num_workers: int, first: int, end: int | None, resume: Resume | None
-    ) -> list[Run]:
-        """The runs ``worker`` of ``num_workers`` reads in an iteration from epoch ``first`` to ``end``."""
-        runs = []
-        start = first
-        if resume is not None:
-            for saved in sorted(resume.positions):
-                epoch, skip = resume.positions[saved]
-                start = max(start, epoch + 1)
-                if saved % num_workers != worker or (end is not None and epoch >= end):
-                    continue
-                shard, num_shards = shard_of(self.rank, self.world_size, saved, resume.workers)
-                runs.append(Run(saved, shard, num_shards, epoch, skip, 1))
-        if end is None or start < end:
-            shard, num_shards = shard_of(self.rank, self.world_size, worker, num_workers)
-            epochs = None if end is None else end - start
-            runs.append(Run(worker, shard, num_shards, start, 0, epochs))
-        return runs
-
-    def items(self, run: Run, on_epoch: Callable[[int], None] | None = None) -> Iterator[Any]:
-        """The items of ``run``; ``on_epoch(epoch)`` is called as each of its epochs starts."""
-        epoch = run.epoch
-        if on_epoch is not None:
-            on_epoch(epoch)
-        items = self.dataset._items(
-            run.shard, run.num_shards, run.epoch, run.epoch, run.skip, run.epochs
-        )
-        try:
-            for item in items:
-                if item is EPOCH_END:
-                    epoch += 1
-                    if on_epoch is not None:
-                        on_epoch(epoch)
-                    continue
-                yield item
-        finally:
-            items.close()  # type: ignore[attr-defined]
-
-    def length(self, epoch: int, num_workers: int | None = None) -> int:
-        """The number of items an iteration from ``epoch`` delivers (all its epochs).
-
-        With ``num_workers``: in all, each worker batching its own shard. ``None``: this process's share,
-        a DataLoader worker's inside one.
-
-        Raises
-        ------
-        TypeError
-            The pipeline cannot tell its length in advance, or repeats forever; or, without
-            ``num_workers``, it mixes datasets until the first runs out (how many items that gives depends
-            on how the mix is split between workers).
-        """
-        if self.epochs is None:
-            raise TypeError(
-                "the pipeline repeats forever: it never ends, so an iteration has no length"
-            )
-        pipeline = self.dataset._with(_epoch=epoch, _repeat=self.epochs)
-        if num_workers is None:
-            source = pipeline._source
-            if getattr(source, "stop", None) == "first_exhausted" and source._endless() is None:
-                raise TypeError(
-                    "len() of a mix that stops when its first source runs out is unknown without the "
-                    "number of workers; recordkit.integrations.torch.dataloader() knows it and gives an "
-                    "exact len()"
-                )
-            return len(pipeline)
-        shards = (shard_of(self.rank, self.world_size, w, num_workers) for w in range(num_workers))
-        return sum(len(pipeline._with(_rank=shard, _world_size=n)) for shard, n in shards)
 
 
 class IndexBatches:
@@ -501,7 +313,7 @@ class Passes:
             self._restored = True
             return
         check_state(state, "loader", self._fingerprint())
-        delivered = _delivered(state)
+        delivered = delivered_counts(state)
         self._check_streams(len(delivered))
         self._restore_elastic(Elastic.from_state(state.get("elastic")))
         self._epoch = int(state["epoch"])
@@ -529,18 +341,6 @@ class Passes:
         raise UnsupportedOperationError(
             "this loader resumes only from its own rank's state, with the ranks it was saved with"
         )
-
-
-def _delivered(state: Mapping[str, Any]) -> list[int]:
-    """The items each stream of a loader state delivered, checked."""
-    delivered = state.get("delivered")
-    if (
-        not isinstance(delivered, list)
-        or not delivered
-        or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in delivered)
-    ):
-        raise StateError(f"malformed loader state: delivered={delivered!r}")
-    return delivered
 
 
 # Cells of an EpochClock: the epoch the next iteration starts in, the slot of the newest iteration, then
