@@ -110,16 +110,21 @@ def _schema_lines(info: dict[str, Any], sequence: bool) -> list[str]:
     return lines
 
 
-def _index_text(info: dict[str, Any]) -> str:
+def _index_text(info: dict[str, Any], *, named: bool = True) -> str:
+    """Where a file's offsets come from; with ``named=False`` without the index's own path and reason (the
+    same for shards read alike)."""
     if rk.get_format(info["format"]).capabilities.self_indexed:
         return f"in the file {info['index']}"
+    if info["index_stale"] is not None and not named:
+        return "stale sidecar, ignored (offsets from a header scan)"
     if info["index_stale"] is not None:
         return f"stale sidecar {info['index']}, ignored ({info['index_stale']}); offsets from a header scan"
     if info["index"] is not None:
-        return f"sidecar {info['index']}"
+        return f"sidecar {info['index']}" if named else "sidecar"
     if info["compression"] != "none":
         return "none (compressed files are read sequentially)"
-    return "none (offsets found by a header scan when needed; `recordkit index` writes one)"
+    writes = "one" if named else "them"
+    return f"none (offsets found by a header scan when needed; `recordkit index` writes {writes})"
 
 
 def _info_text(info: dict[str, Any]) -> str:
@@ -337,7 +342,7 @@ def _summary_text(args: argparse.Namespace, summary: dict[str, Any], shards: lis
             f"  records      {summary['records']} ({counted})",
             f"  file size    {summary['file_size']} bytes",
             _payloads_line(summary),
-            f"  index        {_one_or_spread([(p, _index_kind(i)) for p, i in infos], names)}",
+            f"  index        {_one_or_spread([(p, _index_text(i, named=False)) for p, i in infos], names)}",
             _payload_line(args, summary, infos, names),
         ]
     lines += _schema_lines(summary, sequence="feature_lists" in summary)
@@ -351,19 +356,6 @@ def _summary_text(args: argparse.Namespace, summary: dict[str, Any], shards: lis
     if not args.shards:
         lines.append(f"  {len(shards)} shards: --shards lists them")
     return "\n".join(lines)
-
-
-def _index_kind(info: dict[str, Any]) -> str:
-    """Where a shard's offsets come from, without its own path: the same for shards read alike."""
-    if rk.get_format(info["format"]).capabilities.self_indexed:
-        return f"in the file {info['index']}"
-    if info["index_stale"] is not None:
-        return "stale sidecar, ignored (offsets from a header scan)"
-    if info["index"] is not None:
-        return "sidecar"
-    if info["compression"] != "none":
-        return "none (compressed files are read sequentially)"
-    return "none (offsets found by a header scan when needed; `recordkit index` writes them)"
 
 
 def _payload_line(

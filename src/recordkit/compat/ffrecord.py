@@ -150,10 +150,7 @@ class FileReader(Closing):
     def get_offsets(self, file_index: int) -> npt.NDArray[np.int64]:
         """Return the sample offsets of file ``file_index`` followed by its size (``n + 1`` values)."""
         frames = self._parts[file_index]
-        offsets = np.empty(len(frames.offsets) + 1, dtype=np.int64)
-        offsets[:-1] = frames.offsets
-        offsets[-1] = frames.size
-        return offsets
+        return np.append(np.frombuffer(frames.offsets, np.int64), np.int64(frames.size))
 
     def get_checksums(self, file_index: int) -> npt.NDArray[np.uint32]:
         """Return the sample CRC-32 values stored in the header of file ``file_index`` (``n`` values)."""

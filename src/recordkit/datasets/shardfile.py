@@ -29,7 +29,7 @@ from recordkit.io.manifest import (
     load_manifest,
     sha256_of,
 )
-from recordkit.io.sources import is_url, require_fsspec
+from recordkit.io.sources import is_url, require_fsspec, source_size
 from recordkit.io.writer import open_writer, scan_offsets
 
 __all__ = [
@@ -67,7 +67,7 @@ def begin_replacing(manifest_path: str) -> None:
     named = _named_files(manifest_path)
     if not named:
         return
-    ledger = _ledger_path(manifest_path)
+    ledger = _hidden_beside(manifest_path, _REPLACED)
     known = _read_ledger(ledger)
     if named <= known:
         return
@@ -90,7 +90,7 @@ def commit_manifest_file(manifest: Manifest, manifest_path: str) -> list[str]:
         The paths removed, relative to the manifest's directory.
     """
     begin_replacing(manifest_path)  # so that a crash after the save still leaves the names
-    ledger = _ledger_path(manifest_path)
+    ledger = _hidden_beside(manifest_path, _REPLACED)
     replaced = _read_ledger(ledger)
     manifest.save(manifest_path)
     root = parent_directory(manifest_path)
@@ -116,14 +116,13 @@ def _named_files(manifest_path: str) -> set[str]:
         return set()
 
 
-def _ledger_path(manifest_path: str) -> str:
+def _hidden_beside(path: str, prefix: str) -> str:
+    """The hidden name ``prefix + name`` in the directory of ``path`` (a local path or a URL)."""
     split, join = (
-        (posixpath.split, posixpath.join)
-        if is_url(manifest_path)
-        else (os.path.split, os.path.join)
+        (posixpath.split, posixpath.join) if is_url(path) else (os.path.split, os.path.join)
     )
-    parent, name = split(manifest_path)
-    return join(parent, _REPLACED + name)
+    parent, name = split(path)
+    return join(parent, prefix + name)
 
 
 def _read_ledger(ledger: str) -> set[str]:
@@ -333,7 +332,7 @@ def describe_shard(
     with open_records(path, format=format, compression=compression, index=False) as reader:
         count = sum(1 for _ in reader)
         found_format, found_compression = reader.format, reader.compression
-    size, sha256 = file_sha256(path) if checksum else (_size(path), None)
+    size, sha256 = file_sha256(path) if checksum else (source_size(path), None)
     index_entry = _existing_index(path, os.fspath(root), found_format, found_compression)
     shard = Shard(
         path=relative_path(path, os.fspath(root)),
@@ -350,13 +349,6 @@ def describe_shard(
 def _fingerprint(path: str) -> Fingerprint | None:
     """The fingerprint of a local shard file for its manifest entry (``None`` for a URL)."""
     return None if is_url(path) else Fingerprint.of(os.stat(path))
-
-
-def _size(path: str) -> int:
-    if is_url(path):
-        fs, inner = require_fsspec().core.url_to_fs(path)
-        return int(fs.size(inner))
-    return os.path.getsize(path)
 
 
 def _existing_index(path: str, root: str, fmt: str, compression: str) -> IndexFile | None:

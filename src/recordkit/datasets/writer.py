@@ -15,6 +15,7 @@ from typing import Any
 
 from recordkit.datasets.shardfile import (
     OpenShard,
+    _hidden_beside,
     _join,
     _remove_file,
     begin_replacing,
@@ -221,7 +222,7 @@ class ShardWriter(Closing):
 
     def _open_shard(self, number: int) -> OpenShard:
         final = self._name(number, None)
-        path = _pending_name(final) if "num_shards" in self._fields else final
+        path = _hidden_beside(final, _PENDING) if "num_shards" in self._fields else final
         self._created += _make_directories(
             posixpath.dirname(path) if is_url(path) else os.path.dirname(path) or "."
         )
@@ -364,15 +365,6 @@ def _manifest_target(manifest: bool | str | os.PathLike[str], directory: str) ->
     if manifest is False:
         return None
     return _join(directory, MANIFEST_NAME) if manifest is True else os.fspath(manifest)
-
-
-def _pending_name(final: str) -> str:
-    """A hidden name beside ``final``: directory listings and globs pass it by."""
-    split, join = (
-        (posixpath.split, posixpath.join) if is_url(final) else (os.path.split, os.path.join)
-    )
-    parent, name = split(final)
-    return join(parent, _PENDING + name)
 
 
 def _move(source: str, target: str) -> None:

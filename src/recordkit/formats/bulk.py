@@ -28,9 +28,10 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from recordkit.errors import ChecksumError, TruncatedRecordError
+from recordkit.errors import TruncatedRecordError
 from recordkit.formats import _crc
 from recordkit.formats.rangecrc import CRC32C_POLY, _slicing_tables
+from recordkit.formats.tfrecord import _checksum_error
 
 __all__ = ["Frames", "tfrecord_frames"]
 
@@ -174,7 +175,7 @@ def tfrecord_frames(
             length, stored = _HEADER.unpack_from(buffer, end)
             actual = _crc.masked_crc32c(_LENGTH.pack(length))
             if actual != stored:
-                raise _length_error(path, len(heads), end, stored, actual)
+                raise _checksum_error(path, len(heads), end, stored, actual)
         if final:
             where = "header" if end + 12 > size else "record"
             raise TruncatedRecordError(
@@ -199,7 +200,7 @@ def _check_lengths(
     wrong = np.flatnonzero(expected[inverse] != stored)
     if len(wrong):
         i = int(wrong[0])
-        raise _length_error(path, i, int(heads[i]), int(stored[i]), int(expected[inverse[i]]))
+        raise _checksum_error(path, i, int(heads[i]), int(stored[i]), int(expected[inverse[i]]))
 
 
 def _check_payloads(
@@ -213,13 +214,8 @@ def _check_payloads(
     wrong = np.flatnonzero(masked != stored)
     if len(wrong):
         i = int(wrong[0])
-        raise ChecksumError(
-            "payload checksum mismatch",
-            path=path,
-            index=i,
-            offset=int(starts[i]),
-            expected=int(stored[i]),
-            actual=int(masked[i]),
+        raise _checksum_error(
+            path, i, int(starts[i]) - 12, int(stored[i]), int(masked[i]), payload=True
         )
 
 
@@ -276,17 +272,3 @@ def _same_length_crcs(
         for j in range(length):
             crc ^= tables[length - 1 - j].take(columns[j])
     return crcs
-
-
-def _length_error(
-    path: str | None, index: int, offset: int, stored: int, actual: int
-) -> ChecksumError:
-    hint = " (is this a TFRecord file?)" if offset == 0 else ""
-    return ChecksumError(
-        f"length checksum mismatch{hint}",
-        path=path,
-        index=index,
-        offset=offset,
-        expected=stored,
-        actual=actual,
-    )

@@ -114,6 +114,21 @@ def _valid_header(head: bytes, size: int | None) -> bool:
     return size is None or 16 + length <= size
 
 
+def _checksum_error(
+    path: str | None, index: int, offset: int, stored: int, actual: int, *, payload: bool = False
+) -> ChecksumError:
+    """The error of record ``index`` at ``offset`` whose length checksum (or, with ``payload``, payload
+    checksum, located 12 bytes further, as TensorFlow does) does not match."""
+    if payload:
+        what, offset = "payload checksum mismatch", offset + 12
+    else:
+        # Only a bad first header suggests the file is not a TFRecord file at all.
+        what = "length checksum mismatch" + (" (is this a TFRecord file?)" if offset == 0 else "")
+    return ChecksumError(
+        what, path=path, index=index, offset=offset, expected=stored, actual=actual
+    )
+
+
 class _Inflater:
     """A ``read(n)`` stream that inflates GZIP or BZIP2 (any number of members) or ZLIB data in bounded steps.
 
@@ -220,7 +235,7 @@ class TFRecordFrameReader(SequentialFrameReader):
         if self.check_crc:
             actual = _crc.mask(self.crc32c(header[:8]))
             if actual != stored:
-                raise self._length_error(index, offset, stored, actual)
+                raise _checksum_error(self.path, index, offset, stored, actual)
         return int(length)
 
     def check_payload(self, data: bytes, trailer: bytes, index: int, offset: int) -> None:
@@ -228,7 +243,7 @@ class TFRecordFrameReader(SequentialFrameReader):
         stored = _U32.unpack(trailer)[0]
         actual = _crc.mask(self.crc32c(data))
         if actual != stored:
-            raise self._data_error(index, offset, stored, actual)
+            raise _checksum_error(self.path, index, offset, stored, actual, payload=True)
 
     def check_chunks(
         self, chunks: Iterable[bytes], trailer: bytes, index: int, offset: int
@@ -240,29 +255,7 @@ class TFRecordFrameReader(SequentialFrameReader):
         stored = _U32.unpack(trailer)[0]
         actual = _crc.mask(crc)
         if actual != stored:
-            raise self._data_error(index, offset, stored, actual)
-
-    def _length_error(self, index: int, offset: int, stored: int, actual: int) -> ChecksumError:
-        # Only a bad first header suggests the file is not a TFRecord file at all.
-        hint = " (is this a TFRecord file?)" if offset == 0 else ""
-        return ChecksumError(
-            f"length checksum mismatch{hint}",
-            path=self.path,
-            index=index,
-            offset=offset,
-            expected=stored,
-            actual=actual,
-        )
-
-    def _data_error(self, index: int, offset: int, stored: int, actual: int) -> ChecksumError:
-        return ChecksumError(
-            "payload checksum mismatch",
-            path=self.path,
-            index=index,
-            offset=offset + 12,
-            expected=stored,
-            actual=actual,
-        )
+            raise _checksum_error(self.path, index, offset, stored, actual, payload=True)
 
     def iter_window(
         self, window: Any, base: int, index: int, final: bool
@@ -292,7 +285,14 @@ class TFRecordFrameReader(SequentialFrameReader):
             if wrong is not None:
                 yield from records[:wrong]
                 at = base + pos + sum(len(record) + 16 for record in records[:wrong])
-                raise self._data_error(index + wrong, at, trailers[wrong], _crc.mask(crcs[wrong]))
+                raise _checksum_error(
+                    self.path,
+                    index + wrong,
+                    at,
+                    trailers[wrong],
+                    _crc.mask(crcs[wrong]),
+                    payload=True,
+                )
             yield from records
             if failure is not None:
                 raise failure
@@ -328,7 +328,7 @@ class TFRecordFrameReader(SequentialFrameReader):
                 crc = crc32c(window[pos : pos + 8])
                 expected = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
                 if expected != stored:
-                    mismatch = self._length_error(index, base + pos, stored, expected)
+                    mismatch = _checksum_error(self.path, index, base + pos, stored, expected)
                     return records, crcs, trailers, (pos, index, 0), mismatch
                 if len(known) < _CACHE_LIMIT:
                     known[length] = expected
@@ -392,14 +392,14 @@ class TFRecordFrameReader(SequentialFrameReader):
             if known.get(length) != stored:
                 expected = _crc.masked_crc32c(_LENGTH.pack(length))
                 if expected != stored:
-                    raise self._length_error(index, start, stored, expected)
+                    raise _checksum_error(self.path, index, start, stored, expected)
                 if len(known) < _CACHE_LIMIT:
                     known[length] = expected
             data = frame[at + 12 : at + 12 + length]
             crc = crc32c(data)
             stored = unpack_u32(frame, at + 12 + length)[0]
             if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != stored:
-                raise self._data_error(index, start, stored, _crc.mask(crc))
+                raise _checksum_error(self.path, index, start, stored, _crc.mask(crc), payload=True)
             records.append(data)
         return records
 
