@@ -175,7 +175,6 @@ def dataloader_epoch(api: str, path: str, workers: int) -> Pass | None:
             shuffle=True,
             num_workers=workers,
             collate_fn=_identity,
-            persistent_workers=workers > 0,
         )
 
     def run() -> int:
