@@ -26,7 +26,8 @@ from recordkit.data._stages import (
     unknown_length,
 )
 from recordkit.data._state import STATE_VERSION, Elastic, Stream, check_state, merge_states
-from recordkit.datasets.plan import EqualShards, resolve_rank, shard_of, worker_info
+from recordkit.datasets.plan import EqualShards
+from recordkit.datasets.ranks import resolve_rank, shard_of, worker_info
 from recordkit.errors import StateError, UnsupportedOperationError
 from recordkit.io.resolve import Sources
 

@@ -29,7 +29,8 @@ from recordkit.data._dataset import EPOCH_END, Dataset
 from recordkit.data._files import FileSource, catalog_of
 from recordkit.data._readers import ReaderPool
 from recordkit.data._state import STATE_VERSION, Elastic, Stream, check_state, merge_states
-from recordkit.datasets.plan import positions_in_files, resolve_rank, shard_of
+from recordkit.datasets.plan import positions_in_files
+from recordkit.datasets.ranks import resolve_rank, shard_of
 from recordkit.errors import StateError, UnsupportedOperationError
 from recordkit.io.resolve import Sources
 

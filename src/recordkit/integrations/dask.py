@@ -40,7 +40,7 @@ from recordkit.datasets.damage import (
     plan_reads_skipping,
     read_range_skipping,
 )
-from recordkit.datasets.plan import ReadRange, absolute_path, plan_reads, read_range
+from recordkit.datasets.ranges import ReadRange, absolute_path, plan_reads, read_range
 from recordkit.datasets.shardfile import write_shard
 from recordkit.formats import get_format
 from recordkit.formats.base import normalize_compression

@@ -6,7 +6,7 @@
 * :func:`write_records` writes one shard per write task, atomically, and the manifest once, when every
   task has finished.
 
-Both are thin adapters over :mod:`recordkit.datasets.plan` (planning, reading a range) and
+Both are thin adapters over :mod:`recordkit.datasets.ranges` (planning, reading a range) and
 :mod:`recordkit.datasets.tasks` (naming and committing shards), built on Ray's public extension points
 (:class:`ray.data.Datasource` and :class:`ray.data.Datasink`). Needs ``pip install "recordkit[ray]"``.
 
@@ -33,7 +33,7 @@ from recordkit.datasets.damage import (
     open_range_skipping,
     plan_reads_skipping,
 )
-from recordkit.datasets.plan import ReadRange, absolute_path, open_range, plan_reads, read_range
+from recordkit.datasets.ranges import ReadRange, absolute_path, open_range, plan_reads, read_range
 from recordkit.datasets.shardfile import write_shard
 from recordkit.datasets.tasks import commit_manifest, prepare_output, task_shard_path
 from recordkit.errors import RecordKitError

@@ -44,7 +44,9 @@ from recordkit.data.loading import (
     check_state,
 )
 from recordkit.datasets.damage import OnError
-from recordkit.datasets.plan import EqualShards, permutation, resolve_rank, worker_info
+from recordkit.datasets.plan import EqualShards
+from recordkit.datasets.ranks import resolve_rank, worker_info
+from recordkit.datasets.seeds import permutation
 from recordkit.errors import RecordKitError, UnsupportedOperationError, attach_attributes
 from recordkit.integrations import _torchskip
 from recordkit.io import Sources
