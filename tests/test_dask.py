@@ -29,6 +29,7 @@ from dask.delayed import Delayed
 import recordkit as rk
 import recordkit.integrations.dask as rkd
 from recordkit.datasets import MANIFEST_NAME, load_manifest, prepare_output
+from recordkit.integrations import _reading as reading
 
 N = 100_000
 SUFFIX = {"ffrecord": ".ffr", "tfrecord": ".tfrecord", "ofrecord": ".ofrecord"}
@@ -160,7 +161,7 @@ def test_decode_runs_on_the_workers(client, tmp_path, monkeypatch):
         raise AssertionError("a record was read in the calling process")
 
     # The client's read_range is broken; the workers import their own, untouched.
-    monkeypatch.setattr(rkd, "read_range", refuse)
+    monkeypatch.setattr(reading, "read_range", refuse)
     bag = rkd.read_records(out, decode=rk.decode_example)
     labels = bag.map(lambda example: int(example["label"][0])).sum().compute()
     assert labels == sum(range(5_000))
@@ -389,3 +390,43 @@ def test_images_decode_on_the_workers_as_in_parse_examples(client, tmp_path: Pat
         assert item["image"].dtype == np.uint8
         np.testing.assert_array_equal(item["image"], want)
         np.testing.assert_array_equal(item["image"], original)
+    # features= gives the same rows, parsed a block at a time.
+    rows = rkd.read_records(str(path), features=spec).compute()
+    assert [int(row["id"]) for row in rows] == [0, 1, 2]
+    for row, original in zip(rows, pixels, strict=True):
+        np.testing.assert_array_equal(row["image"], original)
+
+
+def test_features_parse_on_the_workers_into_one_row_per_record_as_ray_does(client, tmp_path):
+    """features= as Ray's reader takes it: parse_examples per block (parse_ofrecords for OFRecord files),
+    one item per record: a dict of feature name -> value."""
+    import numpy as np
+
+    rows = [
+        {"id": i, "x": [0.5 * i] * (i % 3), "pair": [i, -i], "name": f"r{i}"} for i in range(3_000)
+    ]
+    spec = {
+        "id": rk.FixedLen((), np.int64),
+        "x": rk.VarLen(np.float32),
+        "pair": rk.FixedLen((2,), np.int64),
+        "name": rk.FixedLen((), bytes),
+    }
+    for fmt, encode in [("tfrecord", rk.encode_example), ("ofrecord", rk.encode_ofrecord)]:
+        out = tmp_path / fmt
+        rkd.write_records(db.from_sequence(rows, npartitions=3), out, format=fmt, encode=encode)
+        bag = rkd.read_records(out, features=spec)
+        assert bag.npartitions == 3
+        items = bag.compute()
+        assert [set(item) for item in items] == [set(spec)] * len(rows)
+        parsed = (rk.parse_ofrecords if fmt == "ofrecord" else rk.parse_examples)(
+            [encode(row) for row in rows], spec
+        )
+        for i, item in enumerate(items):
+            assert item["id"] == i
+            np.testing.assert_array_equal(item["x"], parsed["x"][i])
+            np.testing.assert_array_equal(item["pair"], [i, -i])
+            assert item["name"] == f"r{i}".encode()
+    with pytest.raises(ValueError, match="not both"):
+        rkd.read_records(out, features=spec, decode=rk.decode_example)
+    with pytest.raises(TypeError, match="FixedLenSequence"):
+        rkd.read_records(out, features={"x": rk.FixedLenSequence((), np.float32)})

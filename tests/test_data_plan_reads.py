@@ -109,21 +109,23 @@ def test_ray_estimates_the_first_part_of_a_file_at_its_share(tmp_path: Path) -> 
     assert rkray._range_bytes(plan_reads(str(path))[0]) == size
 
 
-def test_ray_blocks_take_the_payload_from_the_opened_file_and_never_mix_kinds(
+def test_ray_and_dask_blocks_take_the_payload_from_the_opened_file_and_never_mix_kinds(
     tmp_path: Path,
 ) -> None:
-    pytest.importorskip("ray.data")
-    pytest.importorskip("pyarrow")
-    rkray = importlib.import_module("recordkit.integrations.ray")
+    from recordkit.integrations._reading import blocks as read_blocks
+
     oneflow = _write(tmp_path / "part-0", _ofrecords(3), format="ofrecord")  # no suffix
     tf = _write(tmp_path / "b.tfrecord", _examples(2))
     ranges = [ReadRange(str(oneflow)), ReadRange(str(tf)), ReadRange(str(oneflow))]
-    blocks = list(rkray._blocks(ranges, check_crc=True))
+    blocks = list(read_blocks(ranges, check_crc=True))
     assert blocks == [
         ("ofrecord", _ofrecords(3)),
         ("example", _examples(2)),
         ("ofrecord", _ofrecords(3)),
     ]
+    pytest.importorskip("ray.data")
+    pytest.importorskip("pyarrow")
+    rkray = importlib.import_module("recordkit.integrations.ray")
     spec = {"id": rk.FixedLen((), "int64")}
     table = rkray._parsed_table(blocks[0][1], spec, blocks[0][0])
     assert table.column("id").to_pylist() == [0, 1, 2]

@@ -14,10 +14,9 @@ from recordkit.datasets.plan import (
     Unit,
     plan_global,
     plan_pieces,
-    resolve_rank,
-    shard_of,
     whole_files,
 )
+from recordkit.datasets.ranks import resolve_rank, shard_of
 
 
 def plan_shard(order, counts, random_access, shard, num_shards, equal=None) -> list[Unit]:

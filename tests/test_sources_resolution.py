@@ -20,7 +20,7 @@ import recordkit as rk
 from recordkit.compat.ffrecord import FileReader
 from recordkit.data import Dataset
 from recordkit.datasets import MANIFEST_NAME
-from recordkit.datasets.plan import plan_reads, read_range
+from recordkit.datasets.ranges import plan_reads, read_range
 from recordkit.errors import UnsupportedOperationError
 from recordkit.io import resolve_sources
 

@@ -364,7 +364,7 @@ def test_follow_a_glob_and_a_list_of_runs(tmp_path):
 
     pattern = str(tmp_path / "logs" / "*")
     with rk.tensorboard.follow(pattern, poll_interval=0.01) as follower:
-        assert follower.logdir == pattern
+        assert follower.sources == pattern
         assert len(follower.poll()) == 0
         write("a", 1)
         assert rows(follower.poll()) == [("a", "loss", 1, 2.0, 0.5)]

@@ -705,7 +705,7 @@ def test_a_split_reads_in_the_order_tfds_gives(tfds, tmp_path, lengths):
 def test_shuffled_files_are_interleaved_as_tfds_interleaves_them(tf, tmp_path):
     """shuffle(files=True) opens the shards in a random order, then interleaves them 16 by 16."""
     from recordkit.data import Dataset
-    from recordkit.datasets.plan import permutation
+    from recordkit.datasets.seeds import permutation
 
     lengths = ORDER_CASES["more than 16 shards"]
     directory = _ordered_dir(tmp_path, lengths)

@@ -7,7 +7,7 @@ from _data_files import make_files
 
 from recordkit.data import Dataset, mix
 from recordkit.data._dataset import EPOCH_END
-from recordkit.datasets.plan import resolve_rank, shard_of, worker_info
+from recordkit.datasets.ranks import resolve_rank, shard_of, worker_info
 
 torch = pytest.importorskip("torch")
 pytestmark = [

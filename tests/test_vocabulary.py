@@ -29,6 +29,7 @@ FORBIDDEN = {
     "src": "sources",
     "source": "sources",
     "logdir_or_file": "sources",
+    "logdir": "sources",
     "ds": "data",
     "bag": "data",
     "out": "dest",
@@ -40,6 +41,7 @@ FORBIDDEN = {
     "shard_size": "max_records",
     "records_per_shard": "max_records",
     "poll": "poll_interval",
+    "interval": "poll_interval",
 }
 
 # (callable's dotted path, or a module prefix ending in ".", parameter) -> why the synonym is right there.
@@ -350,3 +352,35 @@ def test_old_keywords_of_the_tensorboard_readers_still_work(tmp_path):
         follower = rk.tensorboard.follow(logdir_or_file=tmp_path, idle_timeout=0, poll=0.01)
     with follower:
         assert list(follower) == []
+
+
+def test_old_keywords_of_the_followers_still_work(tmp_path):
+    pytest.importorskip("pandas")
+    from recordkit.io import Follower, Following
+    from recordkit.tensorboard import LogFollower, _frames
+
+    path = tmp_path / "events.out.tfevents.1.host"
+    path.write_bytes(b"")
+    with _old("Following(interval=...) is now recordkit.io.following.Following(poll_interval=...)"):
+        following = Following(Follower(path), idle_timeout=0, interval=0.01)
+    with following:
+        assert following.poll_interval == 0.01
+        assert list(following) == []
+    build = _frames.builder("scalars", None, "RGB")
+    with (
+        _old("LogFollower(logdir=...) is now recordkit.tensorboard._follow.LogFollower(sources="),
+        _old("LogFollower(interval=...) is now"),
+    ):
+        follower = LogFollower(
+            logdir=str(tmp_path),
+            kind="scalars",
+            build=build,
+            idle_timeout=0,
+            interval=0.01,
+            check_crc=True,
+        )
+    with follower:
+        assert follower.poll_interval == 0.01
+        assert list(follower) == []
+        with _old("LogFollower.logdir is now LogFollower.sources"):
+            assert follower.logdir == follower.sources == str(tmp_path)

@@ -39,7 +39,8 @@ from recordkit.data._state import (
     merge_states,
     plan_runs,
 )
-from recordkit.datasets.plan import EqualShards, resolve_rank, shard_of, worker_info
+from recordkit.datasets.plan import EqualShards
+from recordkit.datasets.ranks import resolve_rank, shard_of, worker_info
 from recordkit.errors import StateError, UnsupportedOperationError
 from recordkit.io.resolve import Sources
 

@@ -26,9 +26,7 @@ from recordkit.datasets.plan import (
     Window,
     bounds,
     cut,
-    derive_seed,
     global_length,
-    permutation,
     plan_global,
     plan_length,
     plan_pieces,
@@ -36,6 +34,7 @@ from recordkit.datasets.plan import (
     positions_in_files,
     whole_files,
 )
+from recordkit.datasets.seeds import derive_seed, permutation
 from recordkit.errors import UnsupportedOperationError
 from recordkit.io.resolve import Sources
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from recordkit.data._dataset import Dataset
 from recordkit.data._readers import ReaderPool
-from recordkit.datasets.plan import derive_seed
+from recordkit.datasets.seeds import derive_seed
 
 if TYPE_CHECKING:
     from recordkit.data._readers import Catalog

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from recordkit.datasets.plan import resolve_rank, shard_of
+from recordkit.datasets.ranks import resolve_rank, shard_of
 from recordkit.errors import StateError
 
 __all__ = [

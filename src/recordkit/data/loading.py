@@ -30,11 +30,8 @@ from recordkit.data._dataset import Share
 from recordkit.data._files import catalog_of
 from recordkit.data._readers import ReaderPool
 from recordkit.data._state import STATE_VERSION, Elastic, Resume, Run, check_state, delivered_counts
-from recordkit.datasets.plan import (
-    EqualShards,
-    permutation,
-    positions_in_files,
-)
+from recordkit.datasets.plan import EqualShards, positions_in_files
+from recordkit.datasets.seeds import permutation
 from recordkit.errors import StateError, UnsupportedOperationError
 from recordkit.io.resolve import Sources
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
         verify_dataset,
     )
     from recordkit.datasets.manifest import merge_manifests
-    from recordkit.datasets.plan import ReadRange, plan_reads, read_range
+    from recordkit.datasets.ranges import ReadRange, plan_reads, read_range
     from recordkit.datasets.shardfile import OpenShard, write_shard
     from recordkit.datasets.tasks import commit_manifest, prepare_output, task_shard_path
     from recordkit.datasets.writer import ShardWriter
@@ -51,7 +51,7 @@ _DEFINED_IN = {
         "build": "ShardCheck ShardRepair build_manifest load_dataset repair_dataset verify_dataset",
         "manifest": "merge_manifests",
         "recordkit.io.manifest": "Fingerprint IndexFile MANIFEST_NAME Manifest Shard load_manifest",
-        "plan": "ReadRange plan_reads read_range",
+        "ranges": "ReadRange plan_reads read_range",
         "shardfile": "OpenShard write_shard",
         "tasks": "commit_manifest prepare_output task_shard_path",
         "writer": "ShardWriter",

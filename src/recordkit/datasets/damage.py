@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from recordkit.datasets.plan import ReadRange, open_range, plan_reads, read_range
+from recordkit.datasets.ranges import ReadRange, open_range, plan_reads, read_range
 from recordkit.errors import (
     CorruptRecordError,
     DataLossWarning,
@@ -172,7 +172,7 @@ def intact(record: Any) -> bool:
 def read_range_skipping(
     item: ReadRange, *, check_crc: bool = True, max_skipped: int | None = None
 ) -> Iterator[list[bytes]]:
-    """:func:`recordkit.datasets.plan.read_range` through damage: the intact records of one range.
+    """:func:`recordkit.datasets.read_range` through damage: the intact records of one range.
 
     What one range skipped is warned about and limited by ``max_skipped`` on its own (a distributed
     read task's).

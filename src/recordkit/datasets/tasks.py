@@ -1,6 +1,6 @@
 """Writing one shard per task and the manifest once at the end: what distributed engines run.
 
-The Ray and Dask integrations are thin adapters over this module and :mod:`recordkit.datasets.plan` (which
+The Ray and Dask integrations are thin adapters over this module and :mod:`recordkit.datasets.ranges` (which
 cuts sources into read ranges), and a home-grown scheduler can use them the same way:
 
 * :func:`prepare_output` readies the output directory before the write tasks start;

@@ -10,6 +10,9 @@ Install it with ``pip install "recordkit[dask]"``::
 
     rkd.write_records(bag.map(rk.encode_example), "data/ones/", format="ffrecord")
 
+With ``features=`` (a feature spec, as for Ray's reader), each item is one record parsed into a dict of
+feature name -> value.
+
 :func:`read_records` makes one partition per read range of :func:`recordkit.datasets.plan_reads`: one per
 file, and several per large random-access shard. Nothing is read until the bag is computed, and then each
 partition is read by the worker that computes it.
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recordkit.support.extras import needs
 from recordkit.support.moved import renamed_arguments
@@ -34,17 +37,16 @@ with needs("recordkit.integrations.dask", "Dask bags", "dask", "'dask[bag]'"):
     import dask.bag
 
 from recordkit.datasets import tasks
-from recordkit.datasets.damage import (
-    OnError,
-    check_on_error,
-    plan_reads_skipping,
-    read_range_skipping,
-)
-from recordkit.datasets.plan import ReadRange, absolute_path, plan_reads, read_range
+from recordkit.datasets.damage import OnError, check_on_error, plan_reads_skipping
+from recordkit.datasets.ranges import ReadRange, absolute_path, plan_reads
 from recordkit.datasets.shardfile import write_shard
 from recordkit.formats import get_format
 from recordkit.formats.base import normalize_compression
+from recordkit.integrations._reading import blocks, check_features, parse_block
 from recordkit.io.manifest import Manifest, Shard
+
+if TYPE_CHECKING:
+    from recordkit.decode.specs import Spec
 
 __all__ = ["read_records", "write_records"]
 
@@ -56,6 +58,7 @@ def read_records(
     split: str | None = None,
     check_crc: bool = True,
     records_per_range: int | None = None,
+    features: Mapping[str, Spec] | None = None,
     decode: Callable[[bytes], Any] | None = None,
     on_error: OnError = "raise",
     max_skipped: int | None = None,
@@ -79,20 +82,28 @@ def read_records(
         read ranges of at most this many records (as :func:`recordkit.datasets.plan_reads` does), each
         range one partition. Default: 100,000. TFRecord and OFRecord files without a
         manifest, and compressed files, are one partition each: their count is only known by reading them.
+    features
+        The feature spec (feature name -> :class:`~recordkit.FixedLen`, :class:`~recordkit.VarLen` or
+        :class:`~recordkit.Image`), as for Ray's :func:`recordkit.integrations.ray.read_records`: the
+        records are parsed on the worker, a block at a time, with :func:`recordkit.parse_examples`
+        (:func:`recordkit.parse_ofrecords` for files the worker finds to be OFRecord files), and each item
+        is one record's row, a dict of feature name -> value: a scalar, an array of the spec's shape, a 1-D
+        array for a VarLen feature, a ``(H, W, channels)`` ``uint8`` array for an image. ``FixedLenSequence``
+        raises ``TypeError``.
     decode
-        A function applied to each record (``bytes``) on the worker, e.g. :func:`recordkit.decode_example`.
-        Default: the items are the records' bytes.
+        A function applied to each record (``bytes``) on the worker, e.g. :func:`recordkit.decode_example`
+        (not with ``features``). Default: the items are the records' bytes.
     on_error, max_skipped
         ``"skip"``: skip damaged records and go on at the next intact one, as
         :class:`recordkit.data.Dataset` does (see "Training through damage" in the docs); each partition
         warns about its damaged file with a :class:`~recordkit.errors.DataLossWarning` and raises the error
         once it has skipped more than ``max_skipped`` records and damaged ranges. Errors of ``decode``
-        are not skipped.
+        and of parsing ``features`` are not skipped.
 
     Returns
     -------
     dask.bag.Bag
-        The records (or what ``decode`` returns), in file order. Computing a partition raises recordkit's
+        The records (or their rows, or what ``decode`` returns), in file order. Computing a partition raises recordkit's
         errors for damaged data (:class:`~recordkit.CorruptRecordError` and its subclasses, e.g.
         :class:`~recordkit.ManifestError` for a shard that changed since its manifest was written).
 
@@ -102,6 +113,10 @@ def read_records(
     on the calling machine, when the bag is made; no record is read there.
     """
     check_on_error(on_error, max_skipped)
+    if features is not None:
+        if decode is not None:
+            raise ValueError("pass features= or decode=, not both")
+        check_features(features)
     planner = plan_reads if on_error == "raise" else plan_reads_skipping
     planned = planner(sources, format=format, split=split, records_per_range=records_per_range)
     ranges = [item.absolute() for item in planned]
@@ -109,29 +124,30 @@ def read_records(
         return dask.bag.from_sequence([], npartitions=1)
     plan = dask.bag.from_sequence(ranges, npartitions=len(ranges))
     skip = None if on_error == "raise" else max_skipped if max_skipped is not None else -1
-    return plan.map_partitions(_read_partition, check_crc=check_crc, decode=decode, skip=skip)
+    return plan.map_partitions(
+        _read_partition, check_crc=check_crc, features=features, decode=decode, skip=skip
+    )
 
 
 def _read_partition(
     items: Sequence[ReadRange],
     *,
     check_crc: bool,
+    features: Mapping[str, Spec] | None,
     decode: Callable[[bytes], Any] | None,
     skip: int | None = None,
 ) -> list[Any]:
-    """Read the range(s) of one partition (there is one) into a list, decoding each record if asked.
+    """Read the range(s) of one partition (there is one) into a list: records, rows or decoded records.
 
     ``skip``: ``None`` raises on damage, else damage is skipped up to that many (``-1``: no limit).
     """
     out: list[Any] = []
-    for item in items:
-        if skip is None:
-            chunks = read_range(item, check_crc=check_crc)
+    for payload, block in blocks(items, check_crc=check_crc, skip=skip):
+        if features is not None:
+            columns = parse_block(block, features, payload).items()
+            out.extend({name: value[i] for name, value in columns} for i in range(len(block)))
         else:
-            limit = None if skip < 0 else skip
-            chunks = read_range_skipping(item, check_crc=check_crc, max_skipped=limit)
-        for chunk in chunks:
-            out.extend(chunk if decode is None else map(decode, chunk))
+            out.extend(block if decode is None else map(decode, block))
     return out
 
 

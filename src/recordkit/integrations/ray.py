@@ -6,7 +6,7 @@
 * :func:`write_records` writes one shard per write task, atomically, and the manifest once, when every
   task has finished.
 
-Both are thin adapters over :mod:`recordkit.datasets.plan` (planning, reading a range) and
+Both are thin adapters over :mod:`recordkit.datasets.ranges` (planning, reading a range) and
 :mod:`recordkit.datasets.tasks` (naming and committing shards), built on Ray's public extension points
 (:class:`ray.data.Datasource` and :class:`ray.data.Datasink`). Needs ``pip install "recordkit[ray]"``.
 
@@ -26,19 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from recordkit.datasets.damage import (
-    OnError,
-    check_on_error,
-    intact_chunks,
-    open_range_skipping,
-    plan_reads_skipping,
-)
-from recordkit.datasets.plan import ReadRange, absolute_path, open_range, plan_reads, read_range
+from recordkit.datasets.damage import OnError, check_on_error, plan_reads_skipping
+from recordkit.datasets.ranges import ReadRange, absolute_path, plan_reads
 from recordkit.datasets.shardfile import write_shard
 from recordkit.datasets.tasks import commit_manifest, prepare_output, task_shard_path
 from recordkit.errors import RecordKitError
 from recordkit.formats import get_format
-from recordkit.formats.payloads import OFRECORD_PAYLOAD
+from recordkit.integrations._reading import blocks, check_features, parse_block
 from recordkit.io import is_url
 from recordkit.io.manifest import Manifest, Shard
 from recordkit.support.extras import needs
@@ -58,9 +52,6 @@ __all__ = ["RecordDatasink", "RecordDatasource", "read_records", "recordkit_erro
 
 COLUMN = "bytes"
 """The column that holds the raw records, read or written."""
-
-_BATCH = 1024
-_BLOCK_BYTES = 64 << 20
 
 
 # -- reading -------------------------------------------------------------------------------------------
@@ -89,7 +80,7 @@ class RecordDatasource(Datasource):
         self._split = split
         self._features = dict(features) if features is not None else None
         if self._features is not None:
-            _check_features(self._features)
+            check_features(self._features)
         self._check_crc = check_crc
         self._records_per_range = records_per_range
         self._column = column
@@ -143,7 +134,7 @@ class RecordDatasource(Datasource):
         skip = self._skip
 
         def read() -> Iterator[pa.Table]:
-            for payload, batch in _blocks(group, check_crc=check_crc, skip=skip):
+            for payload, batch in blocks(group, check_crc=check_crc, skip=skip):
                 yield (
                     _raw_table(batch, column)
                     if features is None
@@ -194,40 +185,6 @@ def _range_bytes(item: ReadRange) -> int | None:
     return None if share is None else round(whole * share)
 
 
-def _blocks(
-    group: Iterable[ReadRange], *, check_crc: bool, skip: int | None = None
-) -> Iterator[tuple[str | None, list[bytes]]]:
-    """The records of ``group`` in lists of about ``_BLOCK_BYTES`` (at least one record each), with the
-    payload kind of the files they come from (as each opened file says, not its name).
-
-    A list never mixes payload kinds: records of a file of another kind start a new list. ``skip``:
-    ``None`` raises on damage, else damaged records are skipped, up to that many (``-1``: no limit).
-    """
-    pending: list[bytes] = []
-    size = 0
-    kind: str | None = None
-    for item in group:
-        if skip is None:
-            opened: Any = open_range(item, check_crc=check_crc)
-        else:
-            limit = None if skip < 0 else skip
-            opened = open_range_skipping(item, check_crc=check_crc, max_skipped=limit)
-        with opened as reader:
-            payload = get_format(reader.format).payload
-            if pending and payload != kind:
-                yield kind, pending
-                pending, size = [], 0
-            kind = payload
-            for batch in intact_chunks(read_range(item, batch=_BATCH, reader=reader)):
-                pending.extend(batch)
-                size += sum(map(len, batch))
-                if size >= _BLOCK_BYTES:
-                    yield kind, pending
-                    pending, size = [], 0
-    if pending:
-        yield kind, pending
-
-
 def _binary_array(records: Sequence[bytes]) -> pa.Array:
     """An Arrow binary array of ``records``, built from two buffers (``pa.array`` is ~8x slower)."""
     lengths = np.fromiter(map(len, records), np.int64, len(records))
@@ -246,32 +203,11 @@ def _raw_table(records: Sequence[bytes], column: str) -> pa.Table:
 # -- parsed columns ------------------------------------------------------------------------------------
 
 
-def _check_features(features: Mapping[str, Spec]) -> None:
-    from recordkit.decode.images import Image
-    from recordkit.decode.specs import FixedLen, FixedLenSequence, VarLen
-
-    for name, feature in features.items():
-        if isinstance(feature, FixedLenSequence):
-            raise TypeError(
-                f"feature {name!r}: read_records does not take FixedLenSequence specs: each block would "
-                "be padded to its own longest record, so the column's shape would differ from block to "
-                "block; read it as VarLen and reshape"
-            )
-        if not isinstance(feature, (FixedLen, VarLen, Image)):
-            raise TypeError(
-                f"feature {name!r}: read_records takes FixedLen, VarLen and Image specs, not "
-                f"{type(feature).__name__}"
-            )
-
-
 def _parsed_table(
     records: list[bytes], features: Mapping[str, Spec], payload: str | None
 ) -> pa.Table:
-    """Parse ``records`` into Arrow columns: OFRecords when their files' format holds them, else Examples."""
-    from recordkit.decode.parsing import parse_examples, parse_ofrecords
-
-    parse = parse_ofrecords if payload == OFRECORD_PAYLOAD else parse_examples
-    columns = parse(records, features)
+    """Parse ``records`` into Arrow columns (:func:`~recordkit.integrations._reading.parse_block`)."""
+    columns = parse_block(records, features, payload)
     return pa.table({name: _arrow_column(value) for name, value in columns.items()})
 
 

@@ -46,7 +46,8 @@ from recordkit.data.loading import (
     check_state,
 )
 from recordkit.datasets.damage import OnError
-from recordkit.datasets.plan import EqualShards, resolve_rank, worker_info
+from recordkit.datasets.plan import EqualShards
+from recordkit.datasets.ranks import resolve_rank, worker_info
 from recordkit.errors import RecordKitError, UnsupportedOperationError, attach_attributes
 from recordkit.io import Sources
 from recordkit.support.moved import moved_attribute

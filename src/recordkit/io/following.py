@@ -368,6 +368,7 @@ class Follower(Closing):
         return True
 
 
+@renamed_arguments(interval="poll_interval")
 class Following(Closing):
     """The iterator :func:`follow` returns: the records of a growing file as they are appended.
 
@@ -375,10 +376,12 @@ class Following(Closing):
     thread: a waiting iteration ends at once). It is its own context manager, closed on exit.
     """
 
-    def __init__(self, follower: Follower, idle_timeout: float | None, interval: float) -> None:
+    def __init__(
+        self, follower: Follower, idle_timeout: float | None, poll_interval: float
+    ) -> None:
         self.follower = follower
         self.idle_timeout = idle_timeout
-        self.interval = interval
+        self.poll_interval = poll_interval
         self._wake = threading.Event()
         self._records = self._run()
 
@@ -407,7 +410,7 @@ class Following(Closing):
             idle = time.monotonic() - last_growth
             if self.idle_timeout is not None and idle >= self.idle_timeout:
                 break
-            self._wake.wait(self.interval)
+            self._wake.wait(self.poll_interval)
         self.close()
 
     def close(self) -> None:

@@ -82,6 +82,12 @@ _TFDS_READING = (
 _IO_HELPERS = ("dataset_files", "natural_key", "require_fsspec", "source_exists", "source_size")
 # Tuning constants of the format layer, no part of the contract a format implements.
 _BASE_CONSTANTS = ("READ_CHUNK", "SHRUNK", "WINDOW")
+# datasets.plan split by job: the seeds, the ranks and the read ranges of distributed engines left it.
+_PLAN_SPLIT = {
+    "seeds": "derive_seed permutation",
+    "ranks": "resolve_rank shard_of worker_info",
+    "ranges": "DEFAULT_RANGE_RECORDS ReadRange absolute_path open_range plan_reads read_range",
+}
 
 MOVED: dict[str, str] = {
     # modules
@@ -114,6 +120,11 @@ MOVED: dict[str, str] = {
     **{
         f"recordkit.formats.base.{name}": f"recordkit.formats.base._{name}"
         for name in _BASE_CONSTANTS
+    },
+    **{
+        f"recordkit.datasets.plan.{name}": f"recordkit.datasets.{home}.{name}"
+        for home, names in _PLAN_SPLIT.items()
+        for name in names.split()
     },
     "recordkit.formats.tfrecord.TFRecordReader": "recordkit.formats.tfrecord.TFRecordFrameReader",
     "recordkit.formats.tfrecord.TFRecordWriter": "recordkit.formats.tfrecord.TFRecordFrameWriter",

@@ -280,6 +280,6 @@ def follow(
         kind,
         _frames.builder(kind, tags, color_space),
         idle_timeout=idle_timeout,
-        interval=poll_interval,
+        poll_interval=poll_interval,
         check_crc=check_crc,
     )

@@ -14,31 +14,37 @@ import errno
 import os
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
 from recordkit.errors import RecordKitError
 from recordkit.io.following import Follower
 from recordkit.support.closing import Closing
+from recordkit.support.moved import MOVED_IN, REMOVED_IN, renamed_arguments
 from recordkit.tensorboard import _read
 from recordkit.tensorboard._frames import Builder, Item
 
 __all__ = ["LogFollower"]
 
 
+@renamed_arguments(logdir="sources", interval="poll_interval")
 class LogFollower(Closing):
     """The rows a log directory's event files gain, as DataFrames; made by
     :func:`recordkit.tensorboard.follow`.
 
-    Iterating yields one DataFrame per poll that found new rows, and waits (``poll`` seconds between polls)
+    Iterating yields one DataFrame per poll that found new rows, and waits (``poll_interval`` seconds between polls)
     when there are none; it ends after ``idle_timeout`` seconds in which no event file grew and none was
     created, or once :meth:`close` is called (from any thread: a waiting iteration ends at once).
     :meth:`poll` reads once without waiting. It is a context manager that closes it.
 
     Attributes
     ----------
-    logdir
-        The log directory, event file or glob pattern followed, or the list of them.
+    sources
+        The log directory, event file or glob pattern followed, or the list of them (named ``logdir``
+        before 0.3: that name still works, with a :class:`DeprecationWarning`, until 0.5).
+    poll_interval
+        Seconds between two polls while iterating.
     kind
         The kind of summary read: ``"scalars"``, ``"tensors"``, ``"histograms"``, ``"images"``,
         ``"text"`` or ``"hparams"``.
@@ -46,18 +52,18 @@ class LogFollower(Closing):
 
     def __init__(
         self,
-        logdir: str | list[str],
+        sources: str | list[str],
         kind: str,
         build: Builder,
         *,
         idle_timeout: float | None,
-        interval: float,
+        poll_interval: float,
         check_crc: bool,
     ) -> None:
-        self.logdir = logdir
+        self.sources = sources
         self.kind = kind
         self.idle_timeout = idle_timeout
-        self.interval = interval
+        self.poll_interval = poll_interval
         self.check_crc = check_crc
         self._build = build
         self._files: dict[str, tuple[str, Follower]] = {}  # path -> (run, its follower)
@@ -75,6 +81,17 @@ class LogFollower(Closing):
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed
+
+    @property
+    def logdir(self) -> str | list[str]:
+        """The old name of :attr:`sources`, until 0.5 (with a :class:`DeprecationWarning`)."""
+        warnings.warn(
+            f"LogFollower.logdir is now LogFollower.sources since {MOVED_IN}; the name logdir will be "
+            f"removed in {REMOVED_IN}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.sources
 
     @property
     def files(self) -> list[tuple[str, str]]:
@@ -119,14 +136,14 @@ class LogFollower(Closing):
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{len(self._files)} event files"
-        return f"<LogFollower {self.kind} of {self.logdir!r}, {state}>"
+        return f"<LogFollower {self.kind} of {self.sources!r}, {state}>"
 
     # -- reading -----------------------------------------------------------------------------------
 
     def _discover(self) -> None:
         """Open a follower for every event file not followed yet."""
-        self._missing = _read.missing_paths(self.logdir)
-        for run, path in _read.event_files(self.logdir, missing_ok=True):
+        self._missing = _read.missing_paths(self.sources)
+        for run, path in _read.event_files(self.sources, missing_ok=True):
             if path in self._files:
                 continue
             try:
@@ -197,7 +214,7 @@ class LogFollower(Closing):
                             self._missing[0],
                         )
                     break
-                self._wake.wait(self.interval)
+                self._wake.wait(self.poll_interval)
         finally:  # the end, an error or the iterator collected: the files are closed
             self.close()
 
