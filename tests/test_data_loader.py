@@ -431,3 +431,57 @@ def _running(pid: int) -> bool:
         return False
     except OSError:
         return alive(pid)
+
+
+def test_an_endless_loader_restored_at_the_end_of_an_epoch_goes_on(tmp_path):
+    path = str(tmp_path / "four.tfrecord")
+    with rk.open(path, "w") as writer:
+        writer.write_many([b"%d" % i for i in range(4)])
+    first = loader(Dataset(path).repeat())
+    items = iter(first)
+    assert [next(items) for _ in range(4)] == [b"0", b"1", b"2", b"3"]
+    state = first.state_dict()
+    restored = loader(Dataset(path).repeat())
+    restored.load_state_dict(state)
+    assert list(itertools.islice(restored, 6)) == [b"0", b"1", b"2", b"3", b"0", b"1"]
+
+
+def test_a_resumed_pass_keeps_the_turns_when_a_worker_finished_early(tmp_path):
+    # Sequential files of 1, 3 and 3 records, one per worker: worker 0 is done after its first turn.
+    paths = []
+    for f, n in enumerate([1, 3, 3]):
+        paths.append(str(tmp_path / f"f{f}.tfrecord.gz"))
+        with rk.open(paths[-1], "w") as writer:
+            writer.write_many([b"%d-%d" % (f, i) for i in range(n)])
+
+    def make():
+        return loader(Dataset(paths), num_workers=3, multiprocessing_context="fork")
+
+    full = list(make())
+    assert sorted(full) == sorted(
+        b"%d-%d" % (f, i) for f, n in enumerate([1, 3, 3]) for i in range(n)
+    )
+    for k in range(1, len(full)):
+        interrupted = make()
+        items = iter(interrupted)
+        head = [next(items) for _ in range(k)]
+        state = interrupted.state_dict()
+        items.close()
+        restored = make()
+        restored.load_state_dict(state)
+        assert head + list(restored) == full, (k, state["delivered"])
+
+
+def test_every_unknown_length_of_a_pipeline_is_a_no_length_error(tmp_path):
+    path = str(tmp_path / "one.tfrecord.gz")
+    with rk.open(path, "w") as writer:
+        writer.write(b"x")
+    for unknown in (
+        lambda: len(rk.open(path)),
+        lambda: len(Dataset(path)),
+        lambda: len(Dataset(path).repeat()),
+        lambda: len(loader(Dataset(path).repeat())),
+        lambda: len(Dataset(path).filter(bool)),
+    ):
+        with pytest.raises(rk.errors.NoLengthError):
+            unknown()

@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from _data_files import make_files
 
 import recordkit as rk
 from recordkit.data import Dataset, Loader
+from recordkit.errors import DataLossWarning
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.torch
@@ -382,3 +384,39 @@ def test_persistent_workers_is_deprecated_and_changes_nothing(eleven, ffr_files)
             )
         assert type(loader) is Loader
         assert flatten(loader) == flatten(plain)
+
+
+@pytest.mark.parametrize("to", ["numpy", "torch"])
+def test_a_batch_whose_records_were_all_skipped_is_left_out(tmp_path, to):
+    path = tmp_path / "four.ffr"
+    with rk.open(path, "w") as writer:
+        writer.write_many([b"rec%d" % i for i in range(4)])
+    data = bytearray(path.read_bytes())
+    data[data.find(b"rec2")] ^= 0xFF
+    path.write_bytes(bytes(data))
+    for workers in (0, 2):
+
+        def make(workers=workers):
+            return dataloader(
+                MapDataset(path, on_error="skip"), batch_size=1, to=to, num_workers=workers
+            )
+
+        with pytest.warns(DataLossWarning):
+            assert list(make()) == [[b"rec0"], [b"rec1"], [b"rec3"]]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DataLossWarning)
+            interrupted = make()
+            items = iter(interrupted)
+            assert [next(items), next(items)] == [[b"rec0"], [b"rec1"]]
+            state = interrupted.state_dict()
+            items.close()
+            restored = make()
+            restored.load_state_dict(state)
+            assert list(restored) == [[b"rec3"]]
+
+
+def test_dataset_settings_given_to_dataloader_are_refused(eleven):
+    with pytest.raises(ValueError, match="seed"):
+        dataloader(Dataset(eleven[0]), seed=123)
+    with pytest.raises(ValueError, match="drop_last needs a batch_size"):
+        dataloader(Dataset(eleven[0]), drop_last=True)

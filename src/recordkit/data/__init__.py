@@ -18,7 +18,7 @@ shared memory, numpy arrays without a copy, with epochs and a resumable position
 
 With PyTorch, :func:`recordkit.integrations.torch.dataloader` does the same and hands out tensors.
 
-:mod:`recordkit.data.loading` holds what both loaders are built of, for a loader of another framework.
+:mod:`recordkit.data.loading` holds what the loader is built of, for a loader of another framework.
 """
 
 from __future__ import annotations

@@ -39,9 +39,9 @@ from recordkit.data._state import (
     merge_states,
     plan_runs,
 )
-from recordkit.datasets.plan import EqualShards
+from recordkit.datasets.plan import EqualShards, check_equal_shards
 from recordkit.datasets.ranks import resolve_rank, shard_of, worker_info
-from recordkit.errors import StateError, UnsupportedOperationError
+from recordkit.errors import NoLengthError, StateError, UnsupportedOperationError
 from recordkit.io.resolve import Sources
 
 __all__ = ["Dataset", "Share"]
@@ -135,8 +135,7 @@ class Dataset:
         on_error: OnError = "raise",
         max_skipped: int | None = None,
     ) -> None:
-        if equal_shards not in (None, "pad", "drop"):
-            raise ValueError(f"equal_shards must be None, 'pad' or 'drop', not {equal_shards!r}")
+        check_equal_shards(equal_shards)
         if rank is not None or world_size is not None:
             resolve_rank(rank, world_size)  # validate now
         catalog = catalog_of(
@@ -662,7 +661,7 @@ class Dataset:
 
     def _length(self, shard: int, num_shards: int) -> int:
         if self._repeat is None:
-            raise TypeError(
+            raise NoLengthError(
                 "len() is unknown after repeat() without a count: the dataset never ends"
             )
         first = self._epoch
@@ -673,7 +672,7 @@ class Dataset:
     def _epoch_length(self, epoch: int, shard: int, num_shards: int) -> int:
         reason = unknown_length(self._ops)
         if reason is not None:
-            raise TypeError(reason)
+            raise NoLengthError(reason)
         return length(self._ops, self._source.length(epoch, shard, num_shards))
 
 
@@ -783,14 +782,14 @@ class Share:
             datasets until the first runs out (what that gives depends on the split between workers).
         """
         if self.epochs is None:
-            raise TypeError(
+            raise NoLengthError(
                 "the pipeline repeats forever: it never ends, so an iteration has no length"
             )
         pipeline = self.dataset._with(_epoch=epoch, _repeat=self.epochs)
         if num_workers is None:
             source = pipeline._source
             if getattr(source, "stop", None) == "first_exhausted" and source._endless() is None:
-                raise TypeError(
+                raise NoLengthError(
                     "len() of a mix that stops when its first source runs out is unknown without the "
                     "number of workers; recordkit.integrations.torch.dataloader() knows it and gives an "
                     "exact len()"

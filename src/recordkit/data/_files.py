@@ -35,7 +35,7 @@ from recordkit.datasets.plan import (
     whole_files,
 )
 from recordkit.datasets.seeds import derive_seed, permutation
-from recordkit.errors import UnsupportedOperationError
+from recordkit.errors import NoLengthError, UnsupportedOperationError
 from recordkit.io.resolve import Sources
 
 __all__ = ["EVERYTHING", "FileSource", "Shuffle", "Trail", "catalog_of", "narrow"]
@@ -307,7 +307,7 @@ class FileSource:
         def known(f: int) -> int:
             n = catalog.counts[f]
             if n is None:
-                raise TypeError(
+                raise NoLengthError(
                     f"len() is unknown: {catalog.files[f]!r} can only be read sequentially "
                     "(compressed?), so its record count is known only by reading it through "
                     "(a dataset directory's manifest records it)"

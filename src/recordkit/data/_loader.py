@@ -13,14 +13,14 @@ from typing import Any
 
 from recordkit.data._dataset import Dataset
 from recordkit.data._stages import check_int
-from recordkit.data._state import Elastic
+from recordkit.data._state import STATE_VERSION, Elastic, Resume, check_state, delivered_counts
 from recordkit.data._workers import Job, WorkerPool
-from recordkit.data.loading import IndexShare, Passes, Resume, Share, _keep
+from recordkit.data.loading import IndexShare, Passed, Share
 
 __all__ = ["Loader", "loader"]
 
 
-class Loader(Passes):
+class Loader:
     """A :class:`~recordkit.data.Dataset`'s items, read by worker processes, one epoch per iteration.
 
     Made by :func:`loader` (numpy arrays out) or :func:`recordkit.integrations.torch.dataloader` (tensors out,
@@ -45,6 +45,18 @@ class Loader(Passes):
         The pipeline (or, with ``share``, the map-style dataset that ``share`` reads).
     num_workers
         The worker processes per iteration (``0``: read in this process).
+
+    Parameters
+    ----------
+    dataset, num_workers, prefetch_factor, multiprocessing_context, timeout, worker_init_fn
+        As for :func:`loader`.
+    convert
+        Applied to each item in this process before it is handed out (``None``: items as they are);
+        :func:`~recordkit.integrations.torch.dataloader` turns numpy arrays into tensors with it.
+    base_seed
+        Draws the base seed of an iteration's workers (``None``: Python's ``random``).
+    share
+        What the workers read of a map-style dataset (``None``: the share of ``dataset``, a pipeline).
     """
 
     def __init__(
@@ -56,7 +68,7 @@ class Loader(Passes):
         multiprocessing_context: Any = None,
         timeout: float = 0,
         worker_init_fn: Callable[[int], None] | None = None,
-        convert: Callable[[Any], Any] = _keep,
+        convert: Callable[[Any], Any] | None = None,
         base_seed: Callable[[], int] | None = None,
         share: IndexShare | None = None,
     ) -> None:
@@ -71,28 +83,28 @@ class Loader(Passes):
         self._init = worker_init_fn
         self._convert = convert
         self._base_seed = base_seed or (lambda: random.getrandbits(62))
-        self._start(self._share.first_epoch, self._share.epochs)
+        self._epochs = self._share.epochs
+        self.set_epoch(self._share.first_epoch)
 
     def _slots(self) -> int:
+        """The streams of a pass that was not resumed."""
         return self._share.slots(self.num_workers)
 
-    def _check_streams(self, streams: int) -> None:
-        self._share.check_streams(streams)
+    @property
+    def epoch(self) -> int:
+        """The epoch the next iteration starts in."""
+        return self._epoch
 
-    def _workers(self) -> int:
-        return self.num_workers
-
-    def _fingerprint(self) -> dict[str, Any]:
-        return self._share.fingerprint()
-
-    def _elastic_state(self) -> dict[str, Any] | None:
-        return self._share.elastic_state(self._epoch)
-
-    def _restore_elastic(self, elastic: Elastic | None) -> None:
-        self._share.restore_elastic(elastic)
-
-    def _merge(self, states: Sequence[Mapping[str, Any]]) -> tuple[int, int, Elastic | None]:
-        return self._share.merge(states)
+    def set_epoch(self, epoch: int) -> None:
+        """Start the next iteration at the beginning of ``epoch``."""
+        if epoch < 0:
+            raise ValueError(f"the epoch must be non-negative, not {epoch}")
+        self._epoch = self._first_epoch = int(epoch)
+        # Items delivered in the current epoch by each stream: a worker's, or, in an epoch resumed from a
+        # state saved with another number of workers, each saved worker's.
+        self._counts = [0] * self._slots()
+        self._restored = False
+        self._share.restore_elastic(None)
 
     def __len__(self) -> int:
         """The number of items one iteration delivers: for each worker, ``len()`` of the pipeline as that
@@ -105,6 +117,83 @@ class Loader(Passes):
         """
         return self._share.length(self._epoch, self._slots())
 
+    def __iter__(self) -> Iterator[Any]:
+        if not self._restored:
+            self._first_epoch = self._epoch
+            self._counts = [0] * self._slots()
+        self._restored = False
+        convert = self._convert
+        while self._epochs is None or self._epoch < self._first_epoch + self._epochs:
+            resumed = any(self._counts)
+            produced = 0
+            items = self._pass()
+            try:
+                for stream, item in items:
+                    produced += 1
+                    self._counts[stream] += 1
+                    if type(item) is Passed:
+                        continue
+                    yield item if convert is None else convert(item)
+            finally:
+                items.close()  # type: ignore[attr-defined]
+            self._epoch += 1
+            self._counts = [0] * self._slots()
+            if self._epochs is None and produced == 0 and not resumed:
+                return  # an endless pipeline with nothing to read
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position, JSON-compatible: the epoch and how many items each worker delivered in it, and,
+        for a pipeline that skips damage, what it skipped so far in the epoch, in every worker
+        (``"skipped"``, as :meth:`Dataset.state_dict <recordkit.data.Dataset.state_dict>` counts it)."""
+        damage = self._share.damage
+        return {
+            "kind": "loader",
+            "version": STATE_VERSION,
+            "epoch": self._epoch,
+            "first_epoch": self._first_epoch,
+            "delivered": list(self._counts),
+            "num_workers": self.num_workers,
+            "elastic": self._share.elastic_state(self._epoch),
+            **self._share.fingerprint(),
+            "skipped": None if damage is None else damage.summary(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
+        """Continue, at the next iteration, from a position saved by :meth:`state_dict`.
+
+        The number of workers may differ from the saved one: the rest of the saved epoch is read as the
+        saved workers would have read it (each saved worker's stream finished by one of the current
+        workers), and the following epochs are split between the current workers.
+
+        Given the list of the states saved by every rank of a run (any number of ranks and workers), a
+        loader over a :class:`~recordkit.data.Dataset` continues on this run's ranks and workers: the
+        records of the saved epoch that no rank had delivered are split between them, and the next epochs
+        are split as usual (see :meth:`recordkit.data.Dataset.load_state_dict`).
+
+        Raises
+        ------
+        StateError
+            The state comes from a loader with other data, seed, batch size or ranks, or is malformed;
+            a list misses a rank, names one twice, or its ranks are in different epochs.
+        UnsupportedOperationError
+            A list is given to a loader over a map-style dataset, which continues only on the ranks it
+            was saved with.
+        """
+        if not isinstance(state, Mapping):
+            self._epoch, self._first_epoch, elastic = self._share.merge(state)
+            self._share.restore_elastic(elastic)
+            self._counts = [0] * self._slots()
+            self._restored = True
+            return
+        check_state(state, "loader", self._share.fingerprint())
+        delivered = delivered_counts(state)
+        self._share.check_streams(len(delivered))
+        self._share.restore_elastic(Elastic.from_state(state.get("elastic")))
+        self._epoch = int(state["epoch"])
+        self._first_epoch = int(state["first_epoch"])
+        self._counts = list(delivered)
+        self._restored = True
+
     def _resume(self) -> Resume | None:
         counts = self._counts
         if not any(counts) and len(counts) == self._slots():
@@ -114,20 +203,14 @@ class Loader(Passes):
     def _first_turn(self, resume: Resume | None) -> int:
         """The worker whose turn it is when a pass resumes with as many workers as saved the state.
 
-        The workers' items are taken in turns, so the counts of the workers still going are ``k + 1`` up
-        to the next in turn and ``k`` from it on; a finished worker (fewer) says it is done when asked.
+        The workers' items are taken in turns, so the next turn is the one after the last worker that
+        delivered the most (one that finished early delivered fewer, and says it is done when asked).
         """
         if resume is None or resume.workers != self.num_workers:
             return 0
         counts = self._counts
-        return next((w for w, n in enumerate(counts) if n < counts[0]), 0)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The position (see :class:`~recordkit.data.loading.Passes`), and, for a pipeline that skips
-        damage, what it skipped so far in the epoch, in every worker (``"skipped"``, as
-        :meth:`Dataset.state_dict <recordkit.data.Dataset.state_dict>` counts it)."""
-        damage = self._share.damage
-        return {**super().state_dict(), "skipped": None if damage is None else damage.summary()}
+        most = max(counts)
+        return (max(w for w, n in enumerate(counts) if n == most) + 1) % len(counts)
 
     def _damaged(self, events: list[dict[str, Any]]) -> None:
         """Count and warn about what a worker skipped (raising past ``max_skipped``, in all workers)."""
@@ -136,31 +219,32 @@ class Loader(Passes):
         damage.receive(events)
 
     def _pass(self) -> Iterator[tuple[int, Any]]:
+        """``(stream, item)`` for the rest of the current epoch: the stream an item counts against (a
+        worker's, or a saved worker's) and the item."""
         epoch = self._epoch
         resume = self._resume()
         damage = self._share.damage
         if damage is not None:
             damage.begin(epoch)
-        if self.num_workers == 0:
-            for run in self._share.runs(0, 1, epoch, epoch + 1, resume):
-                for item in self._share.items(run):
-                    yield run.slot, item
-            return
-        job = Job(self._share, epoch, epoch + 1, resume, self._init, self._base_seed())
-        pool = WorkerPool(
-            job,
-            self.num_workers,
-            context=self._context,
-            prefetch_factor=self._prefetch,
-            timeout=self._timeout,
-            first_turn=self._first_turn(resume),
-            on_damage=self._damaged,
-        )
         try:
-            yield from pool
+            if self.num_workers == 0:
+                for run in self._share.runs(0, 1, epoch, epoch + 1, resume):
+                    for item in self._share.items(run):
+                        yield run.slot, item
+                return
+            job = Job(self._share, epoch, epoch + 1, resume, self._init, self._base_seed())
+            yield from WorkerPool(
+                job,
+                self.num_workers,
+                context=self._context,
+                prefetch_factor=self._prefetch,
+                timeout=self._timeout,
+                first_turn=self._first_turn(resume),
+                on_damage=self._damaged,
+            )
         finally:
-            if damage is not None:  # holes whose workers did not report their reader's close
-                damage.warn_all()
+            if damage is not None:  # holes whose readers are still open (a map-style dataset's, or
+                damage.warn_all()  # those of workers that did not report their reader's close)
 
 
 def loader(

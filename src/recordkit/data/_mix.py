@@ -25,6 +25,7 @@ import numpy as np
 from recordkit.data._dataset import Dataset
 from recordkit.data._readers import ReaderPool
 from recordkit.datasets.seeds import derive_seed
+from recordkit.errors import NoLengthError
 
 if TYPE_CHECKING:
     from recordkit.data._readers import Catalog
@@ -202,7 +203,7 @@ class MixSource:
         """
         endless = self._endless()
         if endless is not None:
-            raise TypeError(
+            raise NoLengthError(
                 f"len() of the mix is unknown: its dataset {endless} repeats forever, so the mix never ends"
             )
         supplies = self._supplies(epoch, shard, num_shards)
@@ -210,7 +211,7 @@ class MixSource:
         def has(j: int, n: int) -> bool:
             known = supplies[j].has(n)
             if known is None:
-                raise TypeError(
+                raise NoLengthError(
                     f"len() of the mix is unknown: the length of its dataset {j} is unknown "
                     f"({supplies[j].why()})"
                 )

@@ -344,7 +344,11 @@ class SlotReader:
         self._states[slot] = HELD
         base = np.frombuffer(mapped, dtype=np.uint8, count=size)
         buffers = [base[spans[k] : spans[k] + spans[k + 1]] for k in range(0, len(spans), 2)]
-        item = pickle.loads(base[:length].data, buffers=buffers)
+        try:
+            item = pickle.loads(base[:length].data, buffers=buffers)
+        except BaseException:
+            self._states[slot] = FREE  # nothing views the slot: the worker may write it again
+            raise
         self._leases[slot] = weakref.ref(base, functools.partial(self._release, slot))
         return stream, item
 

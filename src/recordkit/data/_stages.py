@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recordkit.errors import DecodeError
+from recordkit.errors import DecodeError, NoLengthError
 
 __all__ = [
     "Batch",
@@ -504,7 +504,7 @@ def length(stages: Sequence[Stage], n: int) -> int:
         if isinstance(stage, Batch):
             n = n // stage.size if stage.drop_last else -(-n // stage.size)
         elif not isinstance(stage, Map):
-            raise TypeError(unknown_length([stage]))
+            raise NoLengthError(unknown_length([stage]))
     return n
 
 

@@ -303,7 +303,8 @@ class WorkerPool:
                     process.start()
                 except (pickle.PicklingError, AttributeError, TypeError) as exc:
                     self._refuse_unpicklable(exc)
-                send.close()
+                finally:
+                    send.close()
                 processes.append(process)
             readers = [
                 SlotReader(directory, control, w, self.slots) for w in range(self.num_workers)

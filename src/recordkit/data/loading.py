@@ -7,7 +7,6 @@
   next epoch on), their items, and their length.
 * :class:`IndexShare` is the same for a map-style dataset: the batches of indexes :class:`IndexBatches`
   draws for each epoch, read by the workers in turn.
-* :class:`Passes` is a loader's epochs and resumable position: one epoch (or ``repeat``'s) per iteration.
 * :class:`EpochClock` lets the workers of a plain PyTorch ``DataLoader`` agree on each iteration's epoch.
 * :class:`IndexedFiles` reads the records of random-access files by global index, a batch at a time.
 * :data:`STATE_VERSION` and :func:`check_state` write and check the JSON-compatible positions.
@@ -29,11 +28,18 @@ from recordkit.data._damage import DamageLog, OnError, intact
 from recordkit.data._dataset import Share
 from recordkit.data._files import catalog_of
 from recordkit.data._readers import ReaderPool
-from recordkit.data._state import STATE_VERSION, Elastic, Resume, Run, check_state, delivered_counts
-from recordkit.datasets.plan import EqualShards, positions_in_files
+from recordkit.data._state import STATE_VERSION, Elastic, Resume, Run, check_state
+from recordkit.datasets.plan import (
+    EqualShards,
+    check_equal_shards,
+    global_length,
+    plan_sequence,
+    positions_in_files,
+)
 from recordkit.datasets.seeds import permutation
 from recordkit.errors import StateError, UnsupportedOperationError
 from recordkit.io.resolve import Sources
+from recordkit.support.moved import moved_attribute
 
 __all__ = [
     "STATE_VERSION",
@@ -41,7 +47,7 @@ __all__ = [
     "IndexBatches",
     "IndexShare",
     "IndexedFiles",
-    "Passes",
+    "Passed",
     "Resume",
     "Run",
     "Share",
@@ -69,35 +75,27 @@ class IndexBatches:
         world_size: int,
         equal_shards: EqualShards,
     ) -> None:
-        if equal_shards not in (None, "pad", "drop"):
-            raise ValueError(f"equal_shards must be None, 'pad' or 'drop', not {equal_shards!r}")
         self.n, self.batch_size, self.shuffle, self.seed = n, batch_size, shuffle, seed
         self.drop_last, self.rank, self.world_size = drop_last, rank, world_size
-        self.equal = equal_shards
-
-    def _total(self) -> int:
-        """How many indexes all the ranks read in an epoch (with those repeated or left out)."""
-        n, w = self.n, self.world_size
-        if self.equal == "pad":
-            return -(-n // w) * w
-        return n // w * w if self.equal == "drop" else n
+        self.equal = check_equal_shards(equal_shards)
 
     def indexes(self, epoch: int) -> np.ndarray:
         """This rank's indexes of ``epoch``, in the order they are read."""
         order = (
             permutation(self.n, self.seed, epoch, "sampler") if self.shuffle else np.arange(self.n)
         )
-        total = self._total()
-        order = np.resize(order, total) if total > self.n else order[:total]
-        return order[
-            self.rank * total // self.world_size : (self.rank + 1) * total // self.world_size
-        ]
+        (unit,) = plan_sequence(order, self.rank, self.world_size, self.equal)
+        return unit.indices  # type: ignore[union-attr]
 
     def __len__(self) -> int:
         """The number of batches in an epoch."""
-        total, w = self._total(), self.world_size
-        mine = (self.rank + 1) * total // w - self.rank * total // w
+        mine = global_length(self.n, self.rank, self.world_size, self.equal)
         return mine // self.batch_size if self.drop_last else -(-mine // self.batch_size)
+
+
+class Passed:
+    """An item a loader counts in its position but does not hand out: a map-style dataset's batch whose
+    every record was skipped as damaged (``on_error="skip"``)."""
 
 
 class IndexShare:
@@ -187,7 +185,7 @@ class IndexShare:
         return [Run(0, worker, num_workers, first, skip, 1)]
 
     def items(self, run: Run) -> Iterator[Any]:
-        """The collated batches of ``run``."""
+        """The collated batches of ``run`` (:class:`Passed` for one with no intact record)."""
         indexes, size = self.batches.indexes(run.epoch), self.batches.batch_size
         for b in range(run.skip + run.shard, len(self.batches), run.num_shards):
             yield self.fetch(indexes[b * size : (b + 1) * size].tolist())
@@ -195,149 +193,6 @@ class IndexShare:
     def length(self, epoch: int, num_workers: int | None = None) -> int:
         """The number of batches in an epoch."""
         return len(self.batches)
-
-
-def _keep(item: Any) -> Any:
-    return item
-
-
-class Passes:
-    """What every recordkit loader does with epochs: one epoch (or ``repeat``'s) per pass, and a position.
-
-    A subclass reads a pass with :meth:`_pass`, which yields ``(stream, item)``: the stream an item counts
-    against (a worker's, or a saved worker's) and the item. The position is how many items each stream
-    delivered in the current epoch, so that a restored loader delivers exactly the rest.
-    """
-
-    _epochs: int | None
-    _convert: Callable[[Any], Any] = staticmethod(_keep)
-
-    def _start(self, epoch: int, epochs: int | None) -> None:
-        self._epochs = epochs
-        self.set_epoch(epoch)
-
-    def _slots(self) -> int:
-        """The streams of a pass that was not resumed."""
-        raise NotImplementedError
-
-    def _pass(self) -> Iterator[tuple[int, Any]]:
-        """``(stream, item)`` for the rest of the current epoch."""
-        raise NotImplementedError
-
-    def _fingerprint(self) -> dict[str, Any]:
-        """What must match for a saved position to apply."""
-        raise NotImplementedError
-
-    def _workers(self) -> int:
-        """The number of worker processes, as the state records it."""
-        raise NotImplementedError
-
-    @property
-    def epoch(self) -> int:
-        """The epoch the next iteration starts in."""
-        return self._epoch
-
-    def set_epoch(self, epoch: int) -> None:
-        """Start the next iteration at the beginning of ``epoch``."""
-        if epoch < 0:
-            raise ValueError(f"the epoch must be non-negative, not {epoch}")
-        self._epoch = self._first_epoch = int(epoch)
-        # Items delivered in the current epoch by each stream: a worker's, or, in an epoch resumed from a
-        # state saved with another number of workers, each saved worker's.
-        self._counts = [0] * self._slots()
-        self._restored = False
-        self._restore_elastic(None)
-
-    def __iter__(self) -> Iterator[Any]:
-        if not self._restored:
-            self._first_epoch = self._epoch
-            self._counts = [0] * self._slots()
-        self._restored = False
-        convert = self._convert
-        while self._epochs is None or self._epoch < self._first_epoch + self._epochs:
-            produced = 0
-            items = self._pass()
-            try:
-                for stream, item in items:
-                    produced += 1
-                    self._counts[stream] += 1
-                    yield convert(item)
-            finally:
-                items.close()  # type: ignore[attr-defined]
-            self._epoch += 1
-            self._counts = [0] * self._slots()
-            if self._epochs is None and produced == 0:
-                return
-
-    def state_dict(self) -> dict[str, Any]:
-        """The position: the epoch and how many items each worker has delivered in it (JSON-compatible)."""
-        return {
-            "kind": "loader",
-            "version": STATE_VERSION,
-            "epoch": self._epoch,
-            "first_epoch": self._first_epoch,
-            "delivered": list(self._counts),
-            "num_workers": self._workers(),
-            "elastic": self._elastic_state(),
-            **self._fingerprint(),
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> None:
-        """Continue, at the next iteration, from a position saved by :meth:`state_dict`.
-
-        The number of workers may differ from the saved one: the rest of the saved epoch is read as the
-        saved workers would have read it (each saved worker's stream finished by one of the current
-        workers), and the following epochs are split between the current workers.
-
-        Given the list of the states saved by every rank of a run (any number of ranks and workers), a
-        loader over a :class:`~recordkit.data.Dataset` continues on this run's ranks and workers: the
-        records of the saved epoch that no rank had delivered are split between them, and the next epochs
-        are split as usual (see :meth:`recordkit.data.Dataset.load_state_dict`).
-
-        Raises
-        ------
-        StateError
-            The state comes from a loader with other data, seed, batch size or ranks, or is malformed;
-            a list misses a rank, names one twice, or its ranks are in different epochs.
-        UnsupportedOperationError
-            A list is given to a loader that cannot continue on another layout (see
-            :meth:`recordkit.data.Dataset.load_state_dict`).
-        """
-        if not isinstance(state, Mapping):
-            self._epoch, self._first_epoch, elastic = self._merge(state)
-            self._restore_elastic(elastic)
-            self._counts = [0] * self._slots()
-            self._restored = True
-            return
-        check_state(state, "loader", self._fingerprint())
-        delivered = delivered_counts(state)
-        self._check_streams(len(delivered))
-        self._restore_elastic(Elastic.from_state(state.get("elastic")))
-        self._epoch = int(state["epoch"])
-        self._first_epoch = int(state["first_epoch"])
-        self._counts = list(delivered)
-        self._restored = True
-
-    def _check_streams(self, streams: int) -> None:
-        """Refuse a state with a number of streams this loader cannot continue."""
-
-    def _elastic_state(self) -> dict[str, Any] | None:
-        """What earlier layouts of ranks read of the current epoch (``None``: nothing)."""
-        return None
-
-    def _restore_elastic(self, elastic: Elastic | None) -> None:
-        """Continue an epoch that earlier layouts of ranks partly read."""
-        if elastic is not None:
-            raise UnsupportedOperationError(
-                "this loader resumes only with the ranks it was saved with (a map-style dataset's "
-                "sampler decides its order)"
-            )
-
-    def _merge(self, states: Sequence[Mapping[str, Any]]) -> tuple[int, int, Elastic | None]:
-        """Combine the states of every rank of a run (see :meth:`load_state_dict`)."""
-        raise UnsupportedOperationError(
-            "this loader resumes only from its own rank's state, with the ranks it was saved with"
-        )
 
 
 # Cells of an EpochClock: the epoch the next iteration starts in, the slot of the newest iteration, then
@@ -547,3 +402,8 @@ class IndexedFiles:
         state = self.__dict__.copy()
         state["_pool"] = None  # readers never travel to another process
         return state
+
+
+def __getattr__(name: str) -> Any:
+    """A name that moved away (``Passes``, folded into :class:`~recordkit.data.Loader`), with a warning."""
+    return moved_attribute(__name__, name)

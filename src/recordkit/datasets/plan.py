@@ -42,6 +42,7 @@ __all__ = [
     "Unit",
     "Window",
     "bounds",
+    "check_equal_shards",
     "cut",
     "global_length",
     "plan_global",
@@ -53,6 +54,13 @@ __all__ = [
 ]
 
 EqualShards = Literal["pad", "drop"] | None
+
+
+def check_equal_shards(equal_shards: object) -> EqualShards:
+    """``equal_shards`` if it is one of :data:`EqualShards`' values; else ``ValueError``."""
+    if equal_shards not in (None, "pad", "drop"):
+        raise ValueError(f"equal_shards must be None, 'pad' or 'drop', not {equal_shards!r}")
+    return equal_shards
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from recordkit.data.loading import (
     IndexBatches,
     IndexedFiles,
     IndexShare,
+    Passed,
     Resume,
     Run,
     Share,
@@ -48,7 +49,12 @@ from recordkit.data.loading import (
 from recordkit.datasets.damage import OnError
 from recordkit.datasets.plan import EqualShards
 from recordkit.datasets.ranks import resolve_rank, worker_info
-from recordkit.errors import RecordKitError, UnsupportedOperationError, attach_attributes
+from recordkit.errors import (
+    RecordKitError,
+    StateError,
+    UnsupportedOperationError,
+    attach_attributes,
+)
 from recordkit.io import Sources
 from recordkit.support.moved import moved_attribute
 
@@ -225,7 +231,7 @@ class RecordIterable(torch_data.IterableDataset[Any]):
         check_state(state, "torch_dataset", self._fingerprint())
         worker, num_workers = _check_workers(state)
         if int(state["worker"]) != worker:
-            raise ValueError(
+            raise StateError(
                 f"the state was saved by worker {state['worker']}, this is worker {worker}"
             )
         position = (int(state["epoch"]), int(state["delivered"]))
@@ -348,7 +354,9 @@ class MapDataset(torch_data.Dataset[Any]):
             raise
 
     def _batch(self, indices: list[int], single: bool = False) -> Any:
-        indices, data = self._records.intact(indices, single)
+        return self._processed(*self._records.intact(indices, single))
+
+    def _processed(self, indices: list[int], data: list[bytes]) -> Any:
         batch = self.process(indices, data)
         if isinstance(batch, Mapping):
             _check_columns(batch, len(indices))
@@ -602,17 +610,27 @@ def dataloader(
     share = None
     ds: Dataset | MapDataset = dataset
     if isinstance(dataset, Dataset):
-        if shuffle or rank is not None or world_size is not None or equal_shards is not None:
+        if (
+            shuffle
+            or seed
+            or rank is not None
+            or world_size is not None
+            or equal_shards is not None
+        ):
             raise ValueError(
-                "shuffle, rank, world_size and equal_shards are settings of the Dataset itself "
-                "(Dataset(..., rank=, world_size=, equal_shards=).shuffle(...))"
+                "shuffle, seed, rank, world_size and equal_shards are settings of the Dataset itself "
+                "(Dataset(..., seed=, rank=, world_size=, equal_shards=).shuffle(...))"
+            )
+        if drop_last and batch_size is None:
+            raise ValueError(
+                "drop_last needs a batch_size (or the Dataset's own batch(drop_last=True))"
             )
         if batch_size is not None:
             ds = dataset.batch(batch_size, drop_last=drop_last).map(collate_fn or default_collate)
         elif collate_fn is not None:
             ds = dataset.map(collate_fn)
         # As a DataLoader does: numpy in unbatched items becomes tensors, a collate_fn's output does not.
-        convert = _convert if to == "torch" and collate_fn is None else _keep
+        convert = _convert if to == "torch" and collate_fn is None else None
     elif isinstance(dataset, MapDataset):
         r, w = resolve_rank(rank, world_size)
         batches = IndexBatches(
@@ -630,11 +648,11 @@ def dataloader(
         share = IndexShare(
             dataset, dataset._records, batches, functools.partial(_fetch, dataset, collate)
         )
-        convert = _keep
+        convert = None
     else:
         raise TypeError(f"dataloader needs a Dataset or a MapDataset, not {type(dataset).__name__}")
     if pin_memory:
-        convert = functools.partial(_pinned, convert)
+        convert = functools.partial(_pinned, convert or _keep)
     return Loader(
         ds,
         num_workers=num_workers,
@@ -649,8 +667,10 @@ def dataloader(
 
 
 def _fetch(dataset: MapDataset, collate: Callable[[Any], Any], indices: list[int]) -> Any:
-    """A batch of ``dataset`` read and collated, in the loader's worker that reads it."""
-    return collate(dataset[indices])
+    """A batch of ``dataset`` read and collated, in the loader's worker that reads it (:class:`Passed`
+    when ``on_error="skip"`` left no record of it)."""
+    kept, data = dataset._records.intact(indices)
+    return collate(dataset._processed(kept, data)) if kept or not indices else Passed()
 
 
 def __getattr__(name: str) -> Any:

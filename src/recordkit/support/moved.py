@@ -111,6 +111,7 @@ MOVED: dict[str, str] = {
     # the one loader reads map-style datasets too
     "recordkit.data.RecordLoader": "recordkit.data.Loader",
     "recordkit.integrations.torch.RecordLoader": "recordkit.data.Loader",
+    "recordkit.data.loading.Passes": "recordkit.data.Loader",
     "recordkit.data.OFRecordReader": "recordkit.compat.oneflow.OFRecordReader",
     "recordkit.data.part_files": "recordkit.compat.oneflow.part_files",
     "recordkit.data.expand_sources": "recordkit.io.expand_sources",
