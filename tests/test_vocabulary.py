@@ -35,6 +35,7 @@ FORBIDDEN = {
     "out": "dest",
     "output": "dest",
     "dst": "dest",
+    "destination": "dest",
     "pattern": "dest",
     "spec": "features",
     "rows_per_shard": "max_records",

@@ -15,23 +15,24 @@ from typing import Any
 
 from recordkit.errors import ManifestError
 from recordkit.io.manifest import Manifest, Shard, load_manifest, manifest_path
-from recordkit.support.moved import moved_attribute
+from recordkit.support.moved import moved_attribute, renamed_arguments
 
 
+@renamed_arguments(destination="dest")
 def merge_manifests(
     manifests: Iterable[tuple[str | os.PathLike[str], Manifest] | str | os.PathLike[str]],
-    destination: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
     *,
     metadata: Mapping[str, Any] | None = None,
 ) -> Manifest:
-    """Merge the manifests of several writers into one manifest for ``destination``'s directory.
+    """Merge the manifests of several writers into one manifest for ``dest``'s directory.
 
     Parameters
     ----------
     manifests
         Manifest files (or directories holding one), or ``(directory, Manifest)`` pairs. Each shard path is
-        rewritten relative to the directory of ``destination``, which must contain every shard.
-    destination
+        rewritten relative to the directory of ``dest``, which must contain every shard.
+    dest
         Where the merged manifest will be written: a directory, or a path ending in ``.json``. Nothing is
         written here; call :meth:`Manifest.save`.
     metadata
@@ -40,14 +41,14 @@ def merge_manifests(
     Raises
     ------
     ManifestError
-        The inputs disagree on format or compression, a shard lies outside the destination's directory, or
+        The inputs disagree on format or compression, a shard lies outside the directory of ``dest``, or
         two inputs name the same shard with different contents.
     """
-    destination = os.fspath(destination)
-    root = os.path.abspath(os.path.dirname(manifest_path(destination)) or ".")
+    dest = os.fspath(dest)
+    root = os.path.abspath(os.path.dirname(manifest_path(dest)) or ".")
     loaded = [_load_item(item) for item in manifests]
     if not loaded:
-        raise ManifestError("no manifests to merge", path=destination)
+        raise ManifestError("no manifests to merge", path=dest)
     first_dir, first = loaded[0]
     merged: dict[str, Shard] = {}
     schema = first.schema

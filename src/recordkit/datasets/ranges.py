@@ -22,6 +22,7 @@ from recordkit.io import is_url, open_shard, reading_format, resolve_sources
 from recordkit.io import open as open_records
 from recordkit.io.manifest import shard_path
 from recordkit.io.sources import open_source
+from recordkit.support.moved import renamed_arguments
 
 if TYPE_CHECKING:
     from recordkit.io.manifest import Shard
@@ -224,15 +225,16 @@ def open_range(item: ReadRange, *, check_crc: bool = True) -> RecordReader:
     )
 
 
+@renamed_arguments(batch="batch_size")
 def read_range(
     item: ReadRange,
     *,
     check_crc: bool = True,
-    batch: int = 1024,
+    batch_size: int = 1024,
     batch_bytes: int = 4 << 20,
     reader: RecordReader | None = None,
 ) -> Iterator[list[bytes]]:
-    """Read one range; yield its records in lists of at most ``batch`` records and about ``batch_bytes``.
+    """Read one range; yield its records in lists of at most ``batch_size`` records and about ``batch_bytes``.
 
     A range that covers its whole file is read in order, through the reader's large windowed reads; a part
     of a file is read by index, a few MiB per call. Lists of a few MiB are fastest to fill: larger ones
@@ -249,14 +251,14 @@ def read_range(
     CorruptRecordError
         A record is damaged.
     """
-    if batch < 1 or batch_bytes < 1:
-        raise ValueError("batch and batch_bytes must be at least 1")
+    if batch_size < 1 or batch_bytes < 1:
+        raise ValueError("batch_size and batch_bytes must be at least 1")
     opened = open_range(item, check_crc=check_crc) if reader is None else nullcontext(reader)
     with opened as file:
         whole = item.start == 0 and (
             item.stop is None or not file.supports_random_access or item.stop == len(file)
         )
-        yield from _chunks(iter(file) if whole else _indexed(file, item), batch, batch_bytes)
+        yield from _chunks(iter(file) if whole else _indexed(file, item), batch_size, batch_bytes)
 
 
 _READ_BYTES = 4 << 20

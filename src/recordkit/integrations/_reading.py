@@ -54,7 +54,7 @@ def blocks(
                 yield kind, pending
                 pending, size = [], 0
             kind = payload
-            for batch in intact_chunks(read_range(item, batch=BATCH, reader=reader)):
+            for batch in intact_chunks(read_range(item, batch_size=BATCH, reader=reader)):
                 pending.extend(batch)
                 size += sum(map(len, batch))
                 if size >= BLOCK_BYTES:
