@@ -177,10 +177,10 @@ def test_transposed_chunks_are_written_and_decoded(tmp_path, monkeypatch):
         tmp_path / "t.array_record", _wire(), "transpose:true,transpose_bucket_size:100,zstd"
     )
     inflated = []
-    real = _riegeli_transpose._inflate
+    real = _riegeli_transpose.inflate
     monkeypatch.setattr(
         _riegeli_transpose,
-        "_inflate",
+        "inflate",
         lambda kind, block, what: inflated.append(what) or real(kind, block, what),
     )
     reader = ArrayRecordFrameReader(Source(path=path, buffer=Path(path).read_bytes()))

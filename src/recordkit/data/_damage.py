@@ -8,7 +8,6 @@ from typing import Any
 
 from recordkit.data._stages import Filter, Stage
 from recordkit.datasets.damage import (
-    DAMAGED,
     DamageLog,
     OnError,
     SkippingReader,
@@ -17,7 +16,6 @@ from recordkit.datasets.damage import (
 )
 
 __all__ = [
-    "DAMAGED",
     "DamageLog",
     "OnError",
     "SkippingReader",

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "DAMAGE",
     "END",
     "ERROR",
     "FREE",
@@ -50,6 +51,7 @@ __all__ = [
     "SlotWriter",
     "alive",
     "make_directory",
+    "shm_directory",
 ]
 
 FREE, SENT, HELD = 0, 1, 2

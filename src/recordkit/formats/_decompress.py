@@ -20,6 +20,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
+from recordkit.formats._varint import Malformed, varint_at
 from recordkit.support.extras import install_hint
 
 __all__ = ["EAGER", "GUESS", "NAMES", "DecompressionFailed", "bounded", "decompressor"]
@@ -179,3 +180,27 @@ def decompressor(kind: int) -> Callable[[Any, int], bytes]:
     if kind == 0x73:
         return _snappy_checked(found)
     return lambda data, size: bounded(found, data, size)
+
+
+def inflate(kind: int, block: bytes, what: str, lowest: int = 0, highest: int = 1 << 64) -> bytes:
+    """Decompress one Riegeli block of compression ``kind`` (``0``: stored as it is), prefixed with its
+    decompressed size, which must lie in ``[lowest, highest]``.
+
+    The bounds come from the chunk header where it has them (the record count, the records' total size):
+    a block declaring another size is refused before anything is decompressed.
+    """
+    if not kind:
+        return block
+    found = varint_at(block, 0, 64)
+    if found is None:
+        raise Malformed(f"the decompressed size of the {what} is cut short or too long")
+    size, pos = found
+    if not lowest <= size <= highest:
+        expected = f"{lowest}" if lowest == highest else f"{lowest} to {highest}"
+        raise Malformed(
+            f"the {what} declare {size} bytes decompressed where the chunk header allows {expected}"
+        )
+    try:
+        return decompressor(kind)(block[pos:], size)
+    except DecompressionFailed as exc:
+        raise Malformed(f"the {NAMES[kind]}-compressed {what} do not decompress: {exc}") from None

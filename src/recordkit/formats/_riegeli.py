@@ -25,7 +25,7 @@ from recordkit.errors import (
     HeaderError,
     TruncatedRecordError,
 )
-from recordkit.formats._decompress import NAMES, DecompressionFailed, decompressor
+from recordkit.formats._decompress import NAMES, inflate
 from recordkit.formats._highwayhash import highwayhash64_many
 from recordkit.formats._riegeli_transpose import transposed_parts
 from recordkit.formats._varint import Malformed, varint_at
@@ -108,24 +108,6 @@ def read_varint(data: bytes, pos: int) -> tuple[int, int]:
     return found
 
 
-def _inflate(kind: int, block: bytes, what: str, lowest: int, highest: int) -> bytes:
-    """Decompress one block prefixed with its decompressed size, which must lie in ``[lowest, highest]``.
-
-    The bounds come from the chunk header (the record count, the records' total size): a block declaring
-    another size is refused before anything is decompressed.
-    """
-    size, pos = read_varint(block, 0)
-    if not lowest <= size <= highest:
-        expected = f"{lowest}" if lowest == highest else f"{lowest} to {highest}"
-        raise Malformed(
-            f"the {what} declare {size} bytes decompressed where the chunk header allows {expected}"
-        )
-    try:
-        return decompressor(kind)(block[pos:], size)
-    except DecompressionFailed as exc:
-        raise Malformed(f"the {NAMES[kind]}-compressed {what} do not decompress: {exc}") from None
-
-
 def simple_parts(
     data: bytes, num_records: int, decoded_size: int, *, array: bool = False
 ) -> tuple[Any, bytes]:
@@ -154,8 +136,8 @@ def simple_parts(
     sizes = data[pos : pos + sizes_size]
     values = data[pos + sizes_size :]
     if kind:
-        sizes = _inflate(kind, sizes, "record sizes", num_records, 10 * num_records)
-        values = _inflate(kind, values, "records", decoded_size, decoded_size)
+        sizes = inflate(kind, sizes, "record sizes", num_records, 10 * num_records)
+        values = inflate(kind, values, "records", decoded_size, decoded_size)
     if num_records >= 64:  # many records: the sizes decoded with numpy
         import numpy as np
 

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from recordkit.formats._decompress import NAMES, DecompressionFailed, decompressor
+from recordkit.formats._decompress import NAMES, inflate
 from recordkit.formats._varint import Malformed, varint_at
 
 __all__ = ["transposed_parts"]
@@ -121,20 +121,6 @@ class _Cursor:
         return self.data[self.pos - n : self.pos]
 
 
-def _inflate(kind: int, block: bytes, what: str) -> bytes:
-    """Decompress one block (for compression ``kind``, prefixed with its decompressed size)."""
-    if not kind:
-        return block
-    size, pos = _varint(block, 0, 64, f"the decompressed size of the {what}")
-    try:
-        out = decompressor(kind)(block[pos:], size)
-    except DecompressionFailed as exc:
-        raise Malformed(f"the {what} does not decompress ({NAMES[kind]}: {exc})") from None
-    if len(out) != size:
-        raise Malformed(f"the {what} decompresses to {len(out)} bytes, not {size}")
-    return out
-
-
 def _buffers(kind: int, header: _Cursor, data: bytes, pos: int) -> tuple[list[bytes], int]:
     """Read the bucket and buffer sizes from ``header``, the buckets from ``data[pos:]``; return the
     buffers and where the buckets end."""
@@ -176,7 +162,7 @@ def _buffers(kind: int, header: _Cursor, data: bytes, pos: int) -> tuple[list[by
             room = declared[bucket]
     if bucket + 1 < num_buckets or room:
         raise Malformed("the buffer sizes do not add up to the bucket sizes")
-    contents = [_inflate(kind, bucket, f"bucket {number}") for number, bucket in enumerate(buckets)]
+    contents = [inflate(kind, bucket, f"bucket {number}") for number, bucket in enumerate(buckets)]
     buffers, at = [], [0] * num_buckets
     for size, owner in zip(buffer_sizes, owners, strict=True):
         buffers.append(contents[owner][at[owner] : at[owner] + size])
@@ -323,12 +309,12 @@ def transposed_parts(data: bytes, num_records: int, decoded_size: int) -> tuple[
     size, pos = _varint(data, 1, 64, "the header size")
     if size > len(data) - pos:
         raise Malformed(f"the header ({size} bytes) runs past the chunk data")
-    header = _Cursor(_inflate(kind, data[pos : pos + size], "header"))
+    header = _Cursor(inflate(kind, data[pos : pos + size], "header"))
     buffers, pos = _buffers(kind, header, data, pos + size)
     machine = _Machine(header, len(buffers))
     if header.left():
         raise Malformed(f"{header.left()} bytes after the end of the header")
-    transitions = _inflate(kind, data[pos:], "transitions")
+    transitions = inflate(kind, data[pos:], "transitions")
     visits = 4 * len(transitions) + 2
     starts = machine.action.count(_RECORD) + machine.action.count(_OTHER)
     if num_records > starts * visits:
