@@ -485,3 +485,28 @@ def test_every_unknown_length_of_a_pipeline_is_a_no_length_error(tmp_path):
     ):
         with pytest.raises(rk.errors.NoLengthError):
             unknown()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_state_saved_after_a_whole_pass_restores_the_next_epoch(tmp_path, workers):
+    path = str(tmp_path / "ten.ffr")
+    with rk.open(path, "w") as writer:
+        writer.write_many([b"%d" % i for i in range(10)])
+
+    def pipeline(repeat=1):
+        return Dataset(path, seed=1).shuffle(4).repeat(repeat)
+
+    for make in (
+        lambda: pipeline(),
+        lambda: loader(pipeline(), num_workers=workers, multiprocessing_context="fork"),
+        lambda: loader(pipeline(2), num_workers=workers, multiprocessing_context="fork"),
+    ):
+        reference = make()
+        first, second = list(reference), list(reference)
+        saved = make()
+        assert list(saved) == first
+        state = saved.state_dict()
+        restored = make()
+        restored.load_state_dict(state)
+        assert list(restored) == second
+        assert restored.epoch == reference.epoch

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import json
 import pickle
@@ -420,3 +421,19 @@ def test_dataset_settings_given_to_dataloader_are_refused(eleven):
         dataloader(Dataset(eleven[0]), seed=123)
     with pytest.raises(ValueError, match="drop_last needs a batch_size"):
         dataloader(Dataset(eleven[0]), drop_last=True)
+
+
+def test_columns_from_process_keep_their_type_with_numpy_output(tmp_path):
+    path = tmp_path / "labels.ffr"
+    with rk.open(path, "w") as writer:
+        writer.write_many([rk.encode_example({"label": i}) for i in range(6)])
+
+    features = {"label": rk.FixedLen((), "int64")}
+    ds = MapDataset(path, process=functools.partial(_parse_columns, features))
+    batches = list(dataloader(ds, batch_size=3, to="numpy"))
+    assert [type(b) for b in batches] == [type(rk.parse_examples([], features))] * 2
+    assert [b["label"].tolist() for b in batches] == [[0, 1, 2], [3, 4, 5]]
+
+
+def _parse_columns(features, indices, data):
+    return rk.parse_examples(data, features)

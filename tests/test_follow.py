@@ -8,10 +8,12 @@ test_follow_writers.py.
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import struct
 import threading
+import warnings
 import zlib
 from pathlib import Path
 
@@ -433,3 +435,19 @@ def test_following_a_file_a_writer_has_not_closed_names_its_temporary_file(tmp_p
     with pytest.raises(FileNotFoundError) as caught:
         Follower(tmp_path / "other.tfrecord")
     assert "temporary" not in str(caught.value)
+
+
+def test_a_follow_left_by_break_releases_its_file(tmp_path):
+    path = tmp_path / "two.tfrecord"
+    with rk.open(path, "w") as writer:
+        writer.write_many([b"a", b"b"])
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    if before is None:
+        pytest.skip("needs /proc/self/fd to count open files")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        for _ in rk.follow(path, idle_timeout=0.1):
+            break
+        gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == before

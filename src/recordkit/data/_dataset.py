@@ -35,6 +35,7 @@ from recordkit.data._state import (
     Run,
     Stream,
     check_state,
+    iteration_start,
     loader_streams,
     merge_states,
     plan_runs,
@@ -511,7 +512,7 @@ class Dataset:
             states, "dataset", self._fingerprint(), streams, self._records
         )
         self._set_elastic(elastic)
-        self._epoch, self._first_epoch = epoch, first
+        self._epoch, self._first_epoch = epoch, iteration_start(epoch, first, self._repeat)
         self._consumed = 0
         self._restored_skip = 0
         self._expected_shard = self._last_shard = None
@@ -543,7 +544,7 @@ class Dataset:
             return
         check_state(state, "dataset", self._fingerprint())
         self._epoch = int(state["epoch"])
-        self._first_epoch = int(state["first_epoch"])
+        self._first_epoch = iteration_start(self._epoch, int(state["first_epoch"]), self._repeat)
         self._consumed = int(state["consumed"])
         self._restored_skip = self._consumed
         shard = state.get("shard")

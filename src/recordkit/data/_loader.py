@@ -13,7 +13,14 @@ from typing import Any
 
 from recordkit.data._dataset import Dataset
 from recordkit.data._stages import check_int
-from recordkit.data._state import STATE_VERSION, Elastic, Resume, check_state, delivered_counts
+from recordkit.data._state import (
+    STATE_VERSION,
+    Elastic,
+    Resume,
+    check_state,
+    delivered_counts,
+    iteration_start,
+)
 from recordkit.data._workers import Job, WorkerPool
 from recordkit.data.loading import IndexShare, Passed, Share
 
@@ -180,7 +187,8 @@ class Loader:
             was saved with.
         """
         if not isinstance(state, Mapping):
-            self._epoch, self._first_epoch, elastic = self._share.merge(state)
+            self._epoch, first, elastic = self._share.merge(state)
+            self._first_epoch = iteration_start(self._epoch, first, self._epochs)
             self._share.restore_elastic(elastic)
             self._counts = [0] * self._slots()
             self._restored = True
@@ -190,7 +198,7 @@ class Loader:
         self._share.check_streams(len(delivered))
         self._share.restore_elastic(Elastic.from_state(state.get("elastic")))
         self._epoch = int(state["epoch"])
-        self._first_epoch = int(state["first_epoch"])
+        self._first_epoch = iteration_start(self._epoch, int(state["first_epoch"]), self._epochs)
         self._counts = list(delivered)
         self._restored = True
 

@@ -27,6 +27,7 @@ __all__ = [
     "Stream",
     "check_state",
     "delivered_counts",
+    "iteration_start",
     "loader_streams",
     "merge_states",
     "plan_runs",
@@ -338,3 +339,10 @@ def plan_runs(
         epochs = None if end is None else end - start
         runs.append(Run(worker, shard, num_shards, start, 0, epochs))
     return runs
+
+
+def iteration_start(epoch: int, first: int, epochs: int | None) -> int:
+    """The first epoch of the iteration a restored position continues: ``first``, the saved one's, unless
+    that iteration had read all its ``epochs`` (``None``: endless) when it was saved; then the next
+    iteration starts at ``epoch``, as it would have in the process that saved it."""
+    return epoch if epochs is not None and epoch >= first + epochs else first

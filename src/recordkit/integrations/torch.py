@@ -441,7 +441,7 @@ def _collate_batch(collate: Callable[[Any], Any], convert: bool, batch: Any) -> 
     numpy arrays turned into tensors when ``convert`` (``to="torch"``).
     """
     if isinstance(batch, Mapping):
-        return _convert(batch) if convert else dict(batch)
+        return _convert(batch) if convert else batch
     return collate(batch)
 
 

@@ -87,8 +87,14 @@ def _about_target(exc: OSError, target: str) -> OSError:
     """Return ``exc`` reworded about ``target``: the hidden temporary name means nothing to the user.
 
     The class (``FileNotFoundError``, ``PermissionError``, ...) and ``errno`` are kept; ``filename`` becomes
-    the target.
+    the target; a missing directory is named as what is missing (a writer creates no directories, as
+    ``open()`` does not).
     """
+    directory = os.path.dirname(target)
+    if isinstance(exc, FileNotFoundError) and directory and not os.path.isdir(directory):
+        return FileNotFoundError(
+            exc.errno, f"no such directory: {directory!r}; create it first", target
+        )
     return type(exc)(exc.errno, exc.strerror, target)
 
 

@@ -228,6 +228,12 @@ class Follower(Closing):
             self._closed = True
             self._file.close()
 
+    def __del__(self) -> None:
+        # A follower dropped unclosed (``for record in rk.follow(path): break``) releases its file.
+        file = getattr(self, "_file", None)
+        if file is not None:
+            file.close()
+
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"at record {self._index}, byte {self._offset}"
         return f"<Follower {self.path!r} {self.format or 'format not known yet'}, {state}>"
