@@ -106,6 +106,9 @@ NOT_RUN = {
         "installs the published repository from the network, not the checkout under test"
     ),
     "python tests/benchmarks/run.py --json report.json": "full benchmark, minutes of machine time",
+    "recordkit convert ~/tensorflow_datasets/mnist/3.0.1 mnist-arrayrecord --to arrayrecord": (
+        "needs mnist prepared by tfds; tests/test_tfds_convert.py converts datasets tfds prepared"
+    ),
     "python tests/benchmarks/bench_tensorboard.py --repeat 1": (
         "10**6 scalars through tbparse and EventAccumulator, minutes; the smoke test runs it small"
     ),

@@ -37,6 +37,7 @@ __all__ = [
     "LegacyFormatWarning",
     "ManifestError",
     "NoLengthError",
+    "OutputExistsError",
     "RecordKitError",
     "RecordKitWarning",
     "SlowCRCWarning",
@@ -352,6 +353,20 @@ def _rebuild_decode(
 
 class UnsafePathError(RecordKitError, PermissionError):
     """A file found in a dataset directory is a link to somewhere outside that directory."""
+
+
+class OutputExistsError(RecordKitError, FileExistsError):
+    """The output is there already (a file, or a directory that is not empty), and overwriting was not asked.
+
+    Attributes
+    ----------
+    path
+        The output.
+    """
+
+    def __init__(self, message: str, *, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = None if path is None else os.fspath(path)
+        super().__init__(message if path is None else f"{self.path}: {message}")
 
 
 class UnsupportedOperationError(RecordKitError, io.UnsupportedOperation):

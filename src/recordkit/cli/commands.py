@@ -387,7 +387,8 @@ def _add_convert(commands: Any) -> None:
         "payloads become OFRecords in an OFRecord output and OFRecord payloads become Examples in a "
         "TFRecord output (--keep-payload copies them as they are; --payload forces a kind). DST is a "
         "file, or a directory when --shards N > 1, --pattern is given, or DST is a directory or ends "
-        "with '/'."
+        "with '/'. A tensorflow-datasets directory given whole (no --split) converts shard for shard "
+        "into a TFDS directory of the --to format."
     )
     help = "convert between formats, optionally sharded"
     p = _command(commands, "convert", help, run_convert, description=description)

@@ -5,7 +5,8 @@ payloads become OFRecords (OneFlow reads nothing else); into a TFRecord file, OF
 Examples; ``--payload`` forces a target kind and ``--keep-payload`` copies every record as it is. Shards are contiguous runs of
 the input (so reading the shards in order gives the input order back) whose sizes differ by at most one.
 Shards written into a directory get their sidecar indexes and a manifest, as :class:`recordkit.ShardWriter`
-writes them.
+writes them. A tensorflow-datasets directory given whole (no ``--split``) into a directory is converted to a
+TFDS directory of the ``--to`` format by :func:`recordkit.datasets.tfds.convert_tfds`.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from recordkit.cli.common import CliError, InputPath, expand_inputs, progress
 from recordkit.cli.parquet import is_parquet, parquet_records, parquet_rows, write_parquet
 from recordkit.cli.payload import convert_payload
 from recordkit.datasets import MANIFEST_NAME, Shard, commit_manifest, prepare_output, write_shard
+from recordkit.datasets.tfds import convert_tfds
 from recordkit.decode.payloads import detect_payload
 from recordkit.formats import format_for_path
 from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
 from recordkit.io.index import default_index_path
 from recordkit.io.sources import resolve_format
+from recordkit.io.tfds import is_tfds_directory
 
 _COMPRESSION_SUFFIX = {"gzip": ".gz", "zlib": ".zlib"}
 _PAYLOAD_SAMPLE = 100
@@ -179,8 +182,44 @@ def _write(
         raise
 
 
+def _convert_tfds(args: argparse.Namespace) -> int:
+    """Convert the TFDS directory ``args.src[0]`` into the TFDS directory ``args.dst`` (``--to``)."""
+    given = {
+        "--shards": args.shards > 1,
+        "--pattern": args.pattern is not None,
+        "--compression": args.compression not in (None, "none"),
+        "--payload": args.payload is not None,
+        "--keep-payload": args.keep_payload,
+        "--lossy": args.lossy,
+    }
+    if any(given.values()):
+        options = ", ".join(name for name, value in given.items() if value)
+        raise CliError(
+            f"{options}: a TFDS directory is converted shard for shard, its records unchanged and "
+            "uncompressed (pass --split SPLIT to copy one split as records)"
+        )
+    if not args.to:
+        raise CliError(
+            f"{args.src[0]} is a TFDS directory: pass --to FORMAT (tfrecord, arrayrecord) to convert it "
+            "into a TFDS directory, or --split SPLIT to copy one split"
+        )
+    if not args.force and os.path.isdir(args.dst) and os.listdir(args.dst):
+        raise CliError(f"{args.dst} exists; pass --force to overwrite")
+    manifest = convert_tfds(args.src[0], args.dst, format=args.to, overwrite=args.force)
+    if not args.quiet:
+        records = sum(shard.records for shard in manifest.shards)
+        splits = ", ".join(manifest.splits)
+        print(
+            f"wrote {records} records in {len(manifest.shards)} {manifest.format} shards ({splits}) to {args.dst}"
+        )
+    return 0
+
+
 def run_convert(args: argparse.Namespace) -> int:
     """Run ``recordkit convert``; return the exit status."""
+    tfds = len(args.src) == 1 and args.split is None and is_tfds_directory(args.src[0])
+    if tfds and format_for_path(args.dst) is None:
+        return _convert_tfds(args)
     sources = expand_inputs(args.src, format=args.format, split=args.split, whole_datasets=True)
     if os.path.abspath(args.dst) in {os.path.abspath(src) for src in sources}:
         raise CliError(f"{args.dst} is also an input; write to another path")

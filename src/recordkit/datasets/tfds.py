@@ -1,27 +1,42 @@
-"""Writing tensorflow-datasets (TFDS) metadata for shards recordkit wrote, without TensorFlow or tfds.
+"""Writing tensorflow-datasets (TFDS) directories, without TensorFlow or tfds.
 
 :func:`write_tfds_info` writes ``dataset_info.json`` (and optionally ``features.json``) beside uncompressed
-TFRecord shards named as TFDS names them, so that ``tfds.builder_from_directory`` loads them. Reading a
+TFRecord shards named as TFDS names them, so that ``tfds.builder_from_directory`` loads them.
+:func:`convert_tfds` converts a TFDS directory to another file format, shard for shard, as tfds's
+``convert_format`` does (``recordkit convert TFDS_DIR OUT --to FORMAT`` runs it). Reading a
 TFDS directory (its file names, templates and the order TFDS reads a split in) is
 :mod:`recordkit.io.tfds`, below the reader; ``docs/formats/tfds.md`` documents both.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shutil
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from recordkit.errors import ManifestError
+from recordkit.datasets.shardfile import write_shard
+from recordkit.errors import ManifestError, OutputExistsError, UnsupportedOperationError
 from recordkit.formats import get_format
-from recordkit.io.atomic import write_atomically
-from recordkit.io.manifest import Manifest, Shard
-from recordkit.io.tfds import DEFAULT_TEMPLATE, INFO_NAME, SHARD_DIGITS, shard_size
+from recordkit.io import open as open_records
+from recordkit.io.atomic import temporary_name, write_atomically
+from recordkit.io.manifest import MANIFEST_NAME, Manifest, Shard
+from recordkit.io.tfds import (
+    DEFAULT_TEMPLATE,
+    FILE_FORMATS,
+    INFO_NAME,
+    SHARD_DIGITS,
+    list_shards,
+    manifest_from_tfds,
+    shard_size,
+)
 from recordkit.support.moved import moved_attribute
 
-__all__ = ["FEATURES_NAME", "write_tfds_info"]
+__all__ = ["FEATURES_NAME", "convert_tfds", "write_tfds_info"]
 
 FEATURES_NAME = "features.json"
 """The file describing the features (how TFDS decodes each record)."""
@@ -218,6 +233,139 @@ def _write_json(path: str, document: Mapping[str, Any], *, indent: int) -> str:
     text = json.dumps(document, indent=indent, sort_keys=True, ensure_ascii=False)
     write_atomically(path, text.encode("utf-8"))
     return path
+
+
+# recordkit's format name -> TFDS's (``fileFormat``, ``{FILEFORMAT}`` in the shard names).
+_TFDS_NAMES = {ours: theirs for theirs, ours in FILE_FORMATS.items()}
+
+
+def convert_tfds(
+    sources: str | os.PathLike[str],
+    dest: str | os.PathLike[str],
+    *,
+    format: str,
+    overwrite: bool = False,
+) -> Manifest:
+    """Convert a TFDS dataset directory to another file format, as tfds's ``convert_format`` does.
+
+    Each shard of each split becomes one shard of ``format`` holding the same records in the same order,
+    named as TFDS names the shards of that format (``{FILEFORMAT}`` of the split's ``filepathTemplate``), so
+    the shard lengths, and the order TFDS reads a split in, stay valid. ``dataset_info.json`` is changed as
+    ``convert_format`` changes it: ``fileFormat`` becomes the new format, and ``dataSourceAccesses`` gains
+    an entry naming the dataset read (its name, config, version and data directory) and when; the splits,
+    ``numBytes`` (payload bytes) and every other field are kept. The directory's other files
+    (``features.json``, label names...) are copied, except a recordkit manifest of the old shards.
+    ``tfds.builder_from_directory(dest)`` then loads the dataset.
+
+    The dataset is written into a hidden directory beside ``dest`` and renamed to ``dest`` once complete,
+    so an interrupted conversion leaves no dataset there.
+
+    Parameters
+    ----------
+    sources
+        A TFDS dataset directory (holding ``dataset_info.json``) stored as tfrecord or array_record.
+    dest
+        The new dataset directory: absent or empty, unless ``overwrite``.
+    format
+        ``"tfrecord"`` or ``"arrayrecord"`` (TFDS's name ``"array_record"`` is accepted too); TFDS reads
+        its tfrecord shards uncompressed, so none is compressed.
+    overwrite
+        Write into a ``dest`` that holds files: its ``dataset_info.json`` is removed first and written
+        last, the files of the new dataset replace those of the same names, others stay.
+
+    Returns
+    -------
+    Manifest
+        The new directory, as :func:`~recordkit.io.tfds.manifest_from_tfds` describes it.
+
+    Raises
+    ------
+    OutputExistsError
+        ``dest`` is a file, the source directory, or a directory that is not empty (without ``overwrite``).
+    UnsupportedOperationError
+        TFDS does not read ``format``, or recordkit does not write it.
+    ManifestError
+        ``dataset_info.json`` is malformed, a shard is missing, or a shard does not hold the records its
+        ``shardLengths`` says.
+    """
+    source, dest = os.path.abspath(sources), os.path.abspath(dest)
+    fmt = get_format(FILE_FORMATS.get(format, format)).name
+    if fmt not in _TFDS_NAMES:
+        raise UnsupportedOperationError(
+            f"TFDS reads tfrecord and array_record shards; a TFDS dataset cannot be {fmt} files"
+        )
+    manifest = manifest_from_tfds(source)
+    document, listed = list_shards(source, file_format=_TFDS_NAMES[fmt])
+    if dest == source or os.path.isfile(dest):
+        what = "the dataset converted: write to another directory" if dest == source else "a file"
+        raise OutputExistsError(f"is {what}", path=dest)
+    if os.path.isdir(dest) and os.listdir(dest) and not overwrite:
+        raise OutputExistsError("is not empty; pass overwrite=True to write into it", path=dest)
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    temporary = temporary_name(dest)
+    os.mkdir(temporary)
+    try:
+        pairs = zip(manifest.shards, listed.items(), strict=True)
+        for shard, (relative, (records, split)) in pairs:
+            target = os.path.join(temporary, *relative.split("/"))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            path = os.path.join(source, *shard.path.split("/"))
+            with open_records(path, format=manifest.format) as reader:
+                written = write_shard(reader, target, format=fmt, index=False, split=split)
+            if written.records != records:
+                message = f"{written.records} records, but {INFO_NAME} says {records}"
+                raise ManifestError(message, path=path)
+        skip = {shard.path for shard in manifest.shards} | {INFO_NAME, MANIFEST_NAME}
+        skip |= set(os.listdir(temporary))  # another format's shards, under the names written
+        for entry in os.scandir(source):
+            if entry.is_file() and entry.name not in skip and not entry.name.startswith("."):
+                shutil.copyfile(entry.path, os.path.join(temporary, entry.name))
+        document["fileFormat"] = _TFDS_NAMES[fmt]
+        accesses = document.get("dataSourceAccesses") or []
+        document["dataSourceAccesses"] = [*accesses, _access(source, document)]
+        _write_json(os.path.join(temporary, INFO_NAME), document, indent=2)
+        _commit(temporary, dest)
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return manifest_from_tfds(dest)
+
+
+def _access(source: str, info: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``dataSourceAccesses`` entry tfds's ``convert_format`` adds: which dataset was read, and when.
+
+    Its ``dataDir`` is the directory above ``name/[config/]version``, or the dataset's own directory when
+    it is not laid out so.
+    """
+    name, config, version = (info.get(key) or "" for key in ("name", "configName", "version"))
+    relative = os.sep.join(part for part in (name, config, version) if part)
+    data_dir = source[: -len(relative) - 1] if source.endswith(os.sep + relative) else source
+    reference = {"name": name, "config": config, "version": version, "dataDir": data_dir}
+    return {
+        "accessTimestampMs": str(time.time_ns() // 1_000_000),
+        "tfdsDataset": {key: value for key, value in reference.items() if value},
+        "url": {},
+    }
+
+
+def _commit(temporary: str, dest: str) -> None:
+    """Move the dataset written in ``temporary`` to ``dest``: a rename, or file by file into a directory
+    that holds files, its ``dataset_info.json`` removed first and written last."""
+    if not os.path.isdir(dest) or not os.listdir(dest):
+        with contextlib.suppress(FileNotFoundError):
+            os.rmdir(dest)
+        os.rename(temporary, dest)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(dest, INFO_NAME))
+    info = os.path.join(temporary, INFO_NAME)
+    for root, _, files in os.walk(temporary):
+        for path in [
+            os.path.join(root, name) for name in files if os.path.join(root, name) != info
+        ]:
+            target = os.path.join(dest, os.path.relpath(path, temporary))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.replace(path, target)
+    os.replace(info, os.path.join(dest, INFO_NAME))
 
 
 def __getattr__(name: str) -> Any:

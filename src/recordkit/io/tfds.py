@@ -54,11 +54,13 @@ __all__ = [
     "BLOCK_LENGTH",
     "CYCLE_LENGTH",
     "DEFAULT_TEMPLATE",
+    "FILE_FORMATS",
     "INFO_NAME",
     "ReadOrder",
     "SHARD_DIGITS",
     "Segment",
     "is_tfds_directory",
+    "list_shards",
     "manifest_from_tfds",
     "read_order",
     "shard_size",
@@ -80,9 +82,10 @@ SHARD_DIGITS = 5
 """The fewest digits of a shard's number and count in a TFDS file name (``00001-of-00003``); more when
 the count has more."""
 
+FILE_FORMATS = {"tfrecord": "tfrecord", "array_record": "arrayrecord"}
+"""TFDS's file formats (``fileFormat``, ``{FILEFORMAT}``) that recordkit reads, and recordkit's name of each."""
+
 _FILE_FORMAT = "tfrecord"
-# TFDS's file formats that recordkit reads, and the recordkit format of each.
-_FORMATS = {"tfrecord": "tfrecord", "array_record": "arrayrecord"}
 _INT64_MAX = (1 << 63) - 1
 _DECIMAL = re.compile(r"-?[0-9]+")
 
@@ -129,30 +132,8 @@ def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None =
         nor array_record (``riegeli``, ``parquet``), or a file name template cannot be expanded.
     """
     directory = os.fspath(directory)
-    info_path = os.path.join(directory, INFO_NAME)
-    info = _Message(_read_json(info_path, f"a {INFO_NAME}"), "", info_path)
+    info, listed, names = _listed_shards(directory)
     file_format = info.string("file_format") or _FILE_FORMAT
-    if file_format not in _FORMATS:
-        raise info.error(
-            f"the shards are {file_format!r} files; recordkit reads TFDS datasets stored as tfrecord "
-            "or array_record"
-        )
-    name = info.string("name")
-    splits = info.messages("splits")
-    if not splits:
-        raise info.error("the dataset has no splits")
-    listed: dict[str, tuple[int, str]] = {}
-    names: dict[str, None] = {}
-    for entry in splits:
-        split_name = entry.string("name")
-        if not split_name or split_name in names:
-            raise entry.error(f"{'a repeated' if split_name else 'no'} split name")
-        names[split_name] = None
-        values = {"DATASET": name, "SPLIT": split_name, "FILEFORMAT": file_format}
-        for relative, records in _split_files(entry, values):
-            if relative in listed:
-                raise entry.error(f"two shards have the file name {relative!r}")
-            listed[relative] = (records, split_name)
     if split is not None and split not in names:
         raise info.error(
             f"the dataset has no split {split!r}; it has the splits {', '.join(names)}"
@@ -170,8 +151,80 @@ def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None =
     shuffled = not info.field("disable_shuffling", bool, False, "true or false")
     cycle = CYCLE_LENGTH if shuffled and file_format == _FILE_FORMAT else 1
     interleave = {"cycle_length": cycle, "block_length": BLOCK_LENGTH}
-    metadata = {"tfds": {"name": name, "version": info.string("version"), "interleave": interleave}}
-    return Manifest(format=_FORMATS[file_format], compression="", shards=shards, metadata=metadata)
+    metadata = {
+        "tfds": {
+            "name": info.string("name"),
+            "version": info.string("version"),
+            "interleave": interleave,
+        }
+    }
+    return Manifest(
+        format=FILE_FORMATS[file_format], compression="", shards=shards, metadata=metadata
+    )
+
+
+def list_shards(
+    directory: str | os.PathLike[str], *, file_format: str | None = None
+) -> tuple[dict[str, Any], dict[str, tuple[int, str]]]:
+    """Read a TFDS directory's ``dataset_info.json``: return it and the shard files it lists.
+
+    Parameters
+    ----------
+    directory
+        A local directory holding ``dataset_info.json``, stored as tfrecord or array_record.
+    file_format
+        Name the shards as those of this TFDS file format (``{FILEFORMAT}`` in the templates), for
+        example to name the shards of a conversion; default the dataset's own.
+
+    Returns
+    -------
+    tuple
+        The JSON object, its top-level fields spelled in lowerCamelCase as tfds writes them; and
+        ``{file name relative to directory: (records, split)}``, split by split, in shard order. No shard
+        file is looked at.
+
+    Raises
+    ------
+    FileNotFoundError, ManifestError
+        As :func:`manifest_from_tfds` raises them.
+    """
+    info, listed, _ = _listed_shards(os.fspath(directory), file_format)
+    return {_camel(key): value for key, value in info.value.items()}, listed
+
+
+def _listed_shards(
+    directory: str, file_format: str | None = None
+) -> tuple[_Message, dict[str, tuple[int, str]], dict[str, None]]:
+    """Read ``dataset_info.json``: return it, ``{shard file name: (records, split)}`` and the split names.
+
+    The shards are named for ``file_format`` (TFDS's name, ``{FILEFORMAT}`` in the templates), by default
+    the dataset's own, which must be one recordkit reads.
+    """
+    info_path = os.path.join(directory, INFO_NAME)
+    info = _Message(_read_json(info_path, f"a {INFO_NAME}"), "", info_path)
+    own_format = info.string("file_format") or _FILE_FORMAT
+    if own_format not in FILE_FORMATS:
+        raise info.error(
+            f"the shards are {own_format!r} files; recordkit reads TFDS datasets stored as tfrecord "
+            "or array_record"
+        )
+    name = info.string("name")
+    splits = info.messages("splits")
+    if not splits:
+        raise info.error("the dataset has no splits")
+    listed: dict[str, tuple[int, str]] = {}
+    names: dict[str, None] = {}
+    for entry in splits:
+        split_name = entry.string("name")
+        if not split_name or split_name in names:
+            raise entry.error(f"{'a repeated' if split_name else 'no'} split name")
+        names[split_name] = None
+        values = {"DATASET": name, "SPLIT": split_name, "FILEFORMAT": file_format or own_format}
+        for relative, records in _split_files(entry, values):
+            if relative in listed:
+                raise entry.error(f"two shards have the file name {relative!r}")
+            listed[relative] = (records, split_name)
+    return info, listed, names
 
 
 # -- the order of a split's records ---------------------------------------------------------------
