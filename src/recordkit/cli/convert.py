@@ -208,10 +208,8 @@ def _convert_tfds(args: argparse.Namespace) -> int:
     manifest = convert_tfds(args.src[0], args.dst, format=args.to, overwrite=args.force)
     if not args.quiet:
         records = sum(shard.records for shard in manifest.shards)
-        splits = ", ".join(manifest.splits)
-        print(
-            f"wrote {records} records in {len(manifest.shards)} {manifest.format} shards ({splits}) to {args.dst}"
-        )
+        shards = f"{len(manifest.shards)} {manifest.format} shards ({', '.join(manifest.splits)})"
+        print(f"wrote {records} records in {shards} to {args.dst}")
     return 0
 
 

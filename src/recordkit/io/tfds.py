@@ -151,16 +151,13 @@ def manifest_from_tfds(directory: str | os.PathLike[str], *, split: str | None =
     shuffled = not info.field("disable_shuffling", bool, False, "true or false")
     cycle = CYCLE_LENGTH if shuffled and file_format == _FILE_FORMAT else 1
     interleave = {"cycle_length": cycle, "block_length": BLOCK_LENGTH}
-    metadata = {
-        "tfds": {
-            "name": info.string("name"),
-            "version": info.string("version"),
-            "interleave": interleave,
-        }
+    tfds = {
+        "name": info.string("name"),
+        "version": info.string("version"),
+        "interleave": interleave,
     }
-    return Manifest(
-        format=FILE_FORMATS[file_format], compression="", shards=shards, metadata=metadata
-    )
+    fmt = FILE_FORMATS[file_format]
+    return Manifest(format=fmt, compression="", shards=shards, metadata={"tfds": tfds})
 
 
 def list_shards(
