@@ -21,6 +21,7 @@ from recordkit.cli.common import CliError, InputPath, expand_inputs, progress
 from recordkit.cli.parquet import is_parquet, parquet_records, parquet_rows, write_parquet
 from recordkit.cli.payload import convert_payload
 from recordkit.datasets import MANIFEST_NAME, Shard, commit_manifest, prepare_output, write_shard
+from recordkit.datasets.resharding import shard_sizes
 from recordkit.decode.payloads import detect_payload
 from recordkit.formats import format_for_path
 from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
@@ -29,18 +30,6 @@ from recordkit.io.sources import resolve_format
 
 _COMPRESSION_SUFFIX = {"gzip": ".gz", "zlib": ".zlib"}
 _PAYLOAD_SAMPLE = 100
-
-
-def shard_sizes(total: int, shards: int) -> list[int]:
-    """Split ``total`` records into ``shards`` contiguous runs whose sizes differ by at most one.
-
-    Examples
-    --------
-    >>> shard_sizes(10, 4)
-    [3, 3, 2, 2]
-    """
-    base, extra = divmod(total, shards)
-    return [base + (i < extra) for i in range(shards)]
 
 
 _OLD_FIELDS = {"index": "shard", "count": "num_shards"}

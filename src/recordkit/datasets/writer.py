@@ -206,6 +206,17 @@ class ShardWriter(Closing):
             written += 1
         return written
 
+    def end_shard(self) -> None:
+        """Finish the shard being written: the next record starts a new one, whatever the limits.
+
+        For shards whose sizes the caller chooses (:func:`~recordkit.datasets.reshard` balances them).
+        With no shard started (nothing written since the last one ended), it does nothing: a shard is
+        never empty.
+        """
+        if self._closed:
+            raise ValueError("I/O operation on a closed ShardWriter")
+        self._finish_shard()
+
     def _shard_for(self, size: int) -> OpenShard:
         shard = self._current
         if shard is not None and shard.count:
