@@ -155,6 +155,7 @@ def reshard(
                 total, records = _records(
                     reader, resolved.files, partial, shuffle, seed, memory_bytes, progress
                 )
+                records = iter(progress(records, total)) if progress else records
                 _write(writer, records, total, shards, resolved.source or partial)
         shutil.rmtree(os.path.join(partial, ".buckets"), ignore_errors=True)
         _put_in_place(partial, dest)

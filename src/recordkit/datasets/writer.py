@@ -200,7 +200,9 @@ class ShardWriter(Closing):
 
     def write_many(self, records: Iterable[Any]) -> int:
         """Append every record of ``records``; return how many were written."""
-        if self._max_records is None and self._max_bytes is None:  # one shard: its writer's own loop
+        if (
+            self._max_records is None and self._max_bytes is None
+        ):  # one shard: its writer's own loop
             records = iter(records)
             first = next(records, None)
             if first is None:
