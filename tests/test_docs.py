@@ -513,8 +513,11 @@ DOC_PAGES = {
         needs={0: ("dask.bag",), 1: ("dask.bag", "distributed"), 2: ("dask.bag",)},
         check=_check_dask,
     ),
-    # The last block reads the directory with TensorFlow's glob, as the page recommends.
-    "docs/datasets.md": DocPage(needs={6: ("tensorflow",)}, check=_check_datasets),
+    # The last block reads the directory with TensorFlow's glob, as the page recommends; the one before
+    # reshards it with Dask.
+    "docs/datasets.md": DocPage(
+        needs={7: ("dask.bag",), 8: ("tensorflow",)}, check=_check_datasets
+    ),
     "docs/errors.md": DocPage(),
     # The first block writes the file with array_record, the second reads it.
     "docs/formats/arrayrecord.md": DocPage(

@@ -17,6 +17,10 @@ where recordkit has it, a plain torch ``DataLoader`` over the plain loop, torch'
 ``MapDataset``), then 100 KiB records in batches of 16. Loader rows also show the CPU time per record of the
 process that iterates them ("main CPU µs/rec"); the targets block gives the ratios the project aims at.
 
+The ``reshard`` case (``bench_reshard.py``) writes a dataset of 8 TFRecord shards of 1 KiB records (1 GB; 50 MB
+with ``--quick``) again as 3 shards with ``recordkit.datasets.reshard``, in order and shuffled, against ``cp -r``
+of the same directory; "vs" there is the reshard's rate over cp's (the target: at least 0.5 in order).
+
 The C++ ffrecord (HFAiLab's reference, not on PyPI) is built from its public source by
 ``reference_ffrecord.py`` into a cache directory before the run (``--ffrecord-src DIR`` builds from a
 checkout, without network); when it cannot be built, its rows say why and are skipped.
@@ -282,7 +286,58 @@ def make_data(directory: str, settings: Settings, only: list[str] | None = None)
         paths[f"{fmt}-tiny"] = path
     if not only or any(part in case for part in only for case in PIPELINE_CASES):
         paths.update(bench_pipeline.write_data(directory, settings.small, settings.large))
+    if not only or any(part in RESHARD_CASE for part in only):
+        import bench_reshard
+
+        paths[RESHARD_CASE] = bench_reshard.write_data(directory, reshard_records(settings))
     return paths
+
+
+RESHARD_CASE = "reshard-tfrecord-1k"
+RESHARD_PLAIN, RESHARD_SHUFFLE, RESHARD_CP = (
+    "recordkit reshard",
+    "recordkit reshard --shuffle",
+    "cp -r of the same directory",
+)
+
+
+def reshard_records(settings: Settings) -> int:
+    """The records of the reshard case: 1 GB of 1 KiB records in the default run, 50 MB with --quick."""
+    return 5 * settings.small
+
+
+def reshard_case(paths: dict[str, str], settings: Settings, written: str) -> Case:
+    """A dataset of 8 TFRecord shards written again as 3, in order and shuffled, against ``cp -r``."""
+    source, count = paths[RESHARD_CASE], reshard_records(settings)
+    out = os.path.join(written, "reshard")
+    rs = "bench_reshard"
+    return Case(
+        RESHARD_CASE,
+        f"Reshard {count:,} x 1 KiB records, 8 TFRecord shards to 3, against cp -r of the same bytes",
+        KIB,
+        [
+            Contender(
+                RESHARD_PLAIN,
+                "recordkit",
+                f"{rs}:reshard",
+                {"directory": source, "out": out, "shuffle": False},
+                versus=RESHARD_CP,
+            ),
+            Contender(
+                RESHARD_SHUFFLE,
+                "recordkit",
+                f"{rs}:reshard",
+                {"directory": source, "out": out, "shuffle": True},
+                versus=RESHARD_CP,
+            ),
+            Contender(
+                RESHARD_CP,
+                "recordkit",
+                f"{rs}:copy",
+                {"directory": source, "out": out, "count": count},
+            ),
+        ],
+    )
 
 
 def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list[Case]:
@@ -508,6 +563,8 @@ def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list
     )
     if "pipeline-1k" in paths:
         cases.extend(pipeline_cases(paths, settings))
+    if RESHARD_CASE in paths:
+        cases.append(reshard_case(paths, settings, written))
     return cases
 
 
@@ -993,6 +1050,7 @@ def evaluate_targets(cases: list[Case], memory: list[dict[str, Any]]) -> list[di
         PIPELINE_PERMUTATION,
         0.9,
     )
+    ratio_target("reshard in order vs cp -r", RESHARD_CASE, RESHARD_PLAIN, RESHARD_CP, 0.5)
     pipeline = by_id.get("pipeline-1k")
     for contender in pipeline.contenders if pipeline else []:
         if contender.versus == PIPELINE_TF_DATA and _is_recordkit_loader(contender):

@@ -45,7 +45,7 @@ from recordkit.cli.common import (
     report_each,
     resolve_input,
 )
-from recordkit.cli.convert import run_convert
+from recordkit.cli.convert import run_convert, run_reshard
 from recordkit.cli.info import cmd_info
 from recordkit.cli.manifest import (
     add_manifest_command,
@@ -373,6 +373,7 @@ def _add_commands(commands: Any) -> None:
     mode.add_argument("--raw", action="store_true", help="one base64 line per record, undecoded")
     mode.add_argument("--hex", action="store_true", help="a hexdump of each record, undecoded")
     _add_convert(commands)
+    _add_reshard(commands)
     help = "write sidecar offset indexes (TFRecord, OFRecord)"
     index = _command(commands, "index", help, cmd_index)
     help = "index path (default: FILE.idx beside FILE, .FILE.idx in a dataset directory; one FILE only)"
@@ -414,6 +415,28 @@ def _add_convert(commands: Any) -> None:
     help = "allow rounding double_list values to float32"
     p.add_argument("--lossy", action="store_true", help=help)
     p.add_argument("-f", "--force", action="store_true", help="overwrite existing outputs")
+
+
+def _add_reshard(commands: Any) -> None:
+    description = (
+        "Write the records of SRC... (read as one sequence, as recordkit cat reads them) again as a "
+        "dataset of --shards N shards, sizes within one record, with a manifest, in the new directory "
+        "DST. It is written beside DST and renamed into place once complete. Records are copied as "
+        "they are, in order, or with --shuffle in a seeded global shuffle within --memory."
+    )
+    help = "write a dataset again as N shards, optionally shuffled"
+    p = _command(commands, "reshard", help, run_reshard, description=description)
+    p.add_argument("src", nargs="+", metavar="SRC", help="input files, directories or datasets")
+    p.add_argument("dst", metavar="DST", help="output directory")
+    p.add_argument("--shards", type=_positive, required=True, metavar="N", help="write N shards")
+    p.add_argument("--to", type=str.lower, metavar="FORMAT", help="output format (default: SRC's)")
+    help = "output compression (TFRecord only; default: SRC's when the format is SRC's)"
+    p.add_argument("--compression", choices=("none", "gzip", "zlib"), help=help)
+    p.add_argument("--shuffle", action="store_true", help="shuffle the records globally")
+    p.add_argument("--seed", type=int, default=0, help="the seed of --shuffle (default 0)")
+    help = "memory budget of --shuffle in MiB (default 256)"
+    p.add_argument("--memory", type=_positive, default=256, metavar="MIB", help=help)
+    p.add_argument("-f", "--force", action="store_true", help="replace DST if it holds files")
 
 
 class _Parser(argparse.ArgumentParser):

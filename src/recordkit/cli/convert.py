@@ -1,4 +1,5 @@
-"""``recordkit convert``: copy records between formats, optionally sharded and with payload conversion.
+"""``recordkit convert`` and ``recordkit reshard``: copy records between formats, optionally sharded and with
+payload conversion; write a dataset again as M shards, optionally shuffled.
 
 Records are copied byte for byte unless their payloads need converting: into an OFRecord file, Example
 payloads become OFRecords (OneFlow reads nothing else); into a TFRecord file, OFRecord payloads become
@@ -18,32 +19,30 @@ import os
 from collections.abc import Iterator
 
 import recordkit as rk
-from recordkit.cli.common import CliError, InputPath, expand_inputs, progress
+from recordkit.cli.common import CliError, InputPath, expand_inputs, progress, resolve_input
 from recordkit.cli.parquet import is_parquet, parquet_records, parquet_rows, write_parquet
 from recordkit.cli.payload import convert_payload
-from recordkit.datasets import MANIFEST_NAME, Shard, commit_manifest, prepare_output, write_shard
+from recordkit.datasets import (
+    MANIFEST_NAME,
+    Manifest,
+    Shard,
+    commit_manifest,
+    prepare_output,
+    reshard,
+    write_shard,
+)
+from recordkit.datasets.resharding import shard_sizes
 from recordkit.datasets.tfds import convert_tfds
 from recordkit.decode.payloads import detect_payload
 from recordkit.formats import format_for_path
 from recordkit.formats.payloads import EXAMPLE_PAYLOAD, OFRECORD_PAYLOAD
+from recordkit.io import ResolvedSources
 from recordkit.io.index import default_index_path
 from recordkit.io.sources import resolve_format
 from recordkit.io.tfds import is_tfds_directory
 
 _COMPRESSION_SUFFIX = {"gzip": ".gz", "zlib": ".zlib"}
 _PAYLOAD_SAMPLE = 100
-
-
-def shard_sizes(total: int, shards: int) -> list[int]:
-    """Split ``total`` records into ``shards`` contiguous runs whose sizes differ by at most one.
-
-    Examples
-    --------
-    >>> shard_sizes(10, 4)
-    [3, 3, 2, 2]
-    """
-    base, extra = divmod(total, shards)
-    return [base + (i < extra) for i in range(shards)]
 
 
 _OLD_FIELDS = {"index": "shard", "count": "num_shards"}
@@ -258,3 +257,37 @@ def run_convert(args: argparse.Namespace) -> int:
         where = outputs[0] if len(outputs) == 1 else f"{len(outputs)} {fmt} files in {args.dst}"
         print(f"wrote {total} records to {where}")
     return 0
+
+
+def run_reshard(args: argparse.Namespace) -> int:
+    """Run ``recordkit reshard``: :func:`recordkit.datasets.reshard` with a progress bar; return the status."""
+    sources = resolve_input(
+        args.src if len(args.src) > 1 else args.src[0], format=args.format, split=args.split
+    )
+    try:
+        manifest = _reshard(args, sources)
+    except FileExistsError as exc:
+        raise CliError(f"{args.dst} exists; pass --force to overwrite") from exc
+    if not args.quiet:
+        total = sum(shard.records for shard in manifest.shards)
+        print(
+            f"wrote {total} records to {len(manifest.shards)} {manifest.format} shards in {args.dst}"
+        )
+    return 0
+
+
+def _reshard(args: argparse.Namespace, sources: ResolvedSources) -> Manifest:
+    return reshard(
+        sources,
+        args.dst,
+        shards=args.shards,
+        shuffle=args.shuffle,
+        seed=args.seed,
+        format=args.to,
+        compression=args.compression,
+        overwrite=args.force,
+        memory_bytes=args.memory << 20,
+        progress=lambda records, total: progress(
+            records, total=total, desc="reshard", enabled=not args.quiet
+        ),
+    )

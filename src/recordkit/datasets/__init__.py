@@ -5,6 +5,7 @@
   writers (Ray, Dask, your own) are built from; :func:`merge_manifests` then joins their entries.
 * :func:`plan_reads` / :func:`read_range` and :func:`task_shard_path` / :func:`commit_manifest` are what
   the Ray and Dask integrations run in their tasks.
+* :func:`reshard` writes the records of any source again as a dataset of M shards, in order or shuffled.
 * :func:`build_manifest` describes shards written by anything else, :func:`verify_dataset` checks shards
   against their manifest (or a tensorflow-datasets ``dataset_info.json``), :func:`repair_dataset` repairs
   the damaged ones in place.
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     )
     from recordkit.datasets.manifest import merge_manifests
     from recordkit.datasets.ranges import ReadRange, plan_reads, read_range
+    from recordkit.datasets.resharding import reshard
     from recordkit.datasets.shardfile import OpenShard, write_shard
     from recordkit.datasets.tasks import commit_manifest, prepare_output, task_shard_path
     from recordkit.datasets.writer import ShardWriter
@@ -52,6 +54,7 @@ _DEFINED_IN = {
         "manifest": "merge_manifests",
         "recordkit.io.manifest": "Fingerprint IndexFile MANIFEST_NAME Manifest Shard load_manifest",
         "ranges": "ReadRange plan_reads read_range",
+        "resharding": "reshard",
         "shardfile": "OpenShard write_shard",
         "tasks": "commit_manifest prepare_output task_shard_path",
         "writer": "ShardWriter",
@@ -79,6 +82,7 @@ __all__ = [
     "prepare_output",
     "read_range",
     "repair_dataset",
+    "reshard",
     "task_shard_path",
     "verify_dataset",
     "write_shard",

@@ -200,11 +200,32 @@ class ShardWriter(Closing):
 
     def write_many(self, records: Iterable[Any]) -> int:
         """Append every record of ``records``; return how many were written."""
+        if (
+            self._max_records is None and self._max_bytes is None
+        ):  # one shard: its writer's own loop
+            records = iter(records)
+            first = next(records, None)
+            if first is None:
+                return 0
+            self.write(first)
+            assert self._current is not None
+            return 1 + self._current.write_many(records)
         written = 0
         for record in records:
             self.write(record)
             written += 1
         return written
+
+    def end_shard(self) -> None:
+        """Finish the shard being written: the next record starts a new one, whatever the limits.
+
+        For shards whose sizes the caller chooses (:func:`~recordkit.datasets.reshard` balances them).
+        With no shard started (nothing written since the last one ended), it does nothing: a shard is
+        never empty.
+        """
+        if self._closed:
+            raise ValueError("I/O operation on a closed ShardWriter")
+        self._finish_shard()
 
     def _shard_for(self, size: int) -> OpenShard:
         shard = self._current
