@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
-from recordkit.errors import UnsupportedOperationError
+from recordkit.errors import OptionsError, UnsupportedOperationError
 from recordkit.formats._highwayhash import highwayhash64, highwayhash64_many
 from recordkit.formats._riegeli import (
     BLOCK,
@@ -75,8 +75,8 @@ class WriterOptions:
         return text + ",max_parallelism:1"
 
 
-def _bad(text: str, why: str) -> ValueError:
-    return ValueError(f"ArrayRecord writer options {text!r}: {why}")
+def _bad(text: str, why: str) -> OptionsError:
+    return OptionsError(f"ArrayRecord writer options {text!r}: {why}")
 
 
 def _integer(text: str, name: str, value: str, lowest: int, highest: int) -> int:
@@ -96,7 +96,7 @@ def parse_options(text: str | None, level: int | None = None) -> WriterOptions:
 
     Raises
     ------
-    ValueError
+    OptionsError
         An unknown option or a value out of range (as ArrayRecordWriter refuses it).
     UnsupportedOperationError
         ``transpose:true`` (transposed chunks are read, not written), or ``window_log`` with Brotli
