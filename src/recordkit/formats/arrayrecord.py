@@ -1,4 +1,4 @@
-"""ArrayRecord: Riegeli/records files with a footer indexing their chunks (``.array_record``), read only.
+"""ArrayRecord: Riegeli/records files with a footer indexing their chunks (``.array_record``).
 
 ArrayRecord (https://github.com/google/array_record, ``cpp/layout.proto``) is what tensorflow-datasets and
 Grain write. A file is a Riegeli/records file (see :mod:`recordkit.formats._riegeli`): the signature, then
