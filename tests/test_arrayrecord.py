@@ -17,7 +17,6 @@ from _cli import run_cli
 
 import recordkit as rk
 from recordkit.data import Dataset
-from recordkit.errors import UnsupportedOperationError
 from recordkit.formats import _decompress, get_format
 from recordkit.formats._highwayhash import highwayhash64
 from recordkit.formats._riegeli import BLOCK, SIGNATURE
@@ -134,12 +133,6 @@ def test_dataset_map_dataset_and_cli(tmp_path, capsys):
         result = run_cli(capsys, "convert", path, out, "--keep-payload")
         assert result.code == 0, result.err
         assert list(rk.open(out)) == records
-
-
-def test_writing_is_refused(tmp_path):
-    with pytest.raises(UnsupportedOperationError, match="does not write them"):
-        rk.open(tmp_path / "out.array_record", "w")
-    assert not (tmp_path / "out.array_record").exists()
 
 
 def test_a_missing_decompressor_names_the_extra(tmp_path, monkeypatch):

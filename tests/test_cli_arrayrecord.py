@@ -10,7 +10,6 @@ from _array_record import write_array_record
 from _cli import run_cli
 
 import recordkit as rk
-from recordkit.errors import UnsupportedOperationError
 from recordkit.formats import get_format
 
 RECORDS = [b"record %d " % i * (i % 50) for i in range(120)]
@@ -53,36 +52,20 @@ def test_chunk_compression_of_files_that_differ_is_mixed(tmp_path):
 
 
 @pytest.mark.interop
-def test_convert_to_arrayrecord_names_the_output_option(capsys, tmp_path):
+def test_convert_to_arrayrecord_writes_it(capsys, tmp_path):
     source = write_array_record(tmp_path / "data.array_record", RECORDS, "group_size:1")
-    (tmp_path / "out").mkdir()
     for args in (
-        [tmp_path / "out" / "x.array_record"],
+        [tmp_path / "x.array_record"],
         [f"{tmp_path}/shards/"],
-        [tmp_path / "x.tfrecord", "--to", "arrayrecord"],
+        [tmp_path / "x.bin", "--to", "arrayrecord"],
     ):
         result = run_cli(capsys, "convert", source, *args)
-        assert result.code == 2
-        assert "--to FORMAT" in result.err
-        assert "--format" not in result.err
-        assert "does not write" in result.err
-        assert "tfrecord" in result.err
-    assert list((tmp_path / "out").iterdir()) == []
-    result = run_cli(capsys, "convert", source, f"{tmp_path}/shards/", "--to", "tfrecord")
-    assert result.code == 0
-    assert list(rk.open(tmp_path / "shards")) == RECORDS
-
-
-def test_the_writer_refusal_names_the_output_option(tmp_path):
-    with pytest.raises(UnsupportedOperationError) as caught:
-        rk.open(tmp_path / "x.array_record", "w")
-    assert "--format" not in str(caught.value)
-    assert "--to tfrecord" in str(caught.value)
-    assert not (tmp_path / "x.array_record").exists()
+        assert result.code == 0, result.err
+        assert list(rk.open(args[0], format="arrayrecord")) == RECORDS
 
 
 @pytest.mark.interop
-def test_verify_salvages_into_the_format_the_name_says(capsys, tmp_path):
+def test_verify_salvages_into_arrayrecord(capsys, tmp_path):
     source = Path(write_array_record(tmp_path / "bad.array_record", RECORDS, "group_size:10"))
     with rk.open(source) as reader:
         frames = reader._frames[0]
@@ -91,25 +74,23 @@ def test_verify_salvages_into_the_format_the_name_says(capsys, tmp_path):
     data[offsets[2] + 50] ^= 1  # chunk 2's data: records 20 to 29
     source.write_bytes(bytes(data))
     (tmp_path / "out").mkdir()
-    result = run_cli(capsys, "verify", source, "--salvage", tmp_path / "out" / "rescued.tfrecord")
-    assert result.code == 1
-    assert "recovered 110 records" in result.out
-    expected = RECORDS[: starts[2]] + RECORDS[starts[3] :]
-    assert list(rk.open(tmp_path / "out" / "rescued.tfrecord")) == expected
     result = run_cli(
         capsys, "verify", source, "--salvage", tmp_path / "out" / "rescued.array_record"
     )
-    assert result.code == 2
-    assert "[UnsupportedOperationError]" in result.err
-    assert ".tfrecord (tfrecord)" in result.err
-    assert not (tmp_path / "out" / "rescued.array_record").exists()
+    assert result.code == 1
+    assert "recovered 110 records" in result.out
+    expected = RECORDS[: starts[2]] + RECORDS[starts[3] :]
+    assert list(rk.open(tmp_path / "out" / "rescued.array_record")) == expected
+    result = run_cli(capsys, "verify", source, "--salvage", tmp_path / "out" / "rescued.tfrecord")
+    assert result.code == 2  # salvage writes the source's format, now that recordkit writes it
+    assert not (tmp_path / "out" / "rescued.tfrecord").exists()
 
 
 def test_help_names_every_registered_format(capsys):
     result = run_cli(capsys, "--help")
     assert result.code == 0
     text = " ".join(result.out.split())
-    assert "arrayrecord (read only), ffrecord, ofrecord, tfrecord" in text
+    assert "arrayrecord, ffrecord, ofrecord, tfrecord" in text
 
 
 @pytest.mark.interop
@@ -124,10 +105,8 @@ def test_the_package_name_array_record_names_the_format(capsys, tmp_path):
     assert result.code == 0
     assert result.out.split()[0] == str(len(RECORDS))
     result = run_cli(capsys, "convert", path, tmp_path / "x.tfrecord", "--to", "array_record")
-    assert result.code == 2
-    assert "does not write" in result.err  # refused as read only, not as an unknown name
-    with pytest.raises(UnsupportedOperationError, match="does not write"):
-        rk.open(tmp_path / "x.bin", "w", format="array_record")
+    assert result.code == 0
+    assert list(rk.open(tmp_path / "x.tfrecord", format="array_record")) == RECORDS
 
 
 def test_a_name_close_to_a_format_suggests_it(capsys, tmp_path):

@@ -38,6 +38,7 @@ STDLIB_BASES: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     errors.NoLengthError: (io.UnsupportedOperation, TypeError),
     errors.UnsafePathError: (PermissionError, OSError),
     errors.StateError: (ValueError,),
+    errors.OptionsError: (ValueError,),
 }
 CORRUPT_CLASSES = [
     errors.CorruptRecordError,

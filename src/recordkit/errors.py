@@ -37,6 +37,7 @@ __all__ = [
     "LegacyFormatWarning",
     "ManifestError",
     "NoLengthError",
+    "OptionsError",
     "OutputExistsError",
     "RecordKitError",
     "RecordKitWarning",
@@ -379,6 +380,11 @@ class NoLengthError(UnsupportedOperationError, TypeError):
     It is also a :class:`TypeError`, what ``len()`` raises for an object without a length, so ``list()``
     and other callers that ask for a length only as a hint still work on such a reader.
     """
+
+
+class OptionsError(RecordKitError, ValueError):
+    """A format's writer options that do not parse: an unknown option or a value out of range (ArrayRecord's
+    ``options="group_size:0"``)."""
 
 
 class StateError(RecordKitError, ValueError):

@@ -180,7 +180,7 @@ def get_format(name: str) -> RecordFormat:
 def available_formats(*, writable: bool = False) -> list[str]:
     """Return the names of the registered formats (the entry points' loaded first), sorted.
 
-    With ``writable=True``, only those recordkit writes (not ArrayRecord, which it only reads).
+    With ``writable=True``, only those recordkit writes (a plugin's format may be read only).
     """
     _load_plugins()
     return sorted(

@@ -296,20 +296,27 @@ def highwayhash64_many(items: Sequence[Any], key: Sequence[int] = RIEGELI_KEY) -
 
     n = len(items)
     lengths = np.fromiter((memoryview(item).nbytes for item in items), np.int64, n)
-    buf = np.frombuffer(b"".join(items) + bytes(32), np.uint8)
-    starts = np.zeros(n, np.int64)
-    np.cumsum(lengths[:-1], out=starts[1:])
+    order = np.argsort(-lengths, kind="stable")  # the items still hashing packet j are a prefix
+    lengths = lengths[order]
+    stride = (
+        int(lengths[0]) + 63
+    ) & ~31  # a row per item, its bytes then zeros (one packet at least)
+    buf = np.zeros(n * stride, np.uint8)
+    rows, start = memoryview(buf.data), 0
+    for i, size in zip(order.tolist(), lengths.tolist(), strict=True):
+        rows[start : start + size] = memoryview(items[i]).cast("B")
+        start += stride
+    words = buf.view("<u8").reshape(n, stride // 8)
+    starts = np.arange(n, dtype=np.int64) * stride
     packets = lengths >> 5
-    order = np.argsort(-packets, kind="stable")  # the items still hashing packet j are a prefix
-    starts, lengths, packets = starts[order], lengths[order], packets[order]
     initial = np.array(_reset(key), np.uint64).reshape(4, 4)
     state = tuple(np.repeat(initial[k][None, :], n, axis=0) for k in range(4))
     zipper = np.array(_zipper_order())
     columns = np.arange(32)
     for j in range(int(packets[0])):
         active = int(np.searchsorted(-packets, -j, side="left"))
-        words = buf[(starts[:active] + 32 * j)[:, None] + columns].view("<u8")
-        _lanes_update([part[:active] for part in state], words, zipper)
+        lanes = state if active == n else [part[:active] for part in state]
+        _lanes_update(lanes, words[:active, 4 * j : 4 * j + 4], zipper)
     rests = lengths & 31
     ragged = np.flatnonzero(rests)
     if len(ragged):

@@ -1,10 +1,10 @@
 """Protobuf's base-128 varints, read one at a time, for the few the framing reads (OFRecord's sniffing,
-Riegeli's chunks); payloads are decoded by :mod:`recordkit.decode`. Also :class:`Malformed`, what the
+Riegeli's chunks, read and written); payloads are decoded by :mod:`recordkit.decode`. Also :class:`Malformed`, what the
 decoders of Riegeli chunks raise."""
 
 from __future__ import annotations
 
-__all__ = ["Malformed", "varint_at"]
+__all__ = ["Malformed", "varint", "varint_at"]
 
 
 class Malformed(ValueError):
@@ -29,3 +29,18 @@ def varint_at(data: bytes, pos: int, bits: int = 70) -> tuple[int, int] | None:
         if byte < 0x80:
             return value, pos + i + 1
     return None
+
+
+_ONE_BYTE = [bytes((i,)) for i in range(128)]
+
+
+def varint(value: int) -> bytes:
+    """Return the varint of ``value`` (``0 <= value < 2**64``), as Riegeli's writer encodes sizes."""
+    if value < 128:
+        return _ONE_BYTE[value]
+    out = bytearray()
+    while value >= 128:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

@@ -1,4 +1,4 @@
-"""ArrayRecord: Riegeli/records files with a footer indexing their chunks (``.array_record``), read only.
+"""ArrayRecord: Riegeli/records files with a footer indexing their chunks (``.array_record``).
 
 ArrayRecord (https://github.com/google/array_record, ``cpp/layout.proto``) is what tensorflow-datasets and
 Grain write. A file is a Riegeli/records file (see :mod:`recordkit.formats._riegeli`): the signature, then
@@ -51,8 +51,8 @@ from recordkit.errors import (
     CorruptRecordError,
     HeaderError,
     TruncatedRecordError,
-    UnsupportedOperationError,
 )
+from recordkit.formats._arrayrecord_write import MAGIC, ArrayRecordFrameWriter
 from recordkit.formats._highwayhash import highwayhash64
 from recordkit.formats._riegeli import (
     BLOCK,
@@ -70,7 +70,6 @@ from recordkit.formats.base import (
     _WINDOW,
     Capabilities,
     FrameReader,
-    FrameWriter,
     Offsets,
     RecordFormat,
     Source,
@@ -79,10 +78,7 @@ from recordkit.formats.base import (
 from recordkit.formats.resync import Skip
 from recordkit.support.varints import VarintError, decode_all
 
-__all__ = ["MAGIC", "ArrayRecordFormat", "ArrayRecordFrameReader"]
-
-MAGIC = 0x71930E704FDAE05E
-"""The ``magic`` field of ArrayRecord's postscript."""
+__all__ = ["MAGIC", "ArrayRecordFormat", "ArrayRecordFrameReader", "ArrayRecordFrameWriter"]
 
 
 def _fields(message: bytes) -> dict[int, Any]:
@@ -556,7 +552,7 @@ class ArrayRecordFormat(RecordFormat):
     aliases: ClassVar[tuple[str, ...]] = ("array_record",)  # the package's, TFDS's and Grain's name
     extensions: ClassVar[tuple[str, ...]] = (".array_record", ".arrayrecord")
     capabilities: ClassVar[Capabilities] = Capabilities(
-        random_access=True, checksums=True, empty_records=True, self_indexed=True, writable=False
+        random_access=True, checksums=True, empty_records=True, self_indexed=True
     )
     sniff_priority: ClassVar[int] = 30
     index_place: ClassVar[str] = "footer"
@@ -610,19 +606,24 @@ class ArrayRecordFormat(RecordFormat):
         compression: str = "",
         level: int | None = None,
         n: int | None = None,
-    ) -> FrameWriter:
-        """Refuse: recordkit reads ArrayRecord files but does not write them.
+        options: str | None = None,
+    ) -> ArrayRecordFrameWriter:
+        """Return an :class:`ArrayRecordFrameWriter`: ``options`` is ArrayRecordWriter's option string
+        (``"group_size:1,zstd:3"``, its defaults when absent), ``level`` the codec's level.
 
         Raises
         ------
+        ValueError
+            Whole-file ``compression`` (an ArrayRecord file compresses its chunks), or bad ``options``.
         UnsupportedOperationError
-            Always.
+            ``transpose:true``.
         """
-        raise UnsupportedOperationError(
-            "recordkit reads ArrayRecord files but does not write them: write TFRecord or FFRecord "
-            "(a .tfrecord or .ffr file; recordkit convert SRC DST --to tfrecord), or use array_record's "
-            "ArrayRecordWriter"
-        )
+        if compression:
+            raise ValueError(
+                "an ArrayRecord file compresses its chunks, not the whole file: pass "
+                "options='zstd:3' (or brotli, snappy, uncompressed), not compression="
+            )
+        return ArrayRecordFrameWriter(fileobj, options, level)
 
 
 # Salvage.

@@ -141,6 +141,7 @@ def open(
     level: int | None = None,
     n: int | None = None,
     fsync: bool = False,
+    options: str | None = None,
 ) -> RecordReader | RecordWriter:
     """Open a record file for reading (``mode="r"``) or writing (``mode="w"``).
 
@@ -193,6 +194,11 @@ def open(
         in place; otherwise they are assembled at close). Writing a different number is an error.
     fsync
         Writing: fsync the file and its directory on close.
+    options
+        Writing ArrayRecord: array_record's ``ArrayRecordWriter`` option string (``"group_size:1,zstd:3"``,
+        also ``brotli[:L]``, ``snappy``, ``uncompressed``, ``window_log:N``, ``pad_to_block_boundary:B``),
+        with its defaults (``group_size:1,zstd:3,window_log:20``); ``level`` sets the codec's level.
+        See docs/formats/arrayrecord.md.
 
     Returns
     -------
@@ -209,8 +215,8 @@ def open(
     from recordkit.io.writer import open_writer
 
     if mode == "r":
-        if level is not None or n is not None or fsync:
-            raise ValueError("level=, n= and fsync= apply to writing (mode='w')")
+        if level is not None or n is not None or fsync or options is not None:
+            raise ValueError("level=, n=, fsync= and options= apply to writing (mode='w')")
         resolved = resolve_sources(
             sources, format=format, compression=compression, split=split, missing_ok=True
         )
@@ -221,6 +227,12 @@ def open(
                 "check_crc=, index=, lenient=, split= and zero_copy= apply to reading (mode='r')"
             )
         return open_writer(
-            sources, format=format, compression=compression, level=level, n=n, fsync=fsync
+            sources,
+            format=format,
+            compression=compression,
+            level=level,
+            n=n,
+            fsync=fsync,
+            options=options,
         )
     raise ValueError(f"invalid mode {mode!r}: use 'r' or 'w'")

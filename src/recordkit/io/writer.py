@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import warnings
 import weakref
@@ -10,7 +11,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
-from recordkit.errors import StaleIndexError
+from recordkit.errors import OptionsError, StaleIndexError
 from recordkit.formats import get_format
 from recordkit.formats.base import FrameWriter, as_bytes
 from recordkit.io.atomic import AtomicFile, UploadOnCommit
@@ -166,6 +167,7 @@ def open_writer(
     level: int | None = None,
     n: int | None = None,
     fsync: bool = False,
+    options: str | None = None,
 ) -> RecordWriter:
     """Open ``dest`` (a path, an fsspec URL or a binary file object) for writing: ``recordkit.open(dest, "w")``.
 
@@ -195,8 +197,11 @@ def open_writer(
         else:
             target = AtomicFile(path, fsync=fsync)
     fileobj = dest if target is None else target.file
+    extra = {"options": options} if options is not None else {}
+    if extra and "options" not in inspect.signature(fmt.writer).parameters:
+        raise OptionsError(f"the {fmt.name} format takes no writer options (options={options!r})")
     try:
-        frames = fmt.writer(fileobj, compression=comp, level=level, n=n)
+        frames = fmt.writer(fileobj, compression=comp, level=level, n=n, **extra)
     except BaseException:
         if target is not None:
             target.discard()
