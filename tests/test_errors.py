@@ -39,6 +39,7 @@ STDLIB_BASES: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     errors.UnsafePathError: (PermissionError, OSError),
     errors.StateError: (ValueError,),
     errors.OptionsError: (ValueError,),
+    errors.OutputExistsError: (FileExistsError,),
 }
 CORRUPT_CLASSES = [
     errors.CorruptRecordError,
