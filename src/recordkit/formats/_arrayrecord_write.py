@@ -181,10 +181,11 @@ def simple_chunk(
     if len(records) == 1 and heads is not None:
         values = records[0]
         head = heads.get(len(values))
-        if head is None:
+        if head is None:  # also the values' decompressed size, when compressed
             sizes = _block(compress, varint(len(values)))
-            head = heads[len(values)] = bytes((kind,)) + varint(len(sizes)) + sizes
-        return head + _block(compress, values), len(values)
+            head = bytes((kind,)) + varint(len(sizes)) + sizes
+            head = heads[len(values)] = head if compress is None else head + varint(len(values))
+        return head + (values if compress is None else compress(values)), len(values)
     values = b"".join(records)
     sizes = _block(compress, b"".join([varint(len(record)) for record in records]))
     data = b"".join((bytes((kind,)), varint(len(sizes)), sizes, _block(compress, values)))
@@ -212,37 +213,51 @@ class _Layout:
         ``hashes`` are the data hashes (``None``: computed here); padding chunks are added as needed.
         """
         placed: list[tuple[int, int, int, bytes, int, int]] = []  # begin, end, then as chunks
+        pos, offsets = self.pos, self.offsets
         for kind, data, records, decoded in chunks:
-            begin, self.pos = self.pos, chunk_end(self.pos, len(data), records)
-            placed.append((begin, self.pos, kind, data, records, decoded))
+            begin, pos = pos, chunk_end(pos, len(data), records)
+            placed.append((begin, pos, kind, data, records, decoded))
             if kind == SIMPLE and records:
-                self.offsets.append((begin, decoded, records))
-            if self.pad and self.pos % BLOCK:
+                offsets.append((begin, decoded, records))
+            if self.pad and pos % BLOCK:
+                self.pos = pos
                 placed.append(self._padding())
+                pos = self.pos
+        self.pos = pos
         if hashes is None:
             hashes = highwayhash64_many([item[3] for item in placed if item[2] != PADDING])
         datas = iter(hashes)
-        words = []
-        for _, _, kind, data, records, decoded in placed:
-            digest = _zeros_hash(len(data)) if kind == PADDING else next(datas)
-            words.append(_WORDS.pack(len(data), digest, kind | records << 8, decoded))
+        pack = _WORDS.pack
+        words = [
+            pack(
+                len(data),
+                _zeros_hash(len(data)) if kind == PADDING else next(datas),
+                kind | records << 8,
+                decoded,
+            )
+            for _, _, kind, data, records, decoded in placed
+        ]
         blocks = [
             (at, struct.pack("<QQ", at - begin, end - at))
             for begin, end, *_ in placed
+            if -(-begin // BLOCK) * BLOCK < end
             for at in _boundaries(begin, end)
         ]
         sums = highwayhash64_many(words + [block for _, block in blocks])
         heads = iter(zip(sums[len(words) :], blocks, strict=True))
-        out = []
+        out: list[bytes] = []
         for (begin, end, _, data, *_), digest, header in zip(
             placed, sums[: len(words)], words, strict=True
         ):
-            content = [digest.to_bytes(8, "little"), header, data]
-            length = end - begin - BLOCK_HEADER * len(_boundaries(begin, end))
-            content.append(bytes(length - CHUNK_HEADER - len(data)))
-            if not _boundaries(begin, end):
-                out += content  # no block boundary inside the chunk: the common case
+            if (
+                -(-begin // BLOCK) * BLOCK >= end
+            ):  # no block boundary inside the chunk: the common case
+                gap = end - begin - CHUNK_HEADER - len(data)
+                out += (digest.to_bytes(8, "little"), header, data, _ZERO[:gap])
                 continue
+            length = end - begin - BLOCK_HEADER * len(_boundaries(begin, end))
+            content = [digest.to_bytes(8, "little"), header, data]
+            content.append(bytes(length - CHUNK_HEADER - len(data)))
             whole, at = b"".join(content), begin
             for boundary in _boundaries(begin, end):
                 block_sum, (_, block) = next(heads)
@@ -262,6 +277,7 @@ class _Layout:
 
 
 _ZEROS: dict[int, int] = {}
+_ZERO = bytes(BLOCK)
 
 
 def _zeros_hash(size: int) -> int:
