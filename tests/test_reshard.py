@@ -120,6 +120,28 @@ def test_cli_refuses_an_existing_destination_unless_forced(tmp_path, capsys):
     assert sorted(os.listdir(tmp_path)) == ["in", "out"]
 
 
+def test_force_replaces_only_a_directory_holding_a_dataset_and_nothing_else(tmp_path, capsys):
+    sources = _sources(tmp_path)  # tmp_path/in
+    (tmp_path / "notes.txt").write_text("mine")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    # The directory that holds the sources (and a user's file) is not a dataset: never deleted.
+    result = run_cli(capsys, "reshard", sources, tmp_path, "--shards", "2", "--force")
+    assert result.code == 2
+    assert "holds files that are not a recordkit dataset's" in result.err
+    # Nor is a file, and refusing leaves nothing behind.
+    result = run_cli(capsys, "reshard", sources, tmp_path / "notes.txt", "--shards", "2", "--force")
+    assert result.code == 2
+    assert "is not a directory" in result.err
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+    # A dataset directory with a file of the user's beside the dataset is not replaced either.
+    assert run_cli(capsys, "reshard", sources, tmp_path / "out", "--shards", "2", "-q").code == 0
+    (tmp_path / "out" / "README").write_text("mine")
+    with pytest.raises(rk.errors.OutputExistsError, match="README"):
+        rk.datasets.reshard(sources, tmp_path / "out", shards=3, overwrite=True)
+    assert (tmp_path / "out" / "README").read_text() == "mine"
+    assert _read(tmp_path / "out") == RECORDS
+
+
 def test_cli_split_of_a_tfds_directory(tmp_path, capsys):
     directory = _tfds_dir(tmp_path / "tfds", BASE_INFO)
     with rk.open(directory, split="train") as reader:
@@ -203,7 +225,7 @@ def test_bad_arguments(tmp_path):
     (tmp_path / "out" / "x").write_bytes(b"")
     with pytest.raises(FileExistsError) as caught:
         reshard(sources, tmp_path / "out", shards=2)
-    assert caught.value.filename == str(tmp_path / "out")
+    assert caught.value.path == str(tmp_path / "out")
 
 
 def test_dask_recipe_repartitions_through_the_writers(tmp_path):

@@ -267,6 +267,8 @@ def run_reshard(args: argparse.Namespace) -> int:
     try:
         manifest = _reshard(args, sources)
     except FileExistsError as exc:
+        if args.force:  # what --force does not replace: a file, a directory holding other files
+            raise CliError(str(exc)) from None
         raise CliError(f"{args.dst} exists; pass --force to overwrite") from exc
     if not args.quiet:
         total = sum(shard.records for shard in manifest.shards)

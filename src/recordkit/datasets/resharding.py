@@ -8,7 +8,6 @@ directory beside the destination, which is renamed into place once its manifest 
 
 from __future__ import annotations
 
-import errno
 import itertools
 import os
 import shutil
@@ -22,10 +21,16 @@ import numpy as np
 
 from recordkit.datasets.seeds import derive_seed
 from recordkit.datasets.writer import ShardWriter
-from recordkit.errors import CorruptRecordError, NoLengthError, RecordKitWarning
+from recordkit.errors import (
+    CorruptRecordError,
+    ManifestError,
+    NoLengthError,
+    OutputExistsError,
+    RecordKitWarning,
+)
 from recordkit.formats import get_format
 from recordkit.io import open as open_records
-from recordkit.io.manifest import Manifest
+from recordkit.io.manifest import MANIFEST_NAME, Manifest, load_manifest
 from recordkit.io.reader import RecordReader
 from recordkit.io.resolve import resolve_sources
 from recordkit.io.sources import is_url, source_size
@@ -132,8 +137,8 @@ def reshard(
             "use the Ray or Dask writers (docs/datasets.md)"
         )
     resolved = resolve_sources(sources, split=split)
-    if os.path.lexists(dest) and not overwrite and not _empty_directory(dest):
-        raise FileExistsError(errno.EEXIST, "exists; pass overwrite=True to replace it", dest)
+    if os.path.lexists(dest) and not _empty_directory(dest):
+        _check_replaceable(dest, overwrite)
     parent, name = os.path.split(os.path.abspath(dest))
     partial = os.path.join(parent, _PARTIAL + name)
     shutil.rmtree(partial, ignore_errors=True)  # what an interrupted reshard left
@@ -299,6 +304,41 @@ def _empty_directory(path: str) -> bool:
     return os.path.isdir(path) and not os.listdir(path)
 
 
+def _check_replaceable(dest: str, overwrite: bool) -> None:
+    """Refuse to replace ``dest`` unless asked to, and unless it holds a recordkit dataset and nothing else.
+
+    Replacing a directory deletes it whole, so a directory holding any file its manifest does not list (the
+    sources of the reshard, a user's notes) is never replaced, whatever ``overwrite`` says.
+    """
+    if not overwrite:
+        raise OutputExistsError("exists; pass overwrite=True to replace it", path=dest)
+    if not os.path.isdir(dest):
+        raise OutputExistsError("is not a directory: reshard writes a dataset directory", path=dest)
+    try:
+        manifest = load_manifest(dest)
+    except (OSError, ManifestError):
+        manifest = None
+    listed = {MANIFEST_NAME} if manifest is not None else set()
+    for shard in manifest.shards if manifest is not None else ():
+        listed.add(os.path.normpath(shard.path))
+        if shard.index is not None:
+            listed.add(os.path.normpath(shard.index.path))
+    others = sorted(
+        os.path.relpath(os.path.join(root, name), dest)
+        for root, _, names in os.walk(dest)
+        for name in names
+        if os.path.normpath(os.path.relpath(os.path.join(root, name), dest)) not in listed
+    )
+    if others:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise OutputExistsError(
+            f"holds files that are not a recordkit dataset's ({shown}): reshard replaces the whole "
+            "directory, so it replaces only an empty one or a dataset directory holding nothing else; "
+            "choose another destination",
+            path=dest,
+        )
+
+
 def _put_in_place(partial: str, dest: str) -> None:
     """Rename the finished dataset to ``dest``; a directory there is moved aside first, then deleted."""
     if not os.path.lexists(dest):
@@ -306,7 +346,11 @@ def _put_in_place(partial: str, dest: str) -> None:
         return
     parent, name = os.path.split(os.path.abspath(dest))
     old = tempfile.mkdtemp(prefix=f".rk-replaced-{name}-", dir=parent)
-    os.rename(dest, old)  # an empty directory is replaced by the rename
+    try:
+        os.rename(dest, old)  # an empty directory is replaced by the rename
+    except OSError:
+        os.rmdir(old)
+        raise
     try:
         os.rename(partial, dest)
     except BaseException:
