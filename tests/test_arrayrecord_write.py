@@ -127,11 +127,19 @@ def test_the_footer_records_the_options_as_array_record_spells_them():
 
 
 @pytest.mark.parametrize(
-    "options", ["group_size:0", "zstd:23", "brotli:12", "snappy:3", "window_log:9", "bogus"]
+    "options",
+    ["group_size:0", "zstd:23", "brotli:12", "snappy:3", "window_log:9", "bogus", "zstd,brotli"],
 )
-def test_bad_options_are_refused(options):
+def test_bad_options_are_refused(options, tmp_path):
     with pytest.raises(OptionsError):
         get_format("arrayrecord").writer(io.BytesIO(), options=options)
+    with pytest.raises(ValueError, match=r"(?i)option"):  # and array_record refuses them too
+        module.ArrayRecordWriter(str(tmp_path / "theirs.array_record"), options)
+
+
+def test_a_level_beside_another_level_in_the_options_is_refused():
+    with pytest.raises(OptionsError, match="level=7"):
+        get_format("arrayrecord").writer(io.BytesIO(), options="zstd:5", level=7)
 
 
 def test_transposed_writing_and_whole_file_compression_are_refused(tmp_path):

@@ -104,6 +104,7 @@ def parse_options(text: str | None, level: int | None = None) -> WriterOptions:
     """
     text = text or ""
     group, codec, pad, window, levels = 1, "zstd", False, "", {}
+    seen_codec: str | None = None
     for option in text.split(","):
         key, _, value = option.partition(":")
         if not option or key in _IGNORED or option == "default" or option == "transpose:false":
@@ -111,7 +112,9 @@ def parse_options(text: str | None, level: int | None = None) -> WriterOptions:
         if key == "group_size":
             group = _integer(text, key, value, 1, _INT32_MAX)
         elif key in _CODECS:
-            codec = key
+            if seen_codec not in (None, key):
+                raise _bad(text, f"{key} conflicts with {seen_codec}: name one compression")
+            codec = seen_codec = key
             if value:
                 if key not in _LEVELS:
                     raise _bad(text, f"{key} takes no level")
@@ -132,6 +135,8 @@ def parse_options(text: str | None, level: int | None = None) -> WriterOptions:
     if level is not None:
         if codec not in _LEVELS:
             raise _bad(text, f"level={level} given, but {codec} has no levels")
+        if codec in levels and levels[codec] != level:
+            raise _bad(text, f"level={level} given, but the options say {codec}:{levels[codec]}")
         levels[codec] = _integer(text, "level", str(level), *_LEVELS[codec][1:])
     chosen = levels.get(codec, _LEVELS[codec][0]) if codec in _LEVELS else None
     if codec == "zstd":
