@@ -53,6 +53,9 @@ def test_every_case_measures_recordkit_and_reports_each_peer(report):
         "write-tfrecord-1k",
         "write-tfrecord-100k",
         "reshard-tfrecord-1k",
+        "write-arrayrecord-1k",
+        "write-arrayrecord-1k-defaults",
+        "read-arrayrecord-1k",
     }
     for size in ("1k", "100k"):
         expected |= {f"ffrecord-read-{size}", f"ffrecord-write-{size}", f"ffrecord-loader-{size}"}

@@ -317,6 +317,24 @@ def test_bad_options_fail_before_anything_runs(client, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_options_reach_each_partitions_writer(client, tmp_path):
+    module = pytest.importorskip("array_record.python.array_record_module")
+    records = [b"r%d" % i for i in range(60)]
+    bag = db.from_sequence(records, npartitions=2)
+    manifest = rkd.write_records(bag, tmp_path, format="arrayrecord", options="group_size:7,snappy")
+    found = []
+    for shard in manifest.shards:
+        reader = module.ArrayRecordReader(str(tmp_path / shard.path))
+        assert reader.writer_options_string().startswith("group_size:7,")
+        assert ",snappy," in reader.writer_options_string()
+        found += reader.read_all()
+        reader.close()
+    assert found == records
+    with pytest.raises(rk.errors.OptionsError, match="takes no writer options"):
+        rkd.write_records(bag, tmp_path / "t", format="tfrecord", options="zstd")
+    assert not (tmp_path / "t").exists()
+
+
 def test_without_a_cluster_the_local_schedulers_work_too(tmp_path):
     # recordkit.integrations.dask needs no distributed: the synchronous and the threaded schedulers run it as well.
     records = [rk.encode_example({"label": i}) for i in range(300)]

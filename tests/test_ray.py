@@ -388,6 +388,25 @@ def test_a_write_that_fails_leaves_no_manifest(tmp_path, examples):
     assert not (out / MANIFEST_NAME).exists()
 
 
+def test_options_reach_each_shards_writer(tmp_path):
+    module = pytest.importorskip("array_record.python.array_record_module")
+    records = [b"r%d" % i for i in range(60)]
+    manifest = rkray.write_records(
+        _dataset(records, blocks=2), tmp_path, format="arrayrecord", options="group_size:7,snappy"
+    )
+    found = []
+    for shard in manifest.shards:
+        reader = module.ArrayRecordReader(str(tmp_path / shard.path))
+        assert reader.writer_options_string().startswith("group_size:7,")
+        assert ",snappy," in reader.writer_options_string()
+        found += reader.read_all()
+        reader.close()
+    assert sorted(found) == sorted(records)
+    with pytest.raises(rk.errors.OptionsError, match="takes no writer options"):
+        rkray.write_records(_dataset(records), tmp_path / "t", format="tfrecord", options="zstd")
+    assert not (tmp_path / "t").exists()
+
+
 def test_a_missing_or_non_binary_column_is_refused(tmp_path):
     with pytest.raises(KeyError, match="no column 'bytes'"):
         rkray.write_records(ray.data.range(10), tmp_path / "a", format="tfrecord")

@@ -43,6 +43,7 @@ FORBIDDEN = {
     "records_per_shard": "max_records",
     "poll": "poll_interval",
     "interval": "poll_interval",
+    "writer_options": "options",
 }
 
 # (callable's dotted path, or a module prefix ending in ".", parameter) -> why the synonym is right there.

@@ -21,6 +21,13 @@ The ``reshard`` case (``bench_reshard.py``) writes a dataset of 8 TFRecord shard
 with ``--quick``) again as 3 shards with ``recordkit.datasets.reshard``, in order and shuffled, against ``cp -r``
 of the same directory; "vs" there is the reshard's rate over cp's (the target: at least 0.5 in order).
 
+The ArrayRecord cases (``bench_arrayrecord_write.py``) write 1 KiB records (100,000; 5,000 with ``--quick``)
+with ``rk.open(path, "w", format="arrayrecord", options=...)`` + ``write_many`` against array_record's
+``ArrayRecordWriter`` + ``write`` per record, at ``group_size:1,zstd:3`` and with no option string (each
+library's defaults), and read the same records, written once by each, with ``list(rk.open(path))`` and with
+``ArrayRecordReader.read_all()``; there "vs" is the rate on the recordkit-written file over the rate of the
+same reader on the array_record-written one (the target: at least 0.95).
+
 The C++ ffrecord (HFAiLab's reference, not on PyPI) is built from its public source by
 ``reference_ffrecord.py`` into a cache directory before the run (``--ffrecord-src DIR`` builds from a
 checkout, without network); when it cannot be built, its rows say why and are skipped.
@@ -59,6 +66,7 @@ FAMILIES: dict[str, dict[str, str]] = {
     "tensorflow": {"TF_CPP_MIN_LOG_LEVEL": "2"},
     "vahidk": {},
     "ffrecord-cpp": {},
+    "array_record": {},
 }
 KIB = 1024
 
@@ -73,6 +81,7 @@ def _versions(family: str) -> dict[str, str]:
         "tensorflow": ("tensorflow",),
         "vahidk": ("tfrecord", "torch"),
         "ffrecord": ("ffrecord", "torch"),
+        "array_record": ("array_record",),
     }[family.split("-")[0]]
     for name in modules:
         try:
@@ -86,10 +95,11 @@ def _versions(family: str) -> dict[str, str]:
         found["crc32c backend"] = _crc.CRC32C_BACKEND
         found["crc32 backend"] = _crc.CRC32_BACKEND
         found["environment"] = " ".join(f"{k}={v}" for k, v in FAMILIES[family].items())
-    if family == "vahidk" and "tfrecord" in found:
+    peer = {"vahidk": "tfrecord", "array_record": "array_record"}.get(family)
+    if peer in found:  # neither module has a __version__
         from importlib.metadata import version
 
-        found["tfrecord"] = version("tfrecord")
+        found[peer] = version(peer)
     return found
 
 
@@ -286,6 +296,11 @@ def make_data(directory: str, settings: Settings, only: list[str] | None = None)
         paths[f"{fmt}-tiny"] = path
     if not only or any(part in case for part in only for case in PIPELINE_CASES):
         paths.update(bench_pipeline.write_data(directory, settings.small, settings.large))
+    if not only or any(part in case for part in only for case in ARRAYRECORD_CASES):
+        import bench_arrayrecord_write
+
+        written = bench_arrayrecord_write.write_data(directory, arrayrecord_records(settings), KIB)
+        paths.update({f"arrayrecord-by-{writer}": path for writer, path in written.items()})
     if not only or any(part in RESHARD_CASE for part in only):
         import bench_reshard
 
@@ -338,6 +353,57 @@ def reshard_case(paths: dict[str, str], settings: Settings, written: str) -> Cas
             ),
         ],
     )
+
+
+# The ArrayRecord write cases and their option strings (None: none given), and the read case.
+AR_WRITES = {"write-arrayrecord-1k": "group_size:1,zstd:3", "write-arrayrecord-1k-defaults": None}
+AR_READ = "read-arrayrecord-1k"
+ARRAYRECORD_CASES = (*AR_WRITES, AR_READ)
+AR_RK, AR_PEER = "recordkit write_many", "array_record ArrayRecordWriter.write"
+READERS = {
+    "recordkit list(rk.open(p))": "recordkit_read",
+    "ArrayRecordReader.read_all()": "array_record_read",
+}
+
+
+def arrayrecord_records(settings: Settings) -> int:
+    """The records of the ArrayRecord cases: 100,000 x 1 KiB in the default run, 5,000 with --quick."""
+    return settings.small // 2
+
+
+def arrayrecord_cases(paths: dict[str, str], settings: Settings, written: str) -> list[Case]:
+    """ArrayRecord writes against ArrayRecordWriter, and reads of what each wrote by each reader."""
+    ar, count = "bench_arrayrecord_write", arrayrecord_records(settings)
+    cases = []
+    for case_id, options in AR_WRITES.items():
+        kwargs = {"directory": os.path.join(written, case_id), "count": count, "size": KIB}
+        kwargs["options"] = options
+        shown = options or "no option string (each library's defaults)"
+        cases.append(
+            Case(
+                case_id,
+                f"ArrayRecord write, {count:,} x 1 KiB, {shown}",
+                KIB,
+                [
+                    Contender(AR_RK, "recordkit", f"{ar}:recordkit_write", kwargs),
+                    Contender(AR_PEER, "array_record", f"{ar}:array_record_write", kwargs),
+                ],
+            )
+        )
+    rows = []
+    for reader, factory in READERS.items():
+        family = "recordkit" if factory.startswith("recordkit") else "array_record"
+        theirs = f"{reader} of array_record's file"
+        path = {"path": paths.get("arrayrecord-by-recordkit")}
+        rows.append(
+            Contender(
+                f"{reader} of recordkit's file", family, f"{ar}:{factory}", path, versus=theirs
+            )
+        )
+        path = {"path": paths.get("arrayrecord-by-array_record")}
+        rows.append(Contender(theirs, family, f"{ar}:{factory}", path))
+    title = f"ArrayRecord read all, {count:,} x 1 KiB (group_size:1,zstd:3), written by recordkit and by array_record"
+    return [*cases, Case(AR_READ, title, KIB, rows)]
 
 
 def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list[Case]:
@@ -565,6 +631,8 @@ def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list
         cases.extend(pipeline_cases(paths, settings))
     if RESHARD_CASE in paths:
         cases.append(reshard_case(paths, settings, written))
+    if "arrayrecord-by-recordkit" in paths:
+        cases.extend(arrayrecord_cases(paths, settings, written))
     return cases
 
 
@@ -1051,6 +1119,13 @@ def evaluate_targets(cases: list[Case], memory: list[dict[str, Any]]) -> list[di
         0.9,
     )
     ratio_target("reshard in order vs cp -r", RESHARD_CASE, RESHARD_PLAIN, RESHARD_CP, 0.5)
+    for case_id, options in AR_WRITES.items():
+        label = f"ArrayRecord write vs ArrayRecordWriter, {options or 'defaults'}"
+        ratio_target(label, case_id, AR_RK, AR_PEER, 0.8)
+    for reader in READERS:
+        label = f"{reader}: reading recordkit-written vs array_record-written"
+        ours, theirs = f"{reader} of recordkit's file", f"{reader} of array_record's file"
+        ratio_target(label, AR_READ, ours, theirs, 0.95)
     pipeline = by_id.get("pipeline-1k")
     for contender in pipeline.contenders if pipeline else []:
         if contender.versus == PIPELINE_TF_DATA and _is_recordkit_loader(contender):

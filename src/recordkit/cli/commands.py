@@ -382,6 +382,12 @@ def _add_commands(commands: Any) -> None:
     index.add_argument("--hidden", action="store_true", help=help)
 
 
+_OPTIONS_HELP = (
+    "the output format's writer option string: ArrayRecord's, e.g. 'group_size:1,zstd:3' (its "
+    "default), 'group_size:65536,brotli:6'"
+)
+
+
 def _add_convert(commands: Any) -> None:
     description = (
         "Copy the records of SRC... into DST. Records are unchanged byte for byte, except that Example "
@@ -398,6 +404,7 @@ def _add_convert(commands: Any) -> None:
     p.add_argument("--to", type=str.lower, metavar="FORMAT", help="output format")
     help = "output compression (TFRecord only)"
     p.add_argument("--compression", choices=("none", "gzip", "zlib"), help=help)
+    p.add_argument("--options", help=_OPTIONS_HELP)
     p.add_argument("--shards", type=_positive, default=1, metavar="N", help="write N files")
     help = (
         "shard file name, with {shard} and {num_shards}, e.g. part-{shard:05d} (default: per "
@@ -432,6 +439,7 @@ def _add_reshard(commands: Any) -> None:
     p.add_argument("--to", type=str.lower, metavar="FORMAT", help="output format (default: SRC's)")
     help = "output compression (TFRecord only; default: SRC's when the format is SRC's)"
     p.add_argument("--compression", choices=("none", "gzip", "zlib"), help=help)
+    p.add_argument("--options", help=_OPTIONS_HELP)
     p.add_argument("--shuffle", action="store_true", help="shuffle the records globally")
     p.add_argument("--seed", type=int, default=0, help="the seed of --shuffle (default 0)")
     help = "memory budget of --shuffle in MiB (default 256)"

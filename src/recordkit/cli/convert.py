@@ -166,6 +166,7 @@ def _write(
         prepare_output(args.dst)
     root = args.dst if directory else None
     options = {"root": root, "format": fmt, "compression": args.compression, "index": directory}
+    options["options"] = args.options
     entries: list[Shard] = []
     try:
         for path, size in zip(outputs, shard_sizes(total, len(outputs)), strict=True):
@@ -204,7 +205,9 @@ def _convert_tfds(args: argparse.Namespace) -> int:
         )
     if not args.force and os.path.isdir(args.dst) and os.listdir(args.dst):
         raise CliError(f"{args.dst} exists; pass --force to overwrite")
-    manifest = convert_tfds(args.src[0], args.dst, format=args.to, overwrite=args.force)
+    manifest = convert_tfds(
+        args.src[0], args.dst, format=args.to, options=args.options, overwrite=args.force
+    )
     if not args.quiet:
         records = sum(shard.records for shard in manifest.shards)
         shards = f"{len(manifest.shards)} {manifest.format} shards ({', '.join(manifest.splits)})"
@@ -287,6 +290,7 @@ def _reshard(args: argparse.Namespace, sources: ResolvedSources) -> Manifest:
         seed=args.seed,
         format=args.to,
         compression=args.compression,
+        options=args.options,
         overwrite=args.force,
         memory_bytes=args.memory << 20,
         progress=lambda records, total: progress(

@@ -72,6 +72,7 @@ def reshard(
     seed: int = 0,
     format: str | None = None,
     compression: str | None = None,
+    options: str | None = None,
     split: str | None = None,
     overwrite: bool = False,
     memory_bytes: int = 256 << 20,
@@ -103,6 +104,9 @@ def reshard(
     format, compression
         The format of the shards, as :class:`~recordkit.ShardWriter` takes them; default the sources'
         format, and their compression when the format is theirs. Records are copied as they are.
+    options
+        The format's writer option string (ArrayRecord's ``"group_size:1,zstd:3"``), as for
+        :func:`recordkit.open` in mode ``"w"``.
     split
         The split of a dataset directory to read; the shards are labelled with it (or with the one split
         the sources' shards have) in the new manifest.
@@ -153,6 +157,7 @@ def reshard(
                 os.path.join(partial, fmt.shard_pattern + suffix),
                 format=fmt.name,
                 compression=compression or None,
+                options=options,
                 split=split or (labels.pop() if len(labels) == 1 else None),
                 schema=resolved.manifest.schema if resolved.manifest else None,
             )

@@ -203,13 +203,20 @@ class OpenShard:
         split: str | None = None,
         fsync: bool = False,
         n: int | None = None,
+        options: str | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self._root = os.fspath(root) if root is not None else parent_directory(self.path)
         self._split = split
         self._facts: dict[str, Any] = {}
         self._writer = open_writer(
-            self.path, format=format, compression=compression, level=level, n=n, fsync=fsync
+            self.path,
+            format=format,
+            compression=compression,
+            level=level,
+            n=n,
+            fsync=fsync,
+            options=options,
         )
         self._want_index = index and not self._writer.compression
         # A function of the facts only, not a method: a bound method would make the writer and this
@@ -281,8 +288,8 @@ def write_shard(records: Iterable[Any], path: str | os.PathLike[str], **options:
         is complete; if writing fails, nothing is left under the name.
     **options
         ``root`` (the directory of the manifest that will list the shard, which :attr:`Shard.path` is
-        relative to; default the shard's own directory), ``format``, ``compression`` and ``level`` (as for
-        :func:`recordkit.open` in mode ``"w"``), ``index`` (default ``True``: also write the sidecar offset
+        relative to; default the shard's own directory), ``format``, ``compression``, ``level`` and
+        ``options`` (as for :func:`recordkit.open` in mode ``"w"``), ``index`` (default ``True``: also write the sidecar offset
         index ``.<name>.idx`` of an uncompressed TFRecord or OFRecord shard beside it, a hidden name, so that
         reading it at random needs no scan; FFRecord files hold their own index), ``split`` (recorded in the entry) and
         ``fsync``.

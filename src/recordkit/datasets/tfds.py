@@ -34,6 +34,7 @@ from recordkit.io.tfds import (
     manifest_from_tfds,
     shard_size,
 )
+from recordkit.io.writer import check_writer
 from recordkit.support.moved import moved_attribute
 
 __all__ = ["FEATURES_NAME", "convert_tfds", "write_tfds_info"]
@@ -244,6 +245,7 @@ def convert_tfds(
     dest: str | os.PathLike[str],
     *,
     format: str,
+    options: str | None = None,
     overwrite: bool = False,
 ) -> Manifest:
     """Convert a TFDS dataset directory to another file format, as tfds's ``convert_format`` does.
@@ -269,6 +271,9 @@ def convert_tfds(
     format
         ``"tfrecord"`` or ``"arrayrecord"`` (TFDS's name ``"array_record"`` is accepted too); TFDS reads
         its tfrecord shards uncompressed, so none is compressed.
+    options
+        The format's writer option string, as for :func:`recordkit.open` in mode ``"w"``: ArrayRecord's
+        (``"group_size:1,zstd:3"``, what TFDS writes, is its default).
     overwrite
         Write into a ``dest`` that holds files: its ``dataset_info.json`` is removed first and written
         last, the files of the new dataset replace those of the same names, others stay.
@@ -280,6 +285,8 @@ def convert_tfds(
 
     Raises
     ------
+    OptionsError
+        ``options`` that do not parse, or for tfrecord, which takes none.
     OutputExistsError
         ``dest`` is a file, the source directory, or a directory that is not empty (without ``overwrite``).
     UnsupportedOperationError
@@ -294,6 +301,7 @@ def convert_tfds(
         raise UnsupportedOperationError(
             f"TFDS reads tfrecord and array_record shards; a TFDS dataset cannot be {fmt} files"
         )
+    check_writer(fmt, options=options)
     manifest = manifest_from_tfds(source)
     document, listed = list_shards(source, file_format=_TFDS_NAMES[fmt])
     if dest == source or os.path.isfile(dest):
@@ -311,7 +319,9 @@ def convert_tfds(
             os.makedirs(os.path.dirname(target), exist_ok=True)
             path = os.path.join(source, *shard.path.split("/"))
             with open_records(path, format=manifest.format) as reader:
-                written = write_shard(reader, target, format=fmt, index=False, split=split)
+                written = write_shard(
+                    reader, target, format=fmt, options=options, index=False, split=split
+                )
             if written.records != records:
                 message = f"{written.records} records, but {INFO_NAME} says {records}"
                 raise ManifestError(message, path=path)

@@ -28,6 +28,7 @@ from recordkit.formats.base import as_bytes
 from recordkit.io.index import default_index_path
 from recordkit.io.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
 from recordkit.io.sources import is_url, require_fsspec, resolve_format
+from recordkit.io.writer import check_writer
 from recordkit.support.closing import Closing
 from recordkit.support.moved import renamed_arguments
 
@@ -53,8 +54,10 @@ class ShardWriter(Closing):
         ``{num_shards}``, finished shards wait under hidden names and are renamed at :meth:`close`. A local
         path (its directories are created as needed; the fields may also name directories, as in
         ``"out/{shard:03d}/data.tfrecord"``) or an fsspec URL.
-    format, compression, level
-        As for :func:`recordkit.open` in mode ``"w"``; the format defaults to the one the suffix names.
+    format, compression, level, options
+        As for :func:`recordkit.open` in mode ``"w"`` (``options``: a format's writer option string,
+        ArrayRecord's ``"group_size:1,zstd:3"``), checked now; the format defaults to the one the suffix
+        names.
     max_records
         The most records in one shard.
     max_bytes
@@ -105,6 +108,7 @@ class ShardWriter(Closing):
         format: str | None = None,
         compression: str | None = None,
         level: int | None = None,
+        options: str | None = None,
         max_records: int | None = None,
         max_bytes: int | None = None,
         index: bool = True,
@@ -126,12 +130,14 @@ class ShardWriter(Closing):
             "format": format,
             "compression": compression,
             "level": level,
+            "options": options,
             "index": index,
             "split": split,
             "fsync": fsync,
         }
         fmt, comp = resolve_format(None, self._name(0, 1), format, compression)
         self._format = (fmt.name, comp or "")
+        check_writer(fmt.name, compression=comp, level=level, options=options)
         self._overhead = fmt.overhead  # bytes each record adds around its payload, for max_bytes
         self._directory = _static_parent(self._pattern)
         # The directories this writer made: a writer dropped or aborted removes those it left empty.

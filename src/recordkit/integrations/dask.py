@@ -44,6 +44,7 @@ from recordkit.formats import get_format
 from recordkit.formats.base import normalize_compression
 from recordkit.integrations._reading import blocks, check_features, parse_block
 from recordkit.io.manifest import Manifest, Shard
+from recordkit.io.writer import check_writer
 
 if TYPE_CHECKING:
     from recordkit.decode.specs import Spec
@@ -159,6 +160,7 @@ def write_records(
     format: str,
     compression: str | None = None,
     level: int | None = None,
+    options: str | None = None,
     encode: Callable[[Any], Any] | None = None,
     prefix: str = "part",
     index: bool = True,
@@ -178,8 +180,9 @@ def write_records(
     dest
         The dataset directory (a local path or an fsspec URL), created if missing. The workers must be able
         to write there; a relative local path is relative to the calling process's working directory.
-    format, compression, level
-        As for :func:`recordkit.open` in mode ``"w"``.
+    format, compression, level, options
+        As for :func:`recordkit.open` in mode ``"w"`` (``options``: a format's writer option string,
+        ArrayRecord's ``"group_size:1,zstd:3"``), checked here before any task runs.
     encode
         A function applied to each item on the worker, returning the record, e.g.
         :func:`recordkit.encode_example`.
@@ -216,14 +219,13 @@ def write_records(
     directory = absolute_path(dest)
     fmt = get_format(format)
     comp = normalize_compression(compression or "")
-    if comp and comp not in fmt.capabilities.compression:
-        raise ValueError(f"the {fmt.name} format does not support {comp!r} compression")
-    options = {"format": fmt.name, "compression": comp, "level": level, "index": index}
-    options.update(split=split, fsync=fsync)
+    check_writer(fmt.name, compression=comp, level=level, options=options)
+    settings = {"format": fmt.name, "compression": comp, "level": level, "options": options}
+    settings.update(index=index, split=split, fsync=fsync)
     ready = dask.delayed(tasks.prepare_output, pure=False)(directory)
     entries = [
         dask.delayed(_write_partition, pure=False)(
-            part, ready, number, encode=encode, prefix=prefix, options=options
+            part, ready, number, encode=encode, prefix=prefix, options=settings
         )
         for number, part in enumerate(data.to_delayed())
     ]

@@ -495,6 +495,7 @@ def write(
     compression: str | None = None,
     batch_size: int = 1000,
     payload: str | None = None,
+    options: str | None = None,
 ) -> None:
     """Write a HuggingFace ``Dataset`` or ``IterableDataset`` as records in shards, with a manifest.
 
@@ -527,6 +528,9 @@ def write(
         Rows encoded at once.
     payload
         ``None``: Examples (OFRecords in an OFRecord file); ``"raw"``: the bytes of the one column.
+    options
+        The format's writer option string (ArrayRecord's ``"group_size:1,zstd:3"``), as for
+        :func:`recordkit.open` in mode ``"w"``.
 
     Raises
     ------
@@ -568,6 +572,7 @@ def write(
         pattern,
         format=name,
         compression=compression,
+        options=options,
         max_records=max_records,
         split=split,
         metadata={METADATA_KEY: stored},

@@ -35,6 +35,7 @@ from recordkit.formats import get_format
 from recordkit.integrations._reading import blocks, check_features, parse_block
 from recordkit.io import is_url
 from recordkit.io.manifest import Manifest, Shard
+from recordkit.io.writer import check_writer
 from recordkit.support.extras import needs
 from recordkit.support.moved import renamed_arguments
 
@@ -263,6 +264,7 @@ class RecordDatasink(Datasink):  # type: ignore[type-arg]
         *,
         format: str,
         compression: str = "",
+        options: str | None = None,
         column: str = COLUMN,
         encode: Callable[[dict[str, Any]], Any] | str | None = None,
         prefix: str = "part",
@@ -274,6 +276,8 @@ class RecordDatasink(Datasink):  # type: ignore[type-arg]
         self.path = absolute_path(dest)
         self.format = get_format(format).name
         self.compression = compression or ""
+        self.options = options
+        check_writer(self.format, compression=self.compression, options=options)
         self._column = column
         self._encode = _encoder(encode)
         self._prefix = prefix
@@ -314,6 +318,7 @@ class RecordDatasink(Datasink):  # type: ignore[type-arg]
             root=self.path,
             format=self.format,
             compression=self.compression,
+            options=self.options,
             split=self._split,
         )
 
@@ -456,6 +461,7 @@ def write_records(
     *,
     format: str,
     compression: str | None = None,
+    options: str | None = None,
     column: str = COLUMN,
     encode: Callable[[dict[str, Any]], Any] | str | None = None,
     prefix: str = "part",
@@ -482,6 +488,9 @@ def write_records(
         deleted; other files in the directory are not touched.
     format, compression
         The shards' format and compression (``"gzip"``/``"zlib"``, TFRecord only).
+    options
+        The format's writer option string (ArrayRecord's ``"group_size:1,zstd:3"``), as for
+        :func:`recordkit.open` in mode ``"w"``; checked here, before any task runs.
     column
         The binary column whose values are the records, when ``encode`` is not given.
     encode
@@ -510,6 +519,7 @@ def write_records(
         dest,
         format=format,
         compression=compression or "",
+        options=options,
         column=column,
         encode=encode,
         prefix=prefix,

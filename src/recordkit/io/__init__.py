@@ -60,7 +60,7 @@ _DEFINED_IN = {
         "reader": "RecordReader open_shard",
         "resolve": "ResolvedSources Sources expand_sources find_dataset resolve_sources",
         "sources": "is_glob_pattern is_url reading_format",
-        "writer": "RecordWriter index_problem open_writer scan_offsets write_index",
+        "writer": "RecordWriter check_writer index_problem open_writer scan_offsets write_index",
     }.items()
     for name in names.split()
 }
@@ -72,6 +72,7 @@ __all__ = [
     "RecordWriter",
     "ResolvedSources",
     "Sources",
+    "check_writer",
     "expand_sources",
     "find_dataset",
     "follow",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import io
 import os
 import warnings
 import weakref
@@ -207,6 +208,25 @@ def open_writer(
             target.discard()
         raise
     return RecordWriter(frames, target=target, path=path, format=fmt.name, compression=comp)
+
+
+def check_writer(
+    format: str,
+    *,
+    compression: str | None = None,
+    level: int | None = None,
+    options: str | None = None,
+) -> None:
+    """Raise what :func:`open_writer` would raise for these settings, writing nothing.
+
+    For writers that open their files later, or elsewhere (:class:`~recordkit.ShardWriter`, the Ray and
+    Dask writers), to refuse bad settings before any record is read: a compression the format does not
+    take, ``options`` for a format that takes none (:class:`~recordkit.errors.OptionsError`), an
+    option string that does not parse.
+    """
+    open_writer(
+        io.BytesIO(), format=format, compression=compression, level=level, options=options
+    ).abort()
 
 
 def write_index(
