@@ -31,9 +31,9 @@ from recordkit.io.tfds import (
     INFO_NAME,
     SHARD_DIGITS,
     list_shards,
-    manifest_from_tfds,
     shard_size,
 )
+from recordkit.io.tfds import manifest_from_tfds as _manifest_from_tfds  # the old name here warns
 from recordkit.io.writer import check_writer
 from recordkit.support.moved import moved_attribute
 
@@ -302,7 +302,7 @@ def convert_tfds(
             f"TFDS reads tfrecord and array_record shards; a TFDS dataset cannot be {fmt} files"
         )
     check_writer(fmt, options=options)
-    manifest = manifest_from_tfds(source)
+    manifest = _manifest_from_tfds(source)
     document, listed = list_shards(source, file_format=_TFDS_NAMES[fmt])
     if dest == source or os.path.isfile(dest):
         what = "the dataset converted: write to another directory" if dest == source else "a file"
@@ -337,7 +337,7 @@ def convert_tfds(
         _commit(temporary, dest)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
-    return manifest_from_tfds(dest)
+    return _manifest_from_tfds(dest)
 
 
 def _access(source: str, info: Mapping[str, Any]) -> dict[str, Any]:
