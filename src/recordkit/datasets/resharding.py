@@ -211,7 +211,11 @@ def _write(
     if total < shards:
         warnings.warn(
             f"{where}: {total} records, fewer than the {shards} shards asked for: writing "
-            f"{total} shards of one record (no shard is left empty)",
+            + (
+                f"{total} shards of one record (no shard is left empty)"
+                if total
+                else "a dataset of no shards"
+            ),
             RecordKitWarning,
             stacklevel=3,
         )
