@@ -138,9 +138,11 @@ class Loader:
                 for stream, item in items:
                     produced += 1
                     self._counts[stream] += 1
-                    if type(item) is Passed:
-                        continue
-                    yield item if convert is None else convert(item)
+                    if type(item) is not Passed:
+                        yield item if convert is None else convert(item)
+                    # The consumer's reference is then the only one: a worker's shared-memory slot is free
+                    # again as soon as the consumer drops the item, not once the next one has arrived.
+                    del item
             finally:
                 items.close()  # type: ignore[attr-defined]
             self._epoch += 1
