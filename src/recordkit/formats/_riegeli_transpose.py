@@ -53,7 +53,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from recordkit.formats._decompress import NAMES, inflate
-from recordkit.formats._varint import Malformed, varint_at
+from recordkit.formats._varint import Malformed, varint, varint_at
 
 __all__ = ["transposed_parts"]
 
@@ -80,16 +80,6 @@ def _varint(data: bytes, pos: int, bits: int, what: str) -> tuple[int, int]:
     if found is None:
         raise Malformed(f"{what} runs past the end of its block, or is too long or too large")
     return found
-
-
-def _encode(value: int) -> bytes:
-    """The shortest varint of ``value``."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 class _Cursor:
@@ -223,7 +213,7 @@ class _Machine:
             tag -= 4  # the length-delimited key of the submessage that ends
         if tag < 8 or tag & 7 > 5:
             raise Malformed(f"state {state} has no valid protobuf key ({tag})")
-        key = _encode(tag)
+        key = varint(tag)
         wire = tag & 7
         if wire == 0:
             subtype = next(subtypes)
@@ -371,7 +361,7 @@ def _run(
             elif length > _U32:
                 raise Malformed("a submessage over 4 GiB")
             else:
-                out += _encode(length)[::-1]
+                out += varint(length)[::-1]
             out += open_key.pop()
         elif what == _COPY:
             out += key[state]
