@@ -10,6 +10,7 @@ the ``array_record`` worker process, recordkit's in its own; an array_record tha
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Callable
 
@@ -61,6 +62,30 @@ def recordkit_write(directory: str, count: int, size: int, options: str | None) 
     def run() -> int:
         with rk.open(path, "w", format="arrayrecord", options=options) as writer:
             return writer.write_many(records)
+
+    return run
+
+
+def hash_floor(directory: str, count: int, size: int, options: str | None) -> Pass:
+    """The floor of any writer built on recordkit's HighwayHash: hashing the chunk data of ``count``
+    one-record chunks (each record compressed as ``options`` would), and nothing else.
+
+    Riegeli stores a HighwayHash-64 of every chunk's data; the C++ writer computes it with SIMD,
+    recordkit with numpy (:func:`~recordkit.formats._highwayhash.highwayhash64_many`). The data is
+    compressed once, outside the timing.
+    """
+    from recordkit.formats._arrayrecord_write import ArrayRecordFrameWriter
+    from recordkit.formats._highwayhash import highwayhash64_many
+
+    records = _payloads(count, size)
+    writer = ArrayRecordFrameWriter(io.BytesIO(), options)
+    chunks = [chunk[1] for chunk in writer._encode(records)] if writer.options.group_size == 1 else []
+    writer.abort()
+
+    def run() -> int:
+        for at in range(0, len(chunks), 4096):
+            highwayhash64_many(chunks[at : at + 4096])
+        return len(records)
 
     return run
 

@@ -19,8 +19,11 @@ GIL, and the hashes of a batch's chunk data, then of its chunk and block headers
 from __future__ import annotations
 
 import struct
+from collections import deque
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from typing import IO, Any
 
 from recordkit.errors import OptionsError, UnsupportedOperationError
@@ -45,6 +48,8 @@ MAGIC = 0x71930E704FDAE05E
 
 BATCH_BYTES = 4 << 20
 """Records are encoded into chunks once about this many bytes of them are waiting (or a chunk is full)."""
+BATCH_CHUNKS = 16384
+"""... or once this many chunks are full."""
 
 _CODECS = {"uncompressed": 0, "zstd": 0x7A, "brotli": 0x62, "snappy": 0x73}
 _LEVELS = {"zstd": (3, -131072, 22), "brotli": (6, 0, 11)}
@@ -170,9 +175,50 @@ def _compressor(options: WriterOptions) -> Any:
     return lambda data: bytes(snappy(data))
 
 
+def _compress_many(compress: Any) -> Any:
+    """``compress_many(list of bytes) -> sequence of buffers`` for ``compress`` (a :func:`_compressor`).
+
+    zstd's C backend compresses a whole list in one call without the GIL
+    (``ZstdCompressor.multi_compress_to_buffer``), so that the thread compressing a batch runs beside the
+    one hashing the batch before it; other codecs, and zstd backends without that call, compress one by
+    one.
+    """
+    many = getattr(getattr(compress, "__self__", None), "multi_compress_to_buffer", None)
+
+    def one_by_one(values: list[bytes]) -> list[bytes]:
+        return [compress(value) for value in values]
+
+    if many is None:
+        return one_by_one
+
+    def together(values: list[bytes]) -> Any:
+        try:
+            return many(values, threads=1)  # its segments are buffers
+        except (NotImplementedError, ValueError):
+            # The CFFI backend has no multi_compress_to_buffer; the C one refuses a list whose values
+            # are all empty.
+            return one_by_one(values)
+
+    return together
+
+
 def _block(compress: Any, data: bytes) -> bytes:
     """One compressed block: the decompressed size, then the compressed bytes (stored as is: ``None``)."""
     return data if compress is None else varint(len(data)) + compress(data)
+
+
+def _head(kind: int, compress: Any, size: int, heads: dict[int, bytes]) -> bytes:
+    """What precedes the values of a one-record simple chunk whose record has ``size`` bytes: the
+    compression byte, the compressed record sizes and, when compressed, the values' decompressed size.
+
+    It depends on nothing else, so ``heads`` remembers it by ``size``.
+    """
+    head = heads.get(size)
+    if head is None:
+        sizes = _block(compress, varint(size))
+        head = bytes((kind,)) + varint(len(sizes)) + sizes
+        head = heads[size] = head if compress is None else head + varint(size)
+    return head
 
 
 def simple_chunk(
@@ -180,16 +226,11 @@ def simple_chunk(
 ) -> tuple[bytes, int]:
     """Return the data of a simple chunk holding ``records`` (compression byte ``kind``), and their size.
 
-    ``heads`` remembers, by record size, what precedes the values in a chunk of one record (the
-    compression byte and the compressed record sizes), which depends on nothing else.
+    ``heads`` remembers the heads of one-record chunks (:func:`_head`).
     """
     if len(records) == 1 and heads is not None:
         values = records[0]
-        head = heads.get(len(values))
-        if head is None:  # also the values' decompressed size, when compressed
-            sizes = _block(compress, varint(len(values)))
-            head = bytes((kind,)) + varint(len(sizes)) + sizes
-            head = heads[len(values)] = head if compress is None else head + varint(len(values))
+        head = _head(kind, compress, len(values), heads)
         return head + (values if compress is None else compress(values)), len(values)
     values = b"".join(records)
     sizes = _block(compress, b"".join([varint(len(record)) for record in records]))
@@ -217,68 +258,63 @@ class _Layout:
 
         ``hashes`` are the data hashes (``None``: computed here); padding chunks are added as needed.
         """
-        placed: list[tuple[int, int, int, bytes, int, int]] = []  # begin, end, then as chunks
-        pos, offsets = self.pos, self.offsets
-        for kind, data, records, decoded in chunks:
+        if hashes is None:
+            hashes = highwayhash64_many([chunk[1] for chunk in chunks])
+        placed: list[tuple[int, int, bytes]] = []  # begin, end, data
+        words: list[bytes] = []  # each chunk header but its hash
+        pos, offsets, pack = self.pos, self.offsets, _WORDS.pack
+        for (kind, data, records, decoded), digest in zip(chunks, hashes, strict=True):
             begin, pos = pos, chunk_end(pos, len(data), records)
-            placed.append((begin, pos, kind, data, records, decoded))
+            placed.append((begin, pos, data))
+            words.append(pack(len(data), digest, kind | records << 8, decoded))
             if kind == SIMPLE and records:
                 offsets.append((begin, decoded, records))
             if self.pad and pos % BLOCK:
                 self.pos = pos
-                placed.append(self._padding())
-                pos = self.pos
+                begin, pos, data = self._padding()
+                placed.append((begin, pos, data))
+                words.append(pack(len(data), _zeros_hash(len(data)), PADDING, 0))
         self.pos = pos
-        if hashes is None:
-            hashes = highwayhash64_many([item[3] for item in placed if item[2] != PADDING])
-        datas = iter(hashes)
-        pack = _WORDS.pack
-        words = [
-            pack(
-                len(data),
-                _zeros_hash(len(data)) if kind == PADDING else next(datas),
-                kind | records << 8,
-                decoded,
-            )
-            for _, _, kind, data, records, decoded in placed
-        ]
         blocks = [
-            (at, struct.pack("<QQ", at - begin, end - at))
-            for begin, end, *_ in placed
+            struct.pack("<QQ", at - begin, end - at)
+            for begin, end, _ in placed
             if -(-begin // BLOCK) * BLOCK < end
             for at in _boundaries(begin, end)
         ]
-        sums = highwayhash64_many(words + [block for _, block in blocks])
+        sums = highwayhash64_many(words + blocks)
         heads = iter(zip(sums[len(words) :], blocks, strict=True))
         out: list[bytes] = []
-        for (begin, end, _, data, *_), digest, header in zip(
+        for (begin, end, data), digest, header in zip(
             placed, sums[: len(words)], words, strict=True
         ):
-            if (
-                -(-begin // BLOCK) * BLOCK >= end
-            ):  # no block boundary inside the chunk: the common case
-                gap = end - begin - CHUNK_HEADER - len(data)
-                out += (digest.to_bytes(8, "little"), header, data, _ZERO[:gap])
+            if -(-begin // BLOCK) * BLOCK >= end:  # no block boundary inside: the common case
+                out += (
+                    digest.to_bytes(8, "little"),
+                    header,
+                    data,
+                    _ZERO[: end - begin - CHUNK_HEADER - len(data)],
+                )
                 continue
             length = end - begin - BLOCK_HEADER * len(_boundaries(begin, end))
             content = [digest.to_bytes(8, "little"), header, data]
             content.append(bytes(length - CHUNK_HEADER - len(data)))
             whole, at = b"".join(content), begin
             for boundary in _boundaries(begin, end):
-                block_sum, (_, block) = next(heads)
+                block_sum, block = next(heads)
                 out += [whole[: boundary - at], block_sum.to_bytes(8, "little"), block]
                 whole, at = whole[boundary - at :], boundary + BLOCK_HEADER
             out.append(whole)
         return b"".join(out)
 
-    def _padding(self) -> tuple[int, int, int, bytes, int, int]:
-        """The padding chunk from :attr:`pos` to the next block boundary with room for its header."""
+    def _padding(self) -> tuple[int, int, bytes]:
+        """The padding chunk from :attr:`pos` to the next block boundary with room for its header: its
+        begin, end and data."""
         begin, end = self.pos, self.pos + BLOCK - self.pos % BLOCK
         if end - begin < CHUNK_HEADER:
             end += BLOCK
         size = end - begin - CHUNK_HEADER - BLOCK_HEADER * len(_boundaries(begin, end))
         self.pos = end
-        return begin, end, PADDING, bytes(size), 0, 0
+        return begin, end, bytes(size)
 
 
 _ZEROS: dict[int, int] = {}
@@ -323,56 +359,93 @@ class ArrayRecordFrameWriter(FrameWriter):
         self.options = parse_options(options, level)
         self._kind = _CODECS[self.options.codec]
         self._compress = _compressor(self.options) if self._kind else None
+        self._compress_many = _compress_many(self._compress) if self._compress else None
         self._layout = _Layout(self.options.pad_to_block_boundary)
-        self._group: list[bytes] = []
         self._heads: dict[int, bytes] = {}
-        self._chunks: list[list[bytes]] = []
-        self._pending = 0
-        self._pool: ThreadPoolExecutor | None = None
-        self._running: Future[None] | None = None
+        self._records: list[bytes] = []  # not yet handed to the worker threads
+        self._pending = 0  # their bytes
+        self._pools: list[ThreadPoolExecutor] = []
+        self._in_flight: deque[Future[None]] = deque()
         self.fileobj.write(SIGNATURE)
 
     def write(self, data: bytes) -> None:
         """Append one record."""
-        group = self._group
-        group.append(data)
+        self._records.append(data)
         self._pending += len(data)
-        if len(group) >= self.options.group_size:
-            self._chunks.append(group)
-            self._group = []
-            if self._pending >= BATCH_BYTES or len(self._chunks) >= 16384:
+        if self._pending >= BATCH_BYTES or len(self._records) >= self._batch_records:
+            self._submit()
+
+    def write_many(self, records: Iterable[bytes]) -> int:
+        """Append every record of ``records``; return how many were written."""
+        count, iterator = 0, iter(records)
+        while True:
+            piece = list(islice(iterator, 1024))
+            if not piece:
+                return count
+            self._records += piece
+            self._pending += sum(map(len, piece))
+            count += len(piece)
+            if self._pending >= BATCH_BYTES or len(self._records) >= self._batch_records:
                 self._submit()
 
-    def _submit(self) -> None:
-        """Hand the full chunks to the worker thread (after the batch before them is written)."""
-        batch, self._chunks, self._pending = self._chunks, [], 0
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="recordkit-arrayrecord")
-        if self._running is not None:
-            self._running.result()
-        self._running = self._pool.submit(self._encode, batch)
+    @property
+    def _batch_records(self) -> int:
+        return BATCH_CHUNKS * self.options.group_size
 
-    def _encode(self, batch: list[list[bytes]]) -> None:
-        kind, compress = self._kind, self._compress
+    def _submit(self, *, last: bool = False) -> None:
+        """Hand the records of full chunks (with ``last``, all of them) to the worker threads: one encodes
+        (compresses) them, the other places and writes them, in order, while the first encodes the next
+        batch."""
+        group, records = self.options.group_size, self._records
+        whole = len(records) if last else len(records) - len(records) % group
+        if not whole:
+            return
+        batch, self._records = records[:whole], records[whole:]
+        self._pending = sum(map(len, self._records))
+        if not self._pools:
+            self._pools = [
+                ThreadPoolExecutor(1, thread_name_prefix=f"recordkit-arrayrecord-{stage}")
+                for stage in ("encode", "write")
+            ]
+        while len(self._in_flight) >= 2:  # a batch being written, the next being encoded: enough
+            self._in_flight.popleft().result()
+        encoded = self._pools[0].submit(self._encode, batch)
+        self._in_flight.append(self._pools[1].submit(self._place, encoded))
+
+    def _encode(self, batch: list[bytes]) -> list[tuple[int, bytes, int, int]]:
+        """The chunks of ``batch`` (type, data, records, decoded size), compressed: a chunk per
+        ``group_size`` records."""
+        kind, compress, heads, group = (
+            self._kind,
+            self._compress,
+            self._heads,
+            self.options.group_size,
+        )
+        if group == 1 and self._compress_many is not None:
+            return [
+                (SIMPLE, _head(kind, compress, len(value), heads) + packed, 1, len(value))
+                for value, packed in zip(batch, self._compress_many(batch), strict=True)
+            ]
         chunks = []
-        for records in batch:
-            data, size = simple_chunk(records, kind, compress, self._heads)
+        for at in range(0, len(batch), group):
+            records = batch[at : at + group]
+            data, size = simple_chunk(records, kind, compress, heads)
             chunks.append((SIMPLE, data, len(records), size))
-        self.fileobj.write(self._layout.place(chunks, None))
+        return chunks
 
-    def flush(self) -> None:
-        """Write the records of the full chunks (a partial chunk waits for its other records)."""
-        if self._chunks:
-            self._submit()
-        if self._running is not None:
-            self._running.result()
+    def _place(self, encoded: Future[list[tuple[int, bytes, int, int]]]) -> None:
+        self.fileobj.write(self._layout.place(encoded.result(), None))
+
+    def flush(self, *, last: bool = False) -> None:
+        """Write the records of the full chunks (a partial chunk waits for its other records, unless
+        ``last``)."""
+        self._submit(last=last)
+        while self._in_flight:
+            self._in_flight.popleft().result()
 
     def close(self) -> None:
         """Write the last chunk, the footer and the postscript."""
-        if self._group:
-            self._chunks.append(self._group)
-            self._group = []
-        self.flush()
+        self.flush(last=True)
         self.abort()
         layout, options = self._layout, self.options
         entries = [
@@ -390,7 +463,8 @@ class ArrayRecordFrameWriter(FrameWriter):
         self.fileobj.write(out + layout.place([(SIMPLE, data, 3, size)], None))
 
     def abort(self) -> None:
-        """Stop the worker thread (what it was writing is the caller's to discard)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        """Stop the worker threads (what they were writing is the caller's to discard)."""
+        for pool in self._pools:
+            pool.shutdown(wait=True, cancel_futures=True)
+        self._pools = []
+        self._in_flight.clear()

@@ -39,6 +39,8 @@ _INIT1 = (0x3BD39E10CB0EF593, 0xC0ACF169B5F18A8C, 0xBE5466CF34E90C6C, 0x452821E6
 _PACKET = struct.Struct("<4Q")
 BATCH = 4
 """The fewest items :func:`highwayhash64_many` hashes with numpy (fewer are hashed one by one)."""
+_ROWS = 2048
+"""The most items :func:`highwayhash64_many` hashes in one set of arrays."""
 
 
 def _update(state: Sequence[Any], packets: Iterable[Sequence[Any]]) -> tuple[Any, ...]:
@@ -277,6 +279,24 @@ def _lanes_update(state: Sequence[Any], packet: Any, order: Any) -> None:
     v1 += np.take(v0.view(np.uint8), order, axis=1).view(np.uint64)
 
 
+def _rows(items: Sequence[Any], lengths: Any, order: Any, stride: int) -> Any:
+    """The bytes of ``items`` in the order ``order``, a row of ``stride`` bytes each, zeros after them."""
+    import numpy as np
+
+    n = len(items)
+    first = int(lengths[0])
+    if first == int(lengths[-1]) and first:  # all of one length (chunk headers): no copy per item
+        rows = np.zeros((n, stride), np.uint8)
+        rows[:, :first] = np.frombuffer(b"".join(items), np.uint8).reshape(n, first)
+        return rows
+    buf = np.zeros(n * stride, np.uint8)
+    view, start = memoryview(buf.data), 0
+    for i, size in zip(order.tolist(), lengths.tolist(), strict=True):
+        view[start : start + size] = memoryview(items[i]).cast("B")
+        start += stride
+    return buf.reshape(n, stride)
+
+
 def highwayhash64_many(items: Sequence[Any], key: Sequence[int] = RIEGELI_KEY) -> list[int]:
     """Return the HighwayHash-64 of each of ``items`` (buffers) under ``key``, computed together.
 
@@ -292,6 +312,14 @@ def highwayhash64_many(items: Sequence[Any], key: Sequence[int] = RIEGELI_KEY) -
     """
     if len(items) < BATCH:
         return [highwayhash64(item, key) for item in items]
+    if (
+        len(items) > _ROWS
+    ):  # beyond about this many rows, the arrays of the rounds fall out of the cache
+        return [
+            digest
+            for at in range(0, len(items), _ROWS)
+            for digest in highwayhash64_many(items[at : at + _ROWS], key)
+        ]
     import numpy as np
 
     n = len(items)
@@ -300,20 +328,18 @@ def highwayhash64_many(items: Sequence[Any], key: Sequence[int] = RIEGELI_KEY) -
     lengths = lengths[order]
     stride = (
         int(lengths[0]) + 63
-    ) & ~31  # a row per item, its bytes then zeros (one packet at least)
-    buf = np.zeros(n * stride, np.uint8)
-    rows, start = memoryview(buf.data), 0
-    for i, size in zip(order.tolist(), lengths.tolist(), strict=True):
-        rows[start : start + size] = memoryview(items[i]).cast("B")
-        start += stride
-    words = buf.view("<u8").reshape(n, stride // 8)
+    ) & ~31  # a row per item, its bytes then zeros (a packet at least)
+    rows = _rows(items, lengths, order, stride)
+    buf = rows.reshape(-1)
     starts = np.arange(n, dtype=np.int64) * stride
     packets = lengths >> 5
+    whole = int(packets[0])
+    words = rows.view("<u8")
     initial = np.array(_reset(key), np.uint64).reshape(4, 4)
     state = tuple(np.repeat(initial[k][None, :], n, axis=0) for k in range(4))
     zipper = np.array(_zipper_order())
     columns = np.arange(32)
-    for j in range(int(packets[0])):
+    for j in range(whole):
         active = int(np.searchsorted(-packets, -j, side="left"))
         lanes = state if active == n else [part[:active] for part in state]
         _lanes_update(lanes, words[:active, 4 * j : 4 * j + 4], zipper)
