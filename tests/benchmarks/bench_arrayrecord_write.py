@@ -79,7 +79,9 @@ def hash_floor(directory: str, count: int, size: int, options: str | None) -> Pa
 
     records = _payloads(count, size)
     writer = ArrayRecordFrameWriter(io.BytesIO(), options)
-    chunks = [chunk[1] for chunk in writer._encode(records)] if writer.options.group_size == 1 else []
+    chunks = (
+        [chunk[1] for chunk in writer._encode(records)] if writer.options.group_size == 1 else []
+    )
     writer.abort()
 
     def run() -> int:
