@@ -3,6 +3,7 @@ shards, a deterministic shuffle whatever the sources' format, and no half datase
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import signal
@@ -10,14 +11,16 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from _cli import run_cli
 from test_tfds import BASE_INFO, _tfds_dir
 
 import recordkit as rk
-from recordkit.datasets import ShardWriter, load_manifest, reshard
+from recordkit.datasets import ShardWriter, _framecopy, load_manifest, reshard, resharding
 from recordkit.errors import RecordKitWarning
+from recordkit.io.writer import scan_offsets
 
 RECORDS = [b"record-%d-" % i + b"x" * (i % 13) for i in range(1000)]
 
@@ -157,22 +160,84 @@ def test_cli_split_of_a_tfds_directory(tmp_path, capsys):
     assert "--split" in result.err
 
 
-def test_an_error_mid_way_leaves_nothing_and_a_rerun_succeeds(tmp_path, monkeypatch):
+@pytest.mark.parametrize("path", ["frames copied", "records written again"])
+def test_an_error_mid_way_leaves_nothing_and_a_rerun_succeeds(tmp_path, monkeypatch, path):
     sources = _sources(tmp_path)
-    ended = ShardWriter.end_shard
+    if path == "frames copied":  # TFRecord to TFRecord, in order: the frames are copied as they are
+        finished, owner, name = [], _framecopy._OpenShard, "finish"
+    else:
+        finished, owner, name = [], ShardWriter, "end_shard"
+    original = getattr(owner, name)
 
-    def fail_second(self):
-        ended(self)
-        if len(self.shards) == 2:
+    def fail_second(self, *args):
+        result = original(self, *args)
+        finished.append(result)
+        if len(finished) == 2:
             raise OSError("disk full")
+        return result
 
-    monkeypatch.setattr(ShardWriter, "end_shard", fail_second)
+    monkeypatch.setattr(owner, name, fail_second)
     with pytest.raises(OSError, match="disk full"):
-        reshard(sources, tmp_path / "out", shards=3)
+        reshard(
+            sources,
+            tmp_path / "out",
+            shards=3,
+            format=None if path == "frames copied" else "ofrecord",
+        )
+    assert finished, "the failure was injected where the reshard does not pass"
     assert sorted(os.listdir(tmp_path)) == ["in"]
     monkeypatch.undo()
     reshard(sources, tmp_path / "out", shards=3)
     assert _read(tmp_path / "out") == RECORDS
+
+
+@pytest.mark.parametrize("block", [7, 100, 16 << 20])
+def test_copied_frames_make_the_dataset_writing_the_records_makes(tmp_path, monkeypatch, block):
+    """The frame copy (TFRecord to TFRecord in order) against the general path: the same shard files,
+    indexes and manifest entries (but the fingerprints, which name inodes). Blocks of 7 and 100 bytes
+    cut records (of 24 to 36 bytes), and hold none or several."""
+    monkeypatch.setattr(_framecopy, "BLOCK", block)
+    sources = str(tmp_path / "in")
+    with ShardWriter(
+        os.path.join(sources, "part-{shard}.tfrecord"),
+        max_records=300,
+        split="train",
+        schema={"label": "int64"},
+    ) as writer:
+        writer.write_many(RECORDS)
+    copied = reshard(sources, tmp_path / "copied", shards=3, split="train")
+    monkeypatch.setattr(resharding, "_copies_frames", lambda *args: False)
+    written = reshard(sources, tmp_path / "written", shards=3, split="train")
+
+    def described(manifest):
+        return [dataclasses.replace(shard, fingerprint=None) for shard in manifest.shards]
+
+    assert described(copied) == described(written)
+    assert copied.schema == written.schema == {"label": "int64"}
+    assert {shard.split for shard in copied.shards} == {"train"}
+    for root, _, names in os.walk(tmp_path / "written"):
+        for name in names:
+            mine = os.path.join(root, name)
+            theirs = os.path.join(tmp_path / "copied", os.path.relpath(mine, tmp_path / "written"))
+            if name != rk.datasets.MANIFEST_NAME:
+                assert Path(mine).read_bytes() == Path(theirs).read_bytes(), name
+
+
+def test_a_damaged_frame_stops_the_copy_naming_file_record_and_offset(tmp_path):
+    sources = _sources(tmp_path)
+    victim = tmp_path / "in" / "in-2.tfrecord"
+    data = bytearray(victim.read_bytes())
+    offset = scan_offsets(victim, format="tfrecord")[300]  # the 301st record of this file
+    data[offset + 14] ^= 0xFF  # inside the payload
+    victim.write_bytes(bytes(data))
+    with pytest.raises(rk.errors.ChecksumError) as read, rk.open(victim) as reader:
+        list(reader)
+    with pytest.raises(rk.errors.ChecksumError) as caught:
+        reshard(sources, tmp_path / "out", shards=3)
+    assert caught.value.path == str(victim)
+    assert caught.value.index == read.value.index == 300
+    assert offset < caught.value.offset == read.value.offset < offset + 20
+    assert sorted(os.listdir(tmp_path)) == ["in"]
 
 
 KILLED = """

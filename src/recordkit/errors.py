@@ -182,6 +182,14 @@ class CorruptRecordError(RecordKitError, OSError):
         where = _where(self.path, self.index, self.offset)
         self.args = (f"{where}: {self.reason}" if where else self.reason, *self.args[1:])
 
+    def relocate(self, records: int, offset: int) -> None:
+        """Count the location from an earlier point of the file: ``records`` records and ``offset`` bytes
+        before where it was found (in place)."""
+        self.index = None if self.index is None else self.index + records
+        self.offset = None if self.offset is None else self.offset + offset
+        where = _where(self.path, self.index, self.offset)
+        self.args = (f"{where}: {self.reason}" if where else self.reason, *self.args[1:])
+
     def __reduce__(self) -> tuple[object, ...]:
         # Keep keyword-only attributes across pickling (DataLoader workers send errors to the parent).
         return (_rebuild, (type(self), self.reason, dict(self.__dict__)))

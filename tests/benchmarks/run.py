@@ -19,7 +19,8 @@ process that iterates them ("main CPU µs/rec"); the targets block gives the rat
 
 The ``reshard`` case (``bench_reshard.py``) writes a dataset of 8 TFRecord shards of 1 KiB records (1 GB; 50 MB
 with ``--quick``) again as 3 shards with ``recordkit.datasets.reshard``, in order and shuffled, against ``cp -r``
-of the same directory; "vs" there is the reshard's rate over cp's (the target: at least 0.5 in order).
+of the same directory, beside the floor of any reshard that writes a manifest (hashing the same bytes with
+SHA-256 alone); "vs" there is the rate over cp's (the target: at least 0.5 in order).
 
 The ArrayRecord cases (``bench_arrayrecord_write.py``) write 1 KiB records (100,000; 5,000 with ``--quick``)
 with ``rk.open(path, "w", format="arrayrecord", options=...)`` + ``write_many`` against array_record's
@@ -351,6 +352,13 @@ def reshard_case(paths: dict[str, str], settings: Settings, written: str) -> Cas
                 "recordkit",
                 f"{rs}:copy",
                 {"directory": source, "out": out, "count": count},
+            ),
+            Contender(
+                "SHA-256 of the same bytes only (floor)",
+                "recordkit",
+                f"{rs}:sha256_floor",
+                {"directory": source, "count": count},
+                versus=RESHARD_CP,
             ),
         ],
     )

@@ -19,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from recordkit.datasets._framecopy import copy_frames
 from recordkit.datasets.seeds import derive_seed
+from recordkit.datasets.shardfile import commit_manifest_file
 from recordkit.datasets.writer import ShardWriter
 from recordkit.errors import (
     CorruptRecordError,
@@ -30,7 +32,7 @@ from recordkit.errors import (
 )
 from recordkit.formats import get_format
 from recordkit.io import open as open_records
-from recordkit.io.manifest import MANIFEST_NAME, Manifest, load_manifest
+from recordkit.io.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
 from recordkit.io.reader import RecordReader
 from recordkit.io.resolve import resolve_sources
 from recordkit.io.sources import is_url, source_size
@@ -153,27 +155,73 @@ def reshard(
             if compression is None:
                 compression = reader.compression if fmt.name == reader.format else ""
             suffix = {"gzip": ".gz", "zlib": ".zlib"}.get(compression, "")
-            writer = ShardWriter(
-                os.path.join(partial, fmt.shard_pattern + suffix),
-                format=fmt.name,
-                compression=compression or None,
-                options=options,
-                split=split or (labels.pop() if len(labels) == 1 else None),
-                schema=resolved.manifest.schema if resolved.manifest else None,
-            )
-            with writer:
-                total, records = _records(
-                    reader, resolved.files, partial, shuffle, seed, memory_bytes, progress
+            label = split or (labels.pop() if len(labels) == 1 else None)
+            schema = resolved.manifest.schema if resolved.manifest else None
+            if not shuffle and _copies_frames(reader, fmt.name, compression, options):
+                manifest = _copy(
+                    reader, partial, shards, label, schema, progress, resolved.source or partial
                 )
-                records = iter(progress(records, total)) if progress else records
-                _write(writer, records, total, shards, resolved.source or partial)
+            else:
+                writer = ShardWriter(
+                    os.path.join(partial, fmt.shard_pattern + suffix),
+                    format=fmt.name,
+                    compression=compression or None,
+                    options=options,
+                    split=label,
+                    schema=schema,
+                )
+                with writer:
+                    total, records = _records(
+                        reader, resolved.files, partial, shuffle, seed, memory_bytes, progress
+                    )
+                    records = iter(progress(records, total)) if progress else records
+                    _write(writer, records, total, shards, resolved.source or partial)
+                assert writer.manifest is not None
+                manifest = writer.manifest
         shutil.rmtree(os.path.join(partial, ".buckets"), ignore_errors=True)
         _put_in_place(partial, dest)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
-    assert writer.manifest is not None
-    return writer.manifest
+    return manifest
+
+
+def _copies_frames(reader: RecordReader, fmt: str, compression: str, options: str | None) -> bool:
+    """Whether the records can be copied frame by frame (:mod:`recordkit.datasets._framecopy`): local
+    uncompressed TFRecord files, written again as such."""
+    return (
+        fmt == reader.format == "tfrecord"
+        and not compression
+        and not reader.compression
+        and options is None
+        and all(isinstance(path, str) and not is_url(path) for path in reader.paths)
+    )
+
+
+def _copy(
+    reader: RecordReader,
+    directory: str,
+    shards: int,
+    split: str | None,
+    schema: Any,
+    progress: Progress | None,
+    where: str,
+) -> Manifest:
+    """Reshard by copying frames; write the manifest into ``directory`` and return it."""
+    total = len(reader)
+    sizes = shard_sizes(total, min(shards, total)) if total else []
+    if total < shards:
+        _too_few(total, shards, where)
+    os.makedirs(directory)
+    entries: list[Shard] = []
+    files = [path for path in reader.paths if path is not None]
+    counts = copy_frames(files, directory, sizes, split, entries)
+    ticks = (b"" for count in counts for _ in range(count))  # one per record, for the progress bar
+    for _ in progress(ticks, total) if progress else ticks:
+        pass
+    manifest = Manifest(format="tfrecord", compression="", shards=tuple(entries), schema=schema)
+    commit_manifest_file(manifest, os.path.join(directory, MANIFEST_NAME))
+    return manifest
 
 
 def _records(
@@ -209,16 +257,7 @@ def _write(
 ) -> None:
     """Write ``records`` (``total`` of them) as ``shards`` shards of balanced sizes, none empty."""
     if total < shards:
-        warnings.warn(
-            f"{where}: {total} records, fewer than the {shards} shards asked for: writing "
-            + (
-                f"{total} shards of one record (no shard is left empty)"
-                if total
-                else "a dataset of no shards"
-            ),
-            RecordKitWarning,
-            stacklevel=3,
-        )
+        _too_few(total, shards, where)
     for size in shard_sizes(total, min(shards, total)) if total else []:
         writer.write_many(itertools.islice(records, size))
         writer.end_shard()
@@ -228,6 +267,19 @@ def _write(
             f"{writer.count} or more read",
             path=where,
         )
+
+
+def _too_few(total: int, shards: int, where: str) -> None:
+    warnings.warn(
+        f"{where}: {total} records, fewer than the {shards} shards asked for: writing "
+        + (
+            f"{total} shards of one record (no shard is left empty)"
+            if total
+            else "a dataset of no shards"
+        ),
+        RecordKitWarning,
+        stacklevel=4,
+    )
 
 
 def _permuted(reader: RecordReader, keys: Any, memory_bytes: int) -> Iterator[bytes]:
