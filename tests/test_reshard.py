@@ -311,3 +311,19 @@ def test_dask_recipe_repartitions_through_the_writers(tmp_path):
         )
     assert len(manifest.shards) == 2
     assert Counter(_read(tmp_path / "out")) == Counter(RECORDS)
+
+
+def test_copying_frames_holds_a_few_blocks_whatever_the_dataset_size(tmp_path, monkeypatch):
+    import tracemalloc
+
+    monkeypatch.setattr(_framecopy, "BLOCK", 1 << 16)
+    record = bytes(range(256)) * 4
+    _sources(tmp_path, files=2, records=[record] * 16000)  # 16 MB
+    tracemalloc.start()
+    try:
+        reshard(str(tmp_path / "in"), tmp_path / "out", shards=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, peak  # the blocks, and the index of 16,000 offsets being formatted
+    assert _read(tmp_path / "out") == [record] * 16000

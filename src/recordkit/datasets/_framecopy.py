@@ -31,6 +31,9 @@ __all__ = ["copy_frames"]
 
 BLOCK = 16 << 20
 """How many bytes of a source are read and checked at once (a record longer than that is read whole)."""
+_QUEUED = 8
+"""The most writes and hashes handed to the threads and not done: memory holds their blocks (about
+:data:`BLOCK` bytes for every two) and the one being checked."""
 
 
 class _OpenShard:
@@ -108,7 +111,7 @@ def copy_frames(
         try:
             for path in files:
                 for block, heads, ends in _frames(path):
-                    pending = [future for future in pending if not _done(future)]
+                    _wait(pending, keep=_QUEUED)
                     at = 0
                     while at < len(heads):
                         if not left:
@@ -167,20 +170,14 @@ def _write_all(file: IO[bytes], run: memoryview) -> None:
         run = run[file.write(run) or 0 :]
 
 
-def _done(future: Future[Any]) -> bool:
-    if future.done():
-        future.result()  # a write that failed raises here
-        return True
-    return False
-
-
-def _wait(pending: list[Future[Any]], *, quiet: bool = False) -> None:
-    for future in pending:
+def _wait(pending: list[Future[Any]], *, keep: int = 0, quiet: bool = False) -> None:
+    """Wait for the oldest of ``pending`` until ``keep`` are left (raising what failed unless ``quiet``)."""
+    while len(pending) > keep:
+        future = pending.pop(0)
         if quiet:
             future.exception()
         else:
             future.result()
-    pending.clear()
 
 
 def _changed(path: str, total: int, how: str) -> CorruptRecordError:

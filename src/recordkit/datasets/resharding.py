@@ -2,7 +2,9 @@
 
 :func:`reshard` resolves its sources with :func:`recordkit.io.resolve_sources`, reads every record once, in
 order or in a seeded global shuffle, and writes them with :class:`~recordkit.ShardWriter` into a hidden
-directory beside the destination, which is renamed into place once its manifest is written.
+directory beside the destination, which is renamed into place once its manifest is written. Uncompressed
+TFRecord written again as such, in order, is copied frame by frame instead
+(:mod:`recordkit.datasets._framecopy`), into the same files.
 ``docs/datasets.md`` says how the shuffle keeps to its memory budget.
 """
 

@@ -10,10 +10,11 @@ up to where Riegeli's formula ends it (:func:`~recordkit.formats._riegeli.chunk_
 chunk (a ``RiegeliFooterMetadata``, then an ``ArrayRecordFooter`` per chunk, compressed as the data) and,
 padded to a block boundary each, the postscript chunk (three ``RiegeliPostscript`` copies, uncompressed).
 
-Chunks are encoded a batch at a time (about :data:`BATCH_BYTES` of records) in one worker thread, as the
-C++ writer encodes in its thread pool: zstd (``zstandard``), Brotli and Snappy (``cramjam``) release the
-GIL, and the hashes of a batch's chunk data, then of its chunk and block headers, are computed together
-(:func:`~recordkit.formats._highwayhash.highwayhash64_many`).
+Records are handed on a batch at a time (about :data:`BATCH_BYTES` of them) to two worker threads, as the
+C++ writer hands chunks to its thread pool: one compresses the batch's chunks (zstd from ``zstandard``, a
+whole batch of one-record chunks in one call; Brotli and Snappy from ``cramjam``; all without the GIL),
+the other computes the hashes of the batch before, all its chunks' data together, then its chunk and block
+headers (:func:`~recordkit.formats._highwayhash.highwayhash64_many`), and writes it.
 """
 
 from __future__ import annotations
