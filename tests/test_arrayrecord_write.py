@@ -67,6 +67,24 @@ def test_array_record_reads_what_recordkit_wrote(tmp_path, options, count):
         assert reader.read([len(data) - 1, 0]) == [data[-1], data[0]] if data else True
 
 
+@pytest.mark.parametrize("options", ["group_size:1,zstd", "group_size:7,brotli", "snappy"])
+def test_many_batches_in_flight_keep_their_order(tmp_path, options, monkeypatch):
+    """Batches of about 64 KiB: dozens pass through the two writer threads, and ``write`` and
+    ``write_many`` mix."""
+    from recordkit.formats import _arrayrecord_write
+
+    monkeypatch.setattr(_arrayrecord_write, "BATCH_BYTES", 1 << 16)
+    data = records(2000)
+    path = str(tmp_path / "x.array_record")
+    with rk.open(path, "w", format="arrayrecord", options=options) as writer:
+        for record in data[:700]:
+            writer.write(record)
+        writer.write_many(data[700:1500])
+        writer.flush()
+        writer.write_many(iter(data[1500:]))
+    assert their_records(path) == data
+
+
 @pytest.mark.parametrize(
     "options", ["uncompressed", "uncompressed,group_size:7,pad_to_block_boundary:true"]
 )

@@ -2,8 +2,9 @@
 
 A TFRecord frame (the length, its checksum, the payload, its checksum) does not depend on where it lies, so
 shards cut at record boundaries are runs of the sources' bytes. :func:`copy_frames` reads each source in
-blocks, finds and checks every frame of a block at once (:func:`~recordkit.formats.bulk.tfrecord_frames`
-verifies each length and payload checksum, as a reader does), and hands the runs to a thread that writes
+blocks, finds and checks every frame of a block at once (the format's
+:meth:`~recordkit.formats.base.RecordFormat.frames` verifies each length and payload checksum, as a reader
+does), and hands the runs to a thread that writes
 them and updates the shard's SHA-256 (the system call and the hash release the GIL, so the copy and the
 checking overlap). Each shard's sidecar index comes from the frames found, so nothing is read twice.
 """
@@ -22,8 +23,7 @@ import numpy as np
 
 from recordkit.datasets.shardfile import _fingerprint, _write_index, relative_path
 from recordkit.errors import CorruptRecordError
-from recordkit.formats import get_format
-from recordkit.formats.bulk import tfrecord_frames
+from recordkit.formats.base import RecordFormat
 from recordkit.io.index import default_index_path
 from recordkit.io.manifest import Shard
 
@@ -77,10 +77,16 @@ class _OpenShard:
 
 
 def copy_frames(
-    files: list[str], directory: str, sizes: list[int], split: str | None, shards: list[Shard]
+    fmt: RecordFormat,
+    files: list[str],
+    directory: str,
+    sizes: list[int],
+    split: str | None,
+    shards: list[Shard],
 ) -> Iterator[int]:
-    """Copy the records of the uncompressed TFRecord ``files``, in order, into shards of ``sizes`` records
-    in ``directory``, named as :class:`~recordkit.ShardWriter` names TFRecord shards, and append their
+    """Copy the records of the uncompressed ``files`` of the format ``fmt`` (one whose frames can be
+    copied: :meth:`~recordkit.formats.base.RecordFormat.frames`), in order, into shards of ``sizes``
+    records in ``directory``, named as :class:`~recordkit.ShardWriter` names them, and append their
     manifest entries to ``shards``.
 
     A generator: it yields the number of records of each block once they are handed to the writing
@@ -92,7 +98,7 @@ def copy_frames(
         A frame is damaged (located by file, record and byte offset), or the files hold another number of
         records than ``sizes`` adds up to (they changed since they were counted).
     """
-    pattern = get_format("tfrecord").shard_pattern
+    pattern = fmt.shard_pattern
     paths = [
         os.path.join(directory, pattern.format(shard=i, num_shards=len(sizes)))
         for i in range(len(sizes))
@@ -110,7 +116,7 @@ def copy_frames(
         ]
         try:
             for path in files:
-                for block, heads, ends in _frames(path):
+                for block, heads, ends in _frames(fmt, path):
                     _wait(pending, keep=_QUEUED)
                     at = 0
                     while at < len(heads):
@@ -139,7 +145,7 @@ def copy_frames(
                 current.file.close()
 
 
-def _frames(path: str) -> Iterator[tuple[memoryview, Any, Any]]:
+def _frames(fmt: RecordFormat, path: str) -> Iterator[tuple[memoryview, Any, Any]]:
     """Each block of ``path``: its bytes, and where its whole frames begin and end, checksums checked.
 
     A block starts at the first frame the one before did not hold whole (read again rather than copied
@@ -152,7 +158,7 @@ def _frames(path: str) -> Iterator[tuple[memoryview, Any, Any]]:
             block = file.read(size)
             final = len(block) < size
             try:
-                frames = tfrecord_frames(block, path=path, final=final)
+                frames = fmt.frames(block, path=path, final=final)
             except CorruptRecordError as err:
                 err.relocate(records, base)
                 raise

@@ -33,6 +33,7 @@ from recordkit.errors import (
     RecordKitWarning,
 )
 from recordkit.formats import get_format
+from recordkit.formats.base import RecordFormat
 from recordkit.io import open as open_records
 from recordkit.io.manifest import MANIFEST_NAME, Manifest, Shard, load_manifest
 from recordkit.io.reader import RecordReader
@@ -159,9 +160,16 @@ def reshard(
             suffix = {"gzip": ".gz", "zlib": ".zlib"}.get(compression, "")
             label = split or (labels.pop() if len(labels) == 1 else None)
             schema = resolved.manifest.schema if resolved.manifest else None
-            if not shuffle and _copies_frames(reader, fmt.name, compression, options):
+            if not shuffle and _copies_frames(reader, fmt, compression, options):
                 manifest = _copy(
-                    reader, partial, shards, label, schema, progress, resolved.source or partial
+                    reader,
+                    fmt,
+                    partial,
+                    shards,
+                    label,
+                    schema,
+                    progress,
+                    resolved.source or partial,
                 )
             else:
                 writer = ShardWriter(
@@ -188,11 +196,14 @@ def reshard(
     return manifest
 
 
-def _copies_frames(reader: RecordReader, fmt: str, compression: str, options: str | None) -> bool:
+def _copies_frames(
+    reader: RecordReader, fmt: RecordFormat, compression: str, options: str | None
+) -> bool:
     """Whether the records can be copied frame by frame (:mod:`recordkit.datasets._framecopy`): local
-    uncompressed TFRecord files, written again as such."""
+    uncompressed files of a format whose frames can be copied, written again as such."""
     return (
-        fmt == reader.format == "tfrecord"
+        fmt.name == reader.format
+        and fmt.capabilities.copyable_frames
         and not compression
         and not reader.compression
         and options is None
@@ -202,6 +213,7 @@ def _copies_frames(reader: RecordReader, fmt: str, compression: str, options: st
 
 def _copy(
     reader: RecordReader,
+    fmt: RecordFormat,
     directory: str,
     shards: int,
     split: str | None,
@@ -217,11 +229,11 @@ def _copy(
     os.makedirs(directory)
     entries: list[Shard] = []
     files = [path for path in reader.paths if path is not None]
-    counts = copy_frames(files, directory, sizes, split, entries)
+    counts = copy_frames(fmt, files, directory, sizes, split, entries)
     ticks = (b"" for count in counts for _ in range(count))  # one per record, for the progress bar
     for _ in progress(ticks, total) if progress else ticks:
         pass
-    manifest = Manifest(format="tfrecord", compression="", shards=tuple(entries), schema=schema)
+    manifest = Manifest(format=fmt.name, compression="", shards=tuple(entries), schema=schema)
     commit_manifest_file(manifest, os.path.join(directory, MANIFEST_NAME))
     return manifest
 

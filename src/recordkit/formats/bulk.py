@@ -21,7 +21,6 @@ This module imports numpy; :mod:`recordkit.formats` does not import it.
 
 from __future__ import annotations
 
-import struct
 from itertools import pairwise
 from typing import Any, NamedTuple
 
@@ -30,13 +29,10 @@ import numpy.typing as npt
 
 from recordkit.errors import TruncatedRecordError
 from recordkit.formats import _crc
+from recordkit.formats._tfrecord_frame import HEADER, LENGTH, checksum_error
 from recordkit.formats.rangecrc import CRC32C_POLY, _slicing_tables
-from recordkit.formats.tfrecord import _checksum_error
 
 __all__ = ["Frames", "tfrecord_frames"]
-
-_LENGTH = struct.Struct("<Q")
-_HEADER = struct.Struct("<QI")
 
 
 class Frames(NamedTuple):
@@ -81,7 +77,7 @@ def _walk(buffer: Any, size: int) -> tuple[npt.NDArray[np.int64], int]:
     one by one, the sizes of the last period are predicted to repeat; the lengths at the predicted starts
     are read with one numpy index, and the predictions up to the first wrong one are kept.
     """
-    unpack = _LENGTH.unpack_from
+    unpack = LENGTH.unpack_from
     view = np.ndarray((max(size - 7, 0),), "<u8", buffer, 0, (1,))
     pieces: list[npt.NDArray[np.int64]] = []
     heads: list[int] = []
@@ -172,10 +168,10 @@ def tfrecord_frames(
     if end < size:
         # A partial record, or a header whose length is damaged: a damaged one is a checksum error.
         if end + 12 <= size and check_crc:
-            length, stored = _HEADER.unpack_from(buffer, end)
-            actual = _crc.masked_crc32c(_LENGTH.pack(length))
+            length, stored = HEADER.unpack_from(buffer, end)
+            actual = _crc.masked_crc32c(LENGTH.pack(length))
             if actual != stored:
-                raise _checksum_error(path, len(heads), end, stored, actual)
+                raise checksum_error(path, len(heads), end, stored, actual)
         if final:
             where = "header" if end + 12 > size else "record"
             raise TruncatedRecordError(
@@ -195,12 +191,12 @@ def _check_lengths(
     distinct = np.unique(lengths)
     inverse = np.searchsorted(distinct, lengths)  # faster than np.unique's return_inverse
     expected = np.array(
-        [_crc.masked_crc32c(_LENGTH.pack(int(n))) for n in distinct.tolist()], np.uint32
+        [_crc.masked_crc32c(LENGTH.pack(int(n))) for n in distinct.tolist()], np.uint32
     )
     wrong = np.flatnonzero(expected[inverse] != stored)
     if len(wrong):
         i = int(wrong[0])
-        raise _checksum_error(path, i, int(heads[i]), int(stored[i]), int(expected[inverse[i]]))
+        raise checksum_error(path, i, int(heads[i]), int(stored[i]), int(expected[inverse[i]]))
 
 
 def _check_payloads(
@@ -214,7 +210,7 @@ def _check_payloads(
     wrong = np.flatnonzero(masked != stored)
     if len(wrong):
         i = int(wrong[0])
-        raise _checksum_error(
+        raise checksum_error(
             path, i, int(starts[i]) - 12, int(stored[i]), int(masked[i]), payload=True
         )
 

@@ -24,8 +24,8 @@ from functools import partial
 from typing import Any, ClassVar
 
 from recordkit.errors import CorruptRecordError, StaleIndexError, StaleIndexWarning
+from recordkit.formats._source import _READ_CHUNK
 from recordkit.formats.base import (
-    _READ_CHUNK,
     _WINDOW,
     IndexedFrameReader,
     Offsets,

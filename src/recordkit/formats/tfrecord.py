@@ -31,10 +31,11 @@ import zlib
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import IO, Any, ClassVar
 
-from recordkit.errors import ChecksumError, CorruptRecordError, TruncatedRecordError
+from recordkit.errors import CorruptRecordError, TruncatedRecordError
 from recordkit.formats import _crc
+from recordkit.formats._source import _READ_CHUNK
+from recordkit.formats._tfrecord_frame import HEADER, LENGTH, checksum_error
 from recordkit.formats.base import (
-    _READ_CHUNK,
     Capabilities,
     Offsets,
     RecordFormat,
@@ -55,9 +56,7 @@ from recordkit.support.moved import moved_attribute
 
 __all__ = ["TFRecordFormat", "TFRecordFrameReader", "TFRecordFrameWriter", "frame"]
 
-_HEADER = struct.Struct("<QI")
 _TRAILER_AND_HEADER = struct.Struct("<IQI")
-_LENGTH = struct.Struct("<Q")
 _U32 = struct.Struct("<I")
 _MASK_DELTA = _crc.MASK_DELTA
 _WBITS = {"gzip": 31, "zlib": 15}  # for writing (deflate)
@@ -88,7 +87,7 @@ def frame(data: bytes) -> bytes:
     >>> frame(b"hello").hex(" ")
     '05 00 00 00 00 00 00 00 ea b2 04 3e 68 65 6c 6c 6f bb 1f 1c 19'
     """
-    length = _LENGTH.pack(len(data))
+    length = LENGTH.pack(len(data))
     return (
         length + _U32.pack(_crc.masked_crc32c(length)) + data + _U32.pack(_crc.masked_crc32c(data))
     )
@@ -108,25 +107,10 @@ def _inflate_head(head: bytes, compression: str) -> bytes | None:
 def _valid_header(head: bytes, size: int | None) -> bool:
     if len(head) < 12:
         return False
-    length, stored = _HEADER.unpack_from(head)
+    length, stored = HEADER.unpack_from(head)
     if _crc.masked_crc32c(head[:8]) != stored:
         return False
     return size is None or 16 + length <= size
-
-
-def _checksum_error(
-    path: str | None, index: int, offset: int, stored: int, actual: int, *, payload: bool = False
-) -> ChecksumError:
-    """The error of record ``index`` at ``offset`` whose length checksum (or, with ``payload``, payload
-    checksum, located 12 bytes further, as TensorFlow does) does not match."""
-    if payload:
-        what, offset = "payload checksum mismatch", offset + 12
-    else:
-        # Only a bad first header suggests the file is not a TFRecord file at all.
-        what = "length checksum mismatch" + (" (is this a TFRecord file?)" if offset == 0 else "")
-    return ChecksumError(
-        what, path=path, index=index, offset=offset, expected=stored, actual=actual
-    )
 
 
 class _Inflater:
@@ -231,11 +215,11 @@ class TFRecordFrameReader(SequentialFrameReader):
 
     def parse_header(self, header: bytes, index: int, offset: int) -> int:
         """Return the payload length, verifying the length checksum when ``check_crc`` is on."""
-        length, stored = _HEADER.unpack(header)
+        length, stored = HEADER.unpack(header)
         if self.check_crc:
             actual = _crc.mask(self.crc32c(header[:8]))
             if actual != stored:
-                raise _checksum_error(self.path, index, offset, stored, actual)
+                raise checksum_error(self.path, index, offset, stored, actual)
         return int(length)
 
     def check_payload(self, data: bytes, trailer: bytes, index: int, offset: int) -> None:
@@ -243,7 +227,7 @@ class TFRecordFrameReader(SequentialFrameReader):
         stored = _U32.unpack(trailer)[0]
         actual = _crc.mask(self.crc32c(data))
         if actual != stored:
-            raise _checksum_error(self.path, index, offset, stored, actual, payload=True)
+            raise checksum_error(self.path, index, offset, stored, actual, payload=True)
 
     def check_chunks(
         self, chunks: Iterable[bytes], trailer: bytes, index: int, offset: int
@@ -255,7 +239,7 @@ class TFRecordFrameReader(SequentialFrameReader):
         stored = _U32.unpack(trailer)[0]
         actual = _crc.mask(crc)
         if actual != stored:
-            raise _checksum_error(self.path, index, offset, stored, actual, payload=True)
+            raise checksum_error(self.path, index, offset, stored, actual, payload=True)
 
     def iter_window(
         self, window: Any, base: int, index: int, final: bool
@@ -285,7 +269,7 @@ class TFRecordFrameReader(SequentialFrameReader):
             if wrong is not None:
                 yield from records[:wrong]
                 at = base + pos + sum(len(record) + 16 for record in records[:wrong])
-                raise _checksum_error(
+                raise checksum_error(
                     self.path,
                     index + wrong,
                     at,
@@ -322,13 +306,13 @@ class TFRecordFrameReader(SequentialFrameReader):
         trailers = array.array("I")
         add_record, add_crc, add_trailer = records.append, crcs.append, trailers.append
         full = pos + _BATCH_BYTES
-        length, stored = _HEADER.unpack_from(window, pos)
+        length, stored = HEADER.unpack_from(window, pos)
         while True:
             if known.get(length) != stored:
                 crc = crc32c(window[pos : pos + 8])
                 expected = (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
                 if expected != stored:
-                    mismatch = _checksum_error(self.path, index, base + pos, stored, expected)
+                    mismatch = checksum_error(self.path, index, base + pos, stored, expected)
                     return records, crcs, trailers, (pos, index, 0), mismatch
                 if len(known) < _CACHE_LIMIT:
                     known[length] = expected
@@ -372,7 +356,7 @@ class TFRecordFrameReader(SequentialFrameReader):
         if not self.check_crc:
             return super().decode_many(blob, base, indices)
         offsets = self.offsets
-        unpack_length, unpack_u32 = _HEADER.unpack_from, _U32.unpack_from
+        unpack_length, unpack_u32 = HEADER.unpack_from, _U32.unpack_from
         crc32c = self.crc32c
         known = _LENGTH_CRCS
         pread, fd, shift = os.pread, self.source.descriptor(), self.source.base
@@ -390,16 +374,16 @@ class TFRecordFrameReader(SequentialFrameReader):
                 # The offset table disagrees with the header: decode() reports the stale index.
                 return super().decode_many(blob, base, indices)
             if known.get(length) != stored:
-                expected = _crc.masked_crc32c(_LENGTH.pack(length))
+                expected = _crc.masked_crc32c(LENGTH.pack(length))
                 if expected != stored:
-                    raise _checksum_error(self.path, index, start, stored, expected)
+                    raise checksum_error(self.path, index, start, stored, expected)
                 if len(known) < _CACHE_LIMIT:
                     known[length] = expected
             data = frame[at + 12 : at + 12 + length]
             crc = crc32c(data)
             stored = unpack_u32(frame, at + 12 + length)[0]
             if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != stored:
-                raise _checksum_error(self.path, index, start, stored, _crc.mask(crc), payload=True)
+                raise checksum_error(self.path, index, start, stored, _crc.mask(crc), payload=True)
             records.append(data)
         return records
 
@@ -437,7 +421,7 @@ class TFRecordFrameWriter(_BufferedFrameWriter):
     def _header(self, length: int) -> bytes:
         header = self._headers.get(length)
         if header is None:
-            packed = _LENGTH.pack(length)
+            packed = LENGTH.pack(length)
             header = packed + _U32.pack(_crc.masked_crc32c(packed))
             if len(self._headers) < _CACHE_LIMIT:
                 self._headers[length] = header
@@ -544,7 +528,7 @@ class _Resync(Resync):
         """The end of the frame at ``pos`` if its length checksum matches and it fits, else ``None``."""
         if not _valid_header(self.buffer[pos : pos + 12], self.size - pos):
             return None
-        return pos + 16 + int(_LENGTH.unpack_from(self.buffer, pos)[0])
+        return pos + 16 + int(LENGTH.unpack_from(self.buffer, pos)[0])
 
     def frame(self, pos: int) -> tuple[int, int, int] | None:
         """The payload range and end of the frame at ``pos`` if both its checksums match."""
@@ -618,6 +602,7 @@ class TFRecordFormat(RecordFormat):
         compression=("gzip", "zlib", "bzip2"),
         empty_records=True,
         sidecar_index=True,
+        copyable_frames=True,
     )
     overhead: ClassVar[int] = 16
     payload: ClassVar[str | None] = EXAMPLE_PAYLOAD
@@ -626,6 +611,12 @@ class TFRecordFormat(RecordFormat):
     def resync(self, buffer: Any, size: int) -> Resync:
         """Return the TFRecord frame finder of recovery (see :class:`_Resync`)."""
         return _Resync(buffer, size)
+
+    def frames(self, buffer: bytes, *, path: str | None = None, final: bool = True) -> Any:
+        """Find every frame of ``buffer`` at once (:func:`~recordkit.formats.bulk.tfrecord_frames`)."""
+        from recordkit.formats.bulk import tfrecord_frames
+
+        return tfrecord_frames(buffer, path=path, final=final)
 
     def sniff(self, head: bytes, size: int | None) -> bool | int:
         """Recognise a plain TFRecord by its first length checksum, a compressed one by what it inflates to."""
