@@ -40,6 +40,7 @@ STDLIB_BASES: dict[type[BaseException], tuple[type[BaseException], ...]] = {
     errors.StateError: (ValueError,),
     errors.OptionsError: (ValueError,),
     errors.OutputExistsError: (FileExistsError,),
+    errors.RemoteReadError: (OSError,),
 }
 CORRUPT_CLASSES = [
     errors.CorruptRecordError,

@@ -277,7 +277,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("support",),
     ("formats",),
     ("decode",),
-    ("io.sources", "io.mapped", "io.atomic"),
+    ("io.sources", "io.remote", "io.mapped", "io.atomic"),
     ("io.manifest", "io.tfds", "io.index"),
     ("io.resolve", "io.reader", "io.following", "io.preview", "io.writer", "io.__init__"),
     ("recover",),

@@ -41,6 +41,7 @@ __all__ = [
     "OutputExistsError",
     "RecordKitError",
     "RecordKitWarning",
+    "RemoteReadError",
     "SlowCRCWarning",
     "StaleIndexError",
     "StaleIndexWarning",
@@ -243,12 +244,32 @@ class TruncatedRecordError(CorruptRecordError, EOFError):
 
 
 class FileChangedError(CorruptRecordError):
-    """A file being followed as it grows changed in a way appending cannot explain.
+    """A file changed while it was being read, in a way its reader cannot follow.
 
     Raised by :class:`recordkit.io.Follower` when the path now names another file (replaced or
     rotated: a new inode or device), no file at all (removed), or a file shorter than what was already
-    read (truncated or rewritten). ``offset`` is how far the file had been read.
+    read (truncated or rewritten): ``offset`` is how far the file had been read. Raised when reading a
+    URL when the server's file is no longer the one opened (another ETag, or fewer bytes than asked):
+    ``offset`` is the start of the byte range asked for.
     """
+
+
+class RemoteReadError(RecordKitError, OSError):
+    """Bytes of a file at a URL could not be fetched: the request failed each time it was sent.
+
+    The last failure is the ``__cause__``.
+
+    Attributes
+    ----------
+    path
+        The file's URL.
+    start, end
+        The byte range asked for, ``[start, end)``.
+    """
+
+    def __init__(self, message: str, *, path: str, start: int, end: int) -> None:
+        self.path, self.start, self.end = path, start, end
+        super().__init__(f"{path}: bytes {start}-{end - 1}: {message}")
 
 
 class HeaderError(CorruptRecordError):

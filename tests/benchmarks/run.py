@@ -307,6 +307,10 @@ def make_data(directory: str, settings: Settings, only: list[str] | None = None)
         import bench_reshard
 
         paths[RESHARD_CASE] = bench_reshard.write_data(directory, reshard_records(settings))
+    if not only or any(part in case for part in only for case in REMOTE_CASES):
+        import bench_remote
+
+        paths["remote"] = bench_remote.write_data(directory)
     return paths
 
 
@@ -644,6 +648,43 @@ def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list
         cases.append(reshard_case(paths, settings, written))
     if "arrayrecord-by-recordkit" in paths:
         cases.extend(arrayrecord_cases(paths, settings, written))
+    if "remote" in paths:
+        cases.extend(remote_cases(paths["remote"]))
+    return cases
+
+
+# Reading over HTTP with 10 ms added to each request (bench_remote.py): recordkit's ranged reads against
+# fsspec's default file object and a whole-file download.
+REMOTE_CASES = ("remote-random-1k", "remote-in-order-1k")
+REMOTE_RK, REMOTE_FSSPEC, REMOTE_WHOLE = (
+    "recordkit rk.open(url)",
+    "rk.open(fsspec's file object)",
+    "whole file fetched, then read",
+)
+
+
+def remote_cases(directory: str) -> list[Case]:
+    """``read(256 random)`` x 8 on FFRecord and every record of a TFRecord, over HTTP at 10 ms."""
+    rm, cases = "bench_remote", []
+    for case_id, function, title in (
+        (REMOTE_CASES[0], "random_reads", "8 x read(256 random indices), FFRecord"),
+        (REMOTE_CASES[1], "in_order", "every record in order, TFRecord"),
+    ):
+        contenders = [
+            Contender(
+                name,
+                "recordkit",
+                f"{rm}:{function}",
+                {"directory": directory, "latency": 0.01, "how": how},
+            )
+            for name, how in (
+                (REMOTE_RK, "recordkit"),
+                (REMOTE_FSSPEC, "fsspec file object"),
+                (REMOTE_WHOLE, "whole file"),
+            )
+        ]
+        title = f"Over HTTP, 10 ms a request, 40,000 x 1 KiB: {title} (bytes sent: bench_remote.py)"
+        cases.append(Case(case_id, title, KIB, contenders))
     return cases
 
 
@@ -1130,6 +1171,14 @@ def evaluate_targets(cases: list[Case], memory: list[dict[str, Any]]) -> list[di
         0.9,
     )
     ratio_target("reshard in order vs cp -r", RESHARD_CASE, RESHARD_PLAIN, RESHARD_CP, 0.5)
+    for case_id in REMOTE_CASES:
+        ratio_target(
+            f"{case_id}: rk.open(url) vs fsspec's file object",
+            case_id,
+            REMOTE_RK,
+            REMOTE_FSSPEC,
+            1.0,
+        )
     for case_id, options in AR_WRITES.items():
         label = f"ArrayRecord write vs ArrayRecordWriter, {options or 'defaults'}"
         ratio_target(label, case_id, AR_RK, AR_PEER, 0.8)

@@ -13,6 +13,7 @@ import os
 import stat
 import threading
 import weakref
+from collections.abc import Sequence
 from typing import IO, Any, Protocol
 
 from recordkit.errors import UnsupportedOperationError
@@ -140,6 +141,10 @@ class Source:
     replaces.
     """
 
+    remote = False
+    """Whether each read is a request to a remote store (:class:`recordkit.io.remote.RemoteSource`): then
+    a reader avoids reading the whole file to check an index (see the formats)."""
+
     def __init__(
         self,
         *,
@@ -208,6 +213,13 @@ class Source:
         with self._lock:
             file.seek(self.base + offset)
             return read_full(file.read, n)
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """Return the bytes of each ``[start, end)`` of ``ranges`` (fewer at the end of the file).
+
+        Here one :meth:`pread` each; a remote source fetches them together.
+        """
+        return [self.pread(start, end - start) for start, end in ranges]
 
     def descriptor(self) -> int | None:
         """Return the descriptor read with ``os.pread``, or ``None`` when the source has none.

@@ -447,7 +447,19 @@ class ArrayRecordFrameReader(FrameReader):
             if found is not None:
                 decoded[number] = found
         todo = [number for number in wanted if number not in decoded]
-        chunks, failure = self.chunks.chunks(
+        reader = self.chunks
+        source = self.source
+        if todo and source.buffer is None and source.descriptor() is None:
+            # Each chunk's bytes run to the next chunk: fetched together, not a header and data at a time.
+            spans = [(self.offsets[number], self.offsets[number + 1]) for number in todo]
+            windows = _Windows(spans, source.read_ranges(spans), source.pread)
+            reader = ChunkReader(
+                windows.pread,
+                self.path,
+                check_hashes=reader.check_hashes,
+                check_data=reader.check_data,
+            )
+        chunks, failure = reader.chunks(
             [self.offsets[number] for number in todo], [starts[number] for number in todo]
         )
         for number, chunk in zip(todo, chunks, strict=False):
@@ -488,7 +500,7 @@ class ArrayRecordFrameReader(FrameReader):
             stop = min(max(stop, number + 1), count)
             blob = source.pread(base, offsets[stop] - base)
             general = ChunkReader(
-                _Window(base, blob, source.pread).pread,
+                _Windows([(base, base + len(blob))], [blob], source.pread).pread,
                 self.path,
                 check_hashes=self.chunks.check_hashes,
                 check_data=self.chunks.check_data,
@@ -521,17 +533,21 @@ class ArrayRecordFrameReader(FrameReader):
             number = stop
 
 
-class _Window:
-    """``pread`` served from bytes already read at ``base`` when they hold the range asked."""
+class _Windows:
+    """``pread`` served from bytes already read (``blobs[i]`` from ``spans[i][0]``, the spans in file
+    order) when one of them holds the range asked; otherwise from ``pread``."""
 
-    def __init__(self, base: int, blob: bytes, pread: Any) -> None:
-        self.base, self.blob, self.fallback = base, blob, pread
+    def __init__(self, spans: Sequence[tuple[int, int]], blobs: Sequence[Any], pread: Any) -> None:
+        self.bases = [start for start, _ in spans]
+        self.blobs, self.fallback = blobs, pread
 
     def pread(self, offset: int, n: int) -> bytes:
-        start = offset - self.base
-        if start >= 0 and start + n <= len(self.blob):
-            data: bytes = self.blob[start : start + n]
-            return data
+        i = bisect.bisect_right(self.bases, offset) - 1
+        if i >= 0:
+            start, blob = offset - self.bases[i], self.blobs[i]
+            if start + n <= len(blob):
+                data: bytes = blob[start : start + n]
+                return data
         return bytes(self.fallback(offset, n))
 
 

@@ -337,14 +337,14 @@ class IndexedFrameReader(FrameReader):
         if source.fd is not None and 2 * len(runs) > len(indices):
             # Mostly scattered records: one pread each, inside the format's loop.
             return self.decode_many(None, 0, indices)
-        span, pread, decode_many = self.span, source.pread, self.decode_many
+        span, decode_many = self.span, self.decode_many
+        bounds = [(span(first)[0], span(last)[1]) for first, last in runs]
         found: dict[int, bytes] = {}
-        for first, last in runs:
-            base = span(first)[0]
+        for (first, last), (base, _), blob in zip(
+            runs, bounds, source.read_ranges(bounds), strict=True
+        ):
             run = range(first, last + 1)
-            found.update(
-                zip(run, decode_many(pread(base, span(last)[1] - base), base, run), strict=True)
-            )
+            found.update(zip(run, decode_many(blob, base, run), strict=True))
         return [found[i] for i in indices]
 
     def decode_many(self, blob: Any, base: int, indices: Sequence[int]) -> list[bytes]:

@@ -320,6 +320,10 @@ class SequentialFrameReader(IndexedFrameReader):
             loaded, problem = None, exc
         if loaded is not None and isinstance(load, VerifiedOffsets):
             return loaded
+        if loaded is not None and self.source.remote and self.check_crc:
+            # Walking the headers would fetch the whole file. Each record read is checked instead: its
+            # header must give its span, and both checksums must match (a stale index raises there).
+            return loaded
         table = self.scan()
         if loaded is not None:
             if table == loaded:
@@ -372,9 +376,9 @@ class SequentialFrameReader(IndexedFrameReader):
     def scan(self) -> array[int]:
         """Build the frame-offset table by walking the headers (payloads are skipped).
 
-        A local file of small records is read in windows of about ``_WINDOW`` bytes and the headers are
-        walked in memory, so a record costs no system call of its own; a header beyond the window starts
-        the next window there. After a large record, and in a remote file, only the header is read.
+        A file of small records is read in windows of about ``_WINDOW`` bytes and the headers are walked
+        in memory, so a record costs no system call (or request) of its own; a header beyond the window
+        starts the next window there. After a large record only the header is read.
         """
         size = self.source.size
         assert size is not None  # a random-access source always knows its size
@@ -387,10 +391,7 @@ class SequentialFrameReader(IndexedFrameReader):
         index = 0
         window: Any = b""
         base = 0  # the file offset of window[0]
-        # Windows where the bytes are local (a descriptor, a buffer) and the records small; otherwise
-        # (remote files, large records) only the headers are read, each on its own.
-        local = self.source.fd is not None or self.source.buffer is not None
-        want = _WINDOW if local else header_size
+        want = _WINDOW  # after a large record, only the next header
         known: dict[bytes, int] = {}
         while pos < size:
             if size - pos < header_size:
@@ -410,7 +411,7 @@ class SequentialFrameReader(IndexedFrameReader):
             end = pos + extra + length
             if end > size:
                 raise self.truncated("the file ends inside a record", index, pos)
-            want = _WINDOW if local and end - pos <= _SMALL_RECORD else header_size
+            want = _WINDOW if end - pos <= _SMALL_RECORD else header_size
             append(pos)
             pos = end
             index += 1

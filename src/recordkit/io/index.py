@@ -29,6 +29,7 @@ from typing import IO
 
 from recordkit.errors import StaleIndexError
 from recordkit.io.atomic import write_atomically
+from recordkit.io.sources import is_url, require_fsspec, source_exists
 
 __all__ = [
     "INDEX_PREFIX",
@@ -88,9 +89,11 @@ def index_paths(path: str | os.PathLike[str]) -> tuple[str, str]:
 
 
 def find_index(path: str | os.PathLike[str]) -> str | None:
-    """Return the sidecar index of the local file ``path`` that exists (recordkit's name first), or ``None``."""
+    """Return the sidecar index of the file ``path`` (local, or an fsspec URL) that exists (recordkit's
+    name first), or ``None``."""
+    remote = is_url(os.fspath(path))
     for candidate in index_paths(path):
-        if os.path.isfile(candidate):
+        if source_exists(candidate) if remote else os.path.isfile(candidate):
             return candidate
     return None
 
@@ -121,7 +124,7 @@ def load_index(
     Parameters
     ----------
     index_path
-        The index file.
+        The index file (local, or an fsspec URL).
     size
         The size of the record file it should describe.
     path
@@ -143,7 +146,8 @@ def load_index(
 
     table = array("q")
     position = 0
-    with open(index_path, "rb") as file:
+    remote = is_url(index_path)
+    with require_fsspec().open(index_path, "rb") if remote else open(index_path, "rb") as file:
         for first, lines in _blocks(file):
             offsets, lengths = _parse_block(lines, first, stale)
             starts = list(itertools.accumulate(lengths, initial=position))

@@ -56,7 +56,7 @@ def _index_loader(index: Any, opened: Opened) -> Callable[[], array[int]] | None
     if isinstance(index, _ShardIndex):
         return index.loader(opened)
     if index is None or index is True:
-        index_path = None if opened.local_path is None else find_index(opened.local_path)
+        index_path = find_index(opened.local_path or source.path) if source.path else None
         if index_path is None:
             return None
     else:

@@ -30,6 +30,7 @@ from recordkit.formats import (
 )
 from recordkit.formats.base import RecordFormat, Source, normalize_compression
 from recordkit.io.mapped import MappedFile
+from recordkit.io.remote import RemoteSource
 from recordkit.support.extras import require
 
 __all__ = [
@@ -142,6 +143,11 @@ def _open_local(path: str, zero_copy: bool = False) -> Opened:
 def _open_url(url: str) -> Opened:
     fs, fs_path = require_fsspec().core.url_to_fs(url)
     try:
+        if not _caches(
+            fs
+        ):  # a store: read by the byte range (a cache is read as the file it holds)
+            source = RemoteSource(url, fs, fs_path, fs.info(fs_path))
+            return Opened(source, [source])
         file = fs.open(fs_path, "rb")
     except FileNotFoundError as exc:
         # fsspec names the path without its protocol (and without a cache's chain), and no reason.

@@ -1,0 +1,270 @@
+"""Files at fsspec URLs, read by the byte range: exact ranges for random access, read-ahead for iteration.
+
+fsspec's file objects read through a block cache: a random read fetches whole blocks (5 MB by default),
+and reading in order fetches ahead past what is used. :class:`RemoteSource` asks the store for the bytes a
+reader needs and no others:
+
+* :meth:`RemoteSource.read_ranges` fetches many ranges at once. Ranges closer than :data:`GAP` are
+  merged into one request, and the requests run concurrently (fsspec's ``cat_ranges``, concurrent on the
+  asynchronous file systems: HTTP, S3, GCS, Azure).
+* :meth:`RemoteSource.pread` fetches one exact range. When a large read starts where another ended (a
+  reader going through the file in windows of 1 MiB), the next :data:`AHEAD` windows are fetched in the
+  background while the records of this one are parsed: the file is fetched once, in requests of the
+  reader's window. Reading single records, or a header, fetches nothing ahead.
+* A request that fails is retried :data:`RETRIES` times, waiting :data:`BACKOFF` seconds, then twice as
+  long each time; then :class:`~recordkit.errors.RemoteReadError` names the URL and the byte range.
+* The file must not change while it is read. Over HTTP(S) every request carries ``If-Match`` with the ETag
+  the server gave when the file was opened, and a server that answers 412 has a new file; elsewhere, and
+  without an ETag, a range that comes back shorter than asked means the same. Either raises
+  :class:`~recordkit.errors.FileChangedError`, never a mix of two versions' bytes.
+
+A reader holds a source of its own; nothing of it but the fsspec file system (which fsspec makes safe to
+use after ``fork``) is shared, and the read-ahead thread is started in the process that reads.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+import weakref
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from recordkit.errors import FileChangedError, RemoteReadError
+from recordkit.formats.base import Source
+
+__all__ = ["AHEAD", "BACKOFF", "GAP", "RETRIES", "WINDOW", "RemoteSource"]
+
+GAP = 4 << 10
+"""Ranges less than this many bytes apart are fetched in one request (the bytes between are thrown away)."""
+AHEAD = 4
+"""How many windows past the one being parsed are fetched in the background, concurrently, when a file is
+read in order."""
+WINDOW = 2 << 20
+"""The least a window fetched ahead holds (a reader reading in larger pieces has windows of its size)."""
+RETRIES = 4
+"""How many times a failed request is sent again before :class:`~recordkit.errors.RemoteReadError`."""
+BACKOFF = 0.25
+"""Seconds before the first retry; each further retry waits twice as long."""
+
+
+class RemoteSource(Source):
+    """The :class:`~recordkit.formats.base.Source` of a file at an fsspec URL, read by exact byte ranges.
+
+    Parameters
+    ----------
+    url
+        The file's URL, shown in errors.
+    fs, fs_path
+        The fsspec file system and the path in it (``fsspec.core.url_to_fs(url)``).
+    info
+        ``fs.info(fs_path)``: its size, and its ETag when the store gives one.
+    """
+
+    remote = True
+
+    def __init__(self, url: str, fs: Any, fs_path: str, info: dict[str, Any]) -> None:
+        super().__init__(
+            path=url, buffer=b""
+        )  # a source of its own kind: no buffer, no file object
+        self.buffer = None
+        self.size = self.length = int(info["size"])
+        self.fs, self.fs_path = fs, fs_path
+        self.etag = info.get("ETag") or info.get("etag")
+        self._options: dict[str, Any] = {}
+        protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+        if self.etag and {"http", "https"} & set(protocols):
+            self._options["headers"] = {"If-Match": self.etag}
+        self._ahead: list[tuple[int, int, Future[bytes]]] = []  # windows fetched ahead, in order
+        self._last_start = self._last_end = -1  # where the last read began and ended
+        self._last_large = False  # and whether it was large
+        self._last_large = False
+        self._pool: ThreadPoolExecutor | None = None
+
+    def pread(self, offset: int, n: int) -> bytes:
+        """Return up to ``n`` bytes at ``offset`` (fewer at the end of the file): from the read-ahead when
+        it holds them, otherwise fetched in one request.
+
+        A read of 512 KiB or more that starts within or at the end of another such read (a reader going
+        through the file in windows, each starting at the first record the one before cut) has the
+        windows after it fetched in the background.
+        """
+        n = min(n, self.length - offset)
+        if n <= 0:
+            return b""
+        with self._lock:  # the read-ahead's bookkeeping, for readers shared by threads
+            data = self._from_ahead(offset, n)
+            if data is None:
+                self._cancel_ahead()
+        fetched = data is None
+        if data is None:
+            data = self._fetch([(offset, offset + n)])[0]
+        with self._lock:
+            large = n >= 512 << 10
+            if large and fetched:  # kept: the next window starts inside it, at the record it cut
+                self._ahead[:0] = [(offset, offset + n, _done(data))]
+            onward = self._last_start < offset <= self._last_end  # on from the read before
+            if large and self._last_large and onward:
+                self._read_ahead(offset + n, max(n, WINDOW))
+            self._last_start, self._last_end, self._last_large = offset, offset + n, large
+        return data
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """Return the bytes of each ``[start, end)`` of ``ranges`` (fewer at the end of the file), fetched
+        together: ranges less than :data:`GAP` apart in one request, the requests concurrently."""
+        length = self.length
+        requests: list[list[int]] = []  # [start, end] of each request, in file order
+        for start, end in sorted({(start, min(end, length)) for start, end in ranges}):
+            if start >= end:
+                continue
+            if requests and start - requests[-1][1] < GAP:
+                requests[-1][1] = max(requests[-1][1], end)
+            else:
+                requests.append([start, end])
+        spans = [(start, end) for start, end in requests]
+        blobs = self._fetch(spans) if spans else []
+        bases = [start for start, _ in spans]
+        out = []
+        for start, end in ranges:
+            end = min(end, length)
+            if start >= end:
+                out.append(b"")
+                continue
+            i = bisect.bisect_right(bases, start) - 1
+            out.append(blobs[i][start - bases[i] : end - bases[i]])
+        return out
+
+    def descriptor(self) -> int | None:
+        """A remote file has no descriptor."""
+        return None
+
+    def close(self) -> None:
+        """Stop fetching ahead."""
+        self._cancel_ahead()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def _from_ahead(self, offset: int, n: int) -> bytes | None:
+        """The bytes from the windows fetched ahead, if they hold them all (one window or several in a
+        row); the windows wholly before ``offset`` are dropped."""
+        while self._ahead and self._ahead[0][1] <= offset:
+            self._ahead.pop(0)
+        if not self._ahead or self._ahead[0][0] > offset:
+            return None
+        pieces, at, stop = [], offset, offset + n
+        for start, end, future in self._ahead:
+            if at >= stop:
+                break
+            if start > at:
+                return None  # a gap: not all there
+            blob = future.result()
+            pieces.append(blob[at - start : min(end, stop) - start])
+            at = min(end, stop)
+        return b"".join(pieces) if at >= stop else None
+
+    def _read_ahead(self, offset: int, size: int) -> None:
+        """Have :data:`AHEAD` windows of ``size`` bytes from ``offset`` on fetched, or being fetched."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(AHEAD, thread_name_prefix="recordkit-read-ahead")
+            weakref.finalize(self, self._pool.shutdown, wait=False, cancel_futures=True)
+        if self._ahead:
+            offset = max(offset, self._ahead[-1][1])
+        while len(self._ahead) < AHEAD and offset < self.length:
+            end = min(offset + size, self.length)
+            self._ahead.append((offset, end, self._pool.submit(self._fetch_one, offset, end)))
+            offset = end
+
+    def _cancel_ahead(self) -> None:
+        for _, _, future in self._ahead:
+            future.cancel()
+        self._ahead.clear()
+
+    def _fetch_one(self, start: int, end: int) -> bytes:
+        return self._fetch([(start, end)])[0]
+
+    def _fetch(self, spans: list[tuple[int, int]]) -> list[bytes]:
+        """The bytes of each span, retrying what failed; checked to be of the length asked."""
+        results: list[Any] = [None] * len(spans)
+        todo = list(range(len(spans)))
+        for attempt in range(RETRIES + 1):
+            if attempt:
+                time.sleep(BACKOFF * 2 ** (attempt - 1))
+            answers = self._request([spans[i] for i in todo])
+            failed = []
+            for i, answer in zip(todo, answers, strict=True):
+                if isinstance(answer, BaseException):
+                    if _is_change(answer):
+                        raise self._changed(spans[i], answer)
+                    if isinstance(answer, FileNotFoundError):
+                        raise self._changed(spans[i], answer)
+                    failed.append(i)
+                    results[i] = answer
+                else:
+                    results[i] = self._checked(spans[i], answer)
+            todo = failed
+            if not todo:
+                return results
+        start, end = spans[todo[0]]
+        raise RemoteReadError(
+            f"could not be fetched in {RETRIES + 1} attempts: {results[todo[0]]!r}",
+            path=self.path or "",
+            start=start,
+            end=end,
+        ) from results[todo[0]]
+
+    def _request(self, spans: list[tuple[int, int]]) -> list[Any]:
+        if len(spans) == 1:
+            start, end = spans[0]
+            try:
+                return [self.fs.cat_file(self.fs_path, start=start, end=end, **self._options)]
+            except Exception as exc:  # noqa: BLE001 - classified by the caller
+                return [exc]
+        try:
+            return list(
+                self.fs.cat_ranges(
+                    [self.fs_path] * len(spans),
+                    [start for start, _ in spans],
+                    [end for _, end in spans],
+                    on_error="return",
+                    **self._options,
+                )
+            )
+        except Exception as exc:  # noqa: BLE001 - a failure of the whole batch: each is retried
+            return [exc] * len(spans)
+
+    def _checked(self, span: tuple[int, int], data: bytes) -> bytes:
+        start, end = span
+        if len(data) == end - start:
+            return data
+        if len(data) == self.length and start + len(data) != end:  # a server that ignores Range
+            return data[start:end]
+        raise self._changed(span, None, len(data))
+
+    def _changed(
+        self, span: tuple[int, int], cause: BaseException | None, got: int | None = None
+    ) -> FileChangedError:
+        start, end = span
+        what = (
+            f"{got} bytes came back for bytes {start}-{end - 1}"
+            if got is not None
+            else f"{cause!r}"
+        )
+        return FileChangedError(
+            f"the file changed on the server while it was read ({what}); open it again",
+            path=self.path,
+            offset=start,
+        )
+
+
+def _done(data: bytes) -> Future[bytes]:
+    future: Future[bytes] = Future()
+    future.set_result(data)
+    return future
+
+
+def _is_change(exc: BaseException) -> bool:
+    """Whether ``exc`` is a server's answer that the file is no longer the one opened (HTTP 412)."""
+    status = getattr(exc, "status", None) or getattr(exc, "code", None)
+    return status == 412 or ("412" in str(exc)[:200] and "Precondition" in str(exc))
