@@ -5,8 +5,10 @@ is refused rather than mixed."""
 
 from __future__ import annotations
 
+import functools
 import os
 import random
+import threading
 import time
 
 import pytest
@@ -117,3 +119,107 @@ def test_loader_workers_read_over_http(files, server):
     batches = loader(Dataset(server.url("data.tfrecord")).batch(500), num_workers=2)
     seen = [record for batch in batches for record in batch]
     assert sorted(seen) == sorted(RECORDS)
+
+
+def test_a_shuffled_map_dataset_loader_reads_every_record_once_over_http(files, server):
+    pytest.importorskip("torch")
+    from recordkit.integrations.torch import MapDataset, dataloader
+
+    batches = dataloader(
+        MapDataset(server.url("data.tfrecord")), batch_size=256, shuffle=True, num_workers=2
+    )
+    seen = [bytes(record) for batch in batches for record in batch]
+    assert sorted(seen) == sorted(RECORDS)
+    assert server.sent <= 1.5 * os.path.getsize(files[0] / "data.tfrecord"), server.sent
+
+
+@pytest.fixture
+def s3(tmp_path, monkeypatch):
+    """A moto S3 server (an S3-compatible store from the package registries) on a local port, behind a
+    WSGI layer counting the GET requests and body bytes it answers, and fsspec's ``s3://`` pointed at it."""
+    pytest.importorskip("s3fs")
+    server_module = pytest.importorskip("moto.server")
+    pytest.importorskip("flask")
+    import fsspec
+    from werkzeug.serving import make_server
+
+    counts = {"sent": 0, "requests": 0}
+    app = server_module.DomainDispatcherApplication(server_module.create_backend_app)
+
+    def counting(environ, start_response):
+        body = b"".join(app(environ, start_response))
+        if environ["REQUEST_METHOD"] == "GET":
+            counts["sent"] += len(body)
+            counts["requests"] += 1
+        return [body]
+
+    httpd = make_server("127.0.0.1", 0, counting, threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    endpoint = f"http://127.0.0.1:{httpd.server_port}"
+    options = {
+        "key": "k",
+        "secret": "s",
+        "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+    }
+    monkeypatch.setitem(fsspec.config.conf, "s3", options)
+    fs = fsspec.filesystem("s3", skip_instance_cache=True, **options)
+    fs.call_s3("create_bucket", Bucket="bucket")
+    try:
+        yield fs, counts
+    finally:
+        httpd.shutdown()
+
+
+def test_s3_random_reads_and_iteration_through_s3fs(files, s3):
+    fs, counts = s3
+    fs.put(str(files[0] / "data.ffr"), "bucket/data.ffr")
+    fs.put(str(files[0] / "data.tfrecord"), "bucket/data.tfrecord")
+    indices = random.Random(3).sample(range(COUNT), 256)
+    with rk.open("s3://bucket/data.ffr") as reader:
+        reader.read([0])
+        counts.update(sent=0, requests=0)
+        assert reader.read(indices) == [RECORDS[i] for i in indices]
+    assert counts["sent"] <= 3 * NEEDED, counts
+    counts.update(sent=0, requests=0)
+    # No sidecar index here: list(iter(...)) does not ask for len(), which would read the headers first.
+    assert list(iter(rk.open("s3://bucket/data.tfrecord"))) == RECORDS
+    assert counts["sent"] <= 1.1 * os.path.getsize(files[0] / "data.tfrecord"), counts
+    fs.rm("bucket/data.ffr")
+    with pytest.raises((FileChangedError, FileNotFoundError)):
+        rk.open("s3://bucket/data.ffr")
+
+
+def test_a_server_that_cannot_be_reached_is_retried_then_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    with served(tmp_path) as running:
+        url = running.url("gone.ffr")
+    with pytest.raises(RemoteReadError) as caught:  # the server stopped: nothing listens there
+        rk.open(url)
+    assert caught.value.path == url
+    assert caught.value.__cause__ is not None
+
+
+def test_a_missing_file_is_not_found(tmp_path, server):
+    with pytest.raises(FileNotFoundError):
+        rk.open(server.url("no-such-file.ffr"))
+
+
+def test_a_server_ignoring_range_is_read_right_with_a_warning(files, tmp_path):
+    import http.server
+    import threading as threads
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(files[0]))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threads.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/data.ffr"
+        with (
+            pytest.warns(rk.errors.RecordKitWarning, match="ignores Range"),
+            rk.open(url) as reader,
+        ):
+            assert reader.read([3, 9000]) == [RECORDS[3], RECORDS[9000]]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

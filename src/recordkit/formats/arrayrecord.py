@@ -428,6 +428,8 @@ class ArrayRecordFrameReader(FrameReader):
 
     def read_at(self, index: int) -> bytes:
         """Return record ``index``, decoding only the chunk that holds it (unless it is cached)."""
+        if self.source.remote:  # the chunk in one request, rather than its header, then its data
+            return self.read_many([index])[0]
         number = self._locate(index)
         bounds, values = self._chunk_parts(number)
         k = index - self.starts[number]

@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import bisect
 import time
+import warnings
 import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from recordkit.errors import FileChangedError, RemoteReadError
+from recordkit.errors import FileChangedError, RecordKitWarning, RemoteReadError
 from recordkit.formats.base import Source
 
-__all__ = ["AHEAD", "BACKOFF", "GAP", "RETRIES", "WINDOW", "RemoteSource"]
+__all__ = ["AHEAD", "BACKOFF", "GAP", "RETRIES", "WINDOW", "RemoteSource", "file_info"]
 
 GAP = 4 << 10
 """Ranges less than this many bytes apart are fetched in one request (the bytes between are thrown away)."""
@@ -43,6 +44,9 @@ AHEAD = 4
 read in order."""
 WINDOW = 2 << 20
 """The least a window fetched ahead holds (a reader reading in larger pieces has windows of its size)."""
+_LARGE = 512 << 10
+"""A read at least this large, on from another, is a reader going through the file (windows of 1 MiB);
+smaller ones (a record, a header) fetch nothing ahead."""
 RETRIES = 4
 """How many times a failed request is sent again before :class:`~recordkit.errors.RemoteReadError`."""
 BACKOFF = 0.25
@@ -65,9 +69,8 @@ class RemoteSource(Source):
     remote = True
 
     def __init__(self, url: str, fs: Any, fs_path: str, info: dict[str, Any]) -> None:
-        super().__init__(
-            path=url, buffer=b""
-        )  # a source of its own kind: no buffer, no file object
+        # A source of its own kind, with neither a buffer nor a file object: every read is a method below.
+        super().__init__(path=url, buffer=b"")
         self.buffer = None
         self.size = self.length = int(info["size"])
         self.fs, self.fs_path = fs, fs_path
@@ -79,14 +82,14 @@ class RemoteSource(Source):
         self._ahead: list[tuple[int, int, Future[bytes]]] = []  # windows fetched ahead, in order
         self._last_start = self._last_end = -1  # where the last read began and ended
         self._last_large = False  # and whether it was large
-        self._last_large = False
         self._pool: ThreadPoolExecutor | None = None
+        self._warned = False  # that the server ignores Range
 
     def pread(self, offset: int, n: int) -> bytes:
         """Return up to ``n`` bytes at ``offset`` (fewer at the end of the file): from the read-ahead when
         it holds them, otherwise fetched in one request.
 
-        A read of 512 KiB or more that starts within or at the end of another such read (a reader going
+        A read of :data:`_LARGE` bytes or more that starts within or at the end of another such read (a reader going
         through the file in windows, each starting at the first record the one before cut) has the
         windows after it fetched in the background.
         """
@@ -101,7 +104,7 @@ class RemoteSource(Source):
         if data is None:
             data = self._fetch([(offset, offset + n)])[0]
         with self._lock:
-            large = n >= 512 << 10
+            large = n >= _LARGE
             if large and fetched:  # kept: the next window starts inside it, at the record it cut
                 self._ahead[:0] = [(offset, offset + n, _done(data))]
             onward = self._last_start < offset <= self._last_end  # on from the read before
@@ -195,10 +198,8 @@ class RemoteSource(Source):
             failed = []
             for i, answer in zip(todo, answers, strict=True):
                 if isinstance(answer, BaseException):
-                    if _is_change(answer):
-                        raise self._changed(spans[i], answer)
-                    if isinstance(answer, FileNotFoundError):
-                        raise self._changed(spans[i], answer)
+                    if _is_change(answer) or isinstance(answer, FileNotFoundError):
+                        raise self._changed(spans[i], answer) from answer
                     failed.append(i)
                     results[i] = answer
                 else:
@@ -208,7 +209,7 @@ class RemoteSource(Source):
                 return results
         start, end = spans[todo[0]]
         raise RemoteReadError(
-            f"could not be fetched in {RETRIES + 1} attempts: {results[todo[0]]!r}",
+            f"could not be fetched in {RETRIES + 1} attempts: {_brief(results[todo[0]])}",
             path=self.path or "",
             start=start,
             end=end,
@@ -239,6 +240,14 @@ class RemoteSource(Source):
         if len(data) == end - start:
             return data
         if len(data) == self.length and start + len(data) != end:  # a server that ignores Range
+            if not self._warned:
+                self._warned = True
+                warnings.warn(
+                    f"{self.path}: the server ignores Range requests and sends the whole file for "
+                    "each read; read it through filecache:: (or download it) instead",
+                    RecordKitWarning,
+                    stacklevel=2,
+                )
             return data[start:end]
         raise self._changed(span, None, len(data))
 
@@ -249,7 +258,7 @@ class RemoteSource(Source):
         what = (
             f"{got} bytes came back for bytes {start}-{end - 1}"
             if got is not None
-            else f"{cause!r}"
+            else _brief(cause)
         )
         return FileChangedError(
             f"the file changed on the server while it was read ({what}); open it again",
@@ -264,7 +273,45 @@ def _done(data: bytes) -> Future[bytes]:
     return future
 
 
+def file_info(url: str, fs: Any, fs_path: str) -> dict[str, Any]:
+    """``fs.info(fs_path)``, asked again as a failed request is (:data:`RETRIES`) when the store could not
+    be reached: fsspec's HTTP file system reports a refused connection or a timeout as a missing file,
+    with the real failure as its cause.
+
+    Raises
+    ------
+    FileNotFoundError
+        The store says there is no such file.
+    RemoteReadError
+        The store could not be reached, each time.
+    """
+    failure: BaseException | None = None
+    for attempt in range(RETRIES + 1):
+        if attempt:
+            time.sleep(BACKOFF * 2 ** (attempt - 1))
+        try:
+            info: dict[str, Any] = fs.info(fs_path)
+            return info
+        except FileNotFoundError as exc:
+            cause = exc.__cause__
+            if cause is None or getattr(cause, "status", None) is not None:
+                raise  # the store answered: there is no such file
+            failure = cause
+    raise RemoteReadError(
+        f"could not be reached in {RETRIES + 1} attempts: {_brief(failure)}",
+        path=url,
+        start=0,
+        end=0,
+    ) from failure
+
+
+def _brief(exc: BaseException | None) -> str:
+    """An exception as a short text (aiohttp's name the whole request, headers and all)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
 def _is_change(exc: BaseException) -> bool:
-    """Whether ``exc`` is a server's answer that the file is no longer the one opened (HTTP 412)."""
-    status = getattr(exc, "status", None) or getattr(exc, "code", None)
-    return status == 412 or ("412" in str(exc)[:200] and "Precondition" in str(exc))
+    """Whether ``exc`` is a server's answer that the file is no longer the one opened: HTTP 412 to
+    ``If-Match`` (aiohttp's error carries the status)."""
+    return getattr(exc, "status", None) == 412

@@ -30,7 +30,7 @@ from recordkit.formats import (
 )
 from recordkit.formats.base import RecordFormat, Source, normalize_compression
 from recordkit.io.mapped import MappedFile
-from recordkit.io.remote import RemoteSource
+from recordkit.io.remote import RemoteSource, file_info
 from recordkit.support.extras import require
 
 __all__ = [
@@ -146,7 +146,7 @@ def _open_url(url: str) -> Opened:
         if not _caches(
             fs
         ):  # a store: read by the byte range (a cache is read as the file it holds)
-            source = RemoteSource(url, fs, fs_path, fs.info(fs_path))
+            source = RemoteSource(url, fs, fs_path, file_info(url, fs, fs_path))
             return Opened(source, [source])
         file = fs.open(fs_path, "rb")
     except FileNotFoundError as exc:
