@@ -12,6 +12,7 @@ same files on local disk.
 
 from __future__ import annotations
 
+import atexit
 import io
 import json
 import os
@@ -49,9 +50,16 @@ class _Server:
 
     def __init__(self, directory: str, latency: float) -> None:
         script = os.path.join(TESTS, "_http_server.py")
+        # Its own stderr, and killed at exit: a server left holding the caller's pipes would keep a
+        # caller that reads them to the end (subprocess.run) waiting.
         self.process = subprocess.Popen(
-            [sys.executable, script, directory, str(latency)], stdout=subprocess.PIPE, text=True
+            [sys.executable, script, directory, str(latency)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            text=True,
         )
+        atexit.register(self.close)
         assert self.process.stdout is not None
         self.base = f"http://127.0.0.1:{self.process.stdout.readline().strip()}"
 
@@ -61,8 +69,9 @@ class _Server:
         return found
 
     def close(self) -> None:
-        self.process.kill()
-        self.process.wait()
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
 _SERVERS: dict[tuple[str, float], _Server] = {}
