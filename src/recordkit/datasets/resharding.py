@@ -230,9 +230,12 @@ def _copy(
     entries: list[Shard] = []
     files = [path for path in reader.paths if path is not None]
     counts = copy_frames(fmt, files, directory, sizes, split, entries)
-    ticks = (b"" for count in counts for _ in range(count))  # one per record, for the progress bar
-    for _ in progress(ticks, total) if progress else ticks:
-        pass
+    if progress is None:
+        for _ in counts:  # a block at a time
+            pass
+    else:  # one tick per record, which the progress bar counts
+        for _ in progress((b"" for count in counts for _ in range(count)), total):
+            pass
     manifest = Manifest(format=fmt.name, compression="", shards=tuple(entries), schema=schema)
     commit_manifest_file(manifest, os.path.join(directory, MANIFEST_NAME))
     return manifest
