@@ -448,3 +448,17 @@ def test_features_parse_on_the_workers_into_one_row_per_record_as_ray_does(clien
         rkd.read_records(out, features=spec, decode=rk.decode_example)
     with pytest.raises(TypeError, match="FixedLenSequence"):
         rkd.read_records(out, features={"x": rk.FixedLenSequence((), np.float32)})
+
+
+def test_a_dataset_at_a_url_is_read_by_the_byte_range_on_the_workers(payloads, written):
+    pytest.importorskip("aiohttp")  # fsspec's HTTP file system
+    from _http_server import served
+
+    out, _ = written("ffrecord")
+    with served(out) as server:
+        bag = rkd.read_records(server.url(""), records_per_range=10_000)
+        assert bag.npartitions == 12
+        assert counted(bag) == Counter(payloads["ffrecord"])
+    # Each partition fetched its records' range and its shard's header, not whole shards.
+    shards = sum(path.stat().st_size for path in out.glob("*.ffr"))
+    assert shards <= server.sent <= 1.5 * shards, (server.sent, shards)

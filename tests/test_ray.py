@@ -487,3 +487,15 @@ def test_suffixless_oneflow_parts_are_parsed_as_ofrecords(tmp_path):
     rows = rkray.read_records(str(tmp_path), features=features).take_all()
     expected = rk.parse_ofrecords(records, features)["id"].tolist()
     assert sorted(int(row["id"]) for row in rows) == expected
+
+
+def test_a_dataset_at_a_url_is_read_on_the_workers(examples, tmp_path):
+    pytest.importorskip("aiohttp")  # fsspec's HTTP file system
+    from _http_server import served
+
+    out = tmp_path / "out"
+    rkray.write_records(_dataset(examples), out, format="tfrecord")
+    with served(out) as server:
+        assert _read_bytes(rkray.read_records(server.url(""))) == collections.Counter(examples)
+    shards = sum(path.stat().st_size for path in out.glob("*.tfrecord"))
+    assert shards <= server.sent <= 1.5 * shards, (server.sent, shards)

@@ -223,3 +223,37 @@ def test_a_server_ignoring_range_is_read_right_with_a_warning(files, tmp_path):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_a_request_slower_than_the_timeout_is_retried_then_named(files, monkeypatch):
+    monkeypatch.setattr(remote, "BACKOFF", 0.01)
+    monkeypatch.setattr(remote, "RETRIES", 1)
+    with served(files[0]) as running, rk.open(running.url("data.ffr")) as reader:
+        monkeypatch.setattr(remote, "TIMEOUT", 0.1)
+        running.latency = 0.5
+        with pytest.raises(RemoteReadError, match=r"no answer within 0\.1 s") as caught:
+            reader[10]
+        assert caught.value.__cause__ is not None
+        running.latency = 0.0  # the server answers in time again: so does the same reader
+        assert reader[10] == RECORDS[10]
+        running.latency = 0.5
+        with pytest.raises(RemoteReadError, match="could not be reached"):
+            rk.open(running.url("data.tfrecord"))  # opening, too, waits TIMEOUT at most
+
+
+def test_a_dataset_at_a_url_reads_its_manifests_indexes_not_its_headers(tmp_path):
+    with rk.ShardWriter(str(tmp_path / "part-{shard:02d}.tfrecord"), max_records=2_500) as writer:
+        writer.write_many(RECORDS)
+    indices = random.Random(3).sample(range(COUNT), 64)
+    with served(tmp_path) as running:
+        with rk.open(running.url("")) as reader:
+            assert reader.read(indices) == [RECORDS[i] for i in indices]
+        assert running.sent <= 3 * 64 * 1024 + 4 * 60_000, running.sent  # records and 4 indexes
+        # An index that no longer has the SHA-256 the manifest records is not used: the headers are.
+        stale = tmp_path / ".part-01.tfrecord.idx"
+        stale.write_bytes(stale.read_bytes().replace(b"\n", b" \n", 1))
+        with pytest.warns(rk.errors.StaleIndexWarning, match="SHA-256"):
+            assert rk.open(running.url("")).read(indices) == [RECORDS[i] for i in indices]
+        stale.unlink()
+        with pytest.warns(rk.errors.StaleIndexWarning, match="missing"):
+            assert rk.open(running.url("")).read(indices) == [RECORDS[i] for i in indices]

@@ -20,12 +20,13 @@ file's content.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import posixpath
 from array import array
 from collections.abc import Callable, Iterator
-from typing import IO
+from typing import IO, Any
 
 from recordkit.errors import StaleIndexError
 from recordkit.io.atomic import write_atomically
@@ -117,7 +118,11 @@ def format_index(offsets: array[int]) -> bytes:
 
 
 def load_index(
-    index_path: str | os.PathLike[str], *, size: int, path: str | None = None
+    index_path: str | os.PathLike[str],
+    *,
+    size: int,
+    path: str | None = None,
+    sha256: str | None = None,
 ) -> array[int]:
     """Read a sidecar index and return the frame-offset table (``len + 1`` entries).
 
@@ -129,11 +134,14 @@ def load_index(
         The size of the record file it should describe.
     path
         The record file, for error messages.
+    sha256
+        The SHA-256 (lowercase hex) the index file must have: the one a manifest records.
 
     Raises
     ------
     StaleIndexError
-        If the index is malformed, out of order, or does not cover the file's ``size`` bytes exactly.
+        If the index is malformed, out of order, does not cover the file's ``size`` bytes exactly, does
+        not have the ``sha256`` given, or (with ``sha256``) is missing.
     """
     index_path = os.fspath(index_path)
 
@@ -147,8 +155,16 @@ def load_index(
     table = array("q")
     position = 0
     remote = is_url(index_path)
-    with require_fsspec().open(index_path, "rb") if remote else open(index_path, "rb") as file:
-        for first, lines in _blocks(file):
+    digest = hashlib.sha256() if sha256 is not None else None
+    try:
+        # Closed by the ``with`` below; opened here so that a missing index is told from a parsing error.
+        file = require_fsspec().open(index_path, "rb").open() if remote else open(index_path, "rb")  # noqa: SIM115
+    except FileNotFoundError:
+        if sha256 is None:
+            raise
+        raise stale("recorded in the manifest is missing") from None
+    with file:
+        for first, lines in _blocks(file, digest):
             offsets, lengths = _parse_block(lines, first, stale)
             starts = list(itertools.accumulate(lengths, initial=position))
             if starts[:-1] != offsets or (lengths and min(lengths) <= 0):
@@ -170,18 +186,23 @@ def load_index(
             table.extend(offsets)
     if position != size:
         raise stale(f"covers {position} bytes but the file has {size}")
+    if digest is not None and digest.hexdigest() != sha256:
+        raise stale("does not have the SHA-256 the manifest records")
     table.append(position)
     return table
 
 
-def _blocks(file: IO[bytes]) -> Iterator[tuple[int, list[bytes]]]:
-    """Yield ``(number of the first line, complete lines)`` from about 1 MiB of the index at a time."""
+def _blocks(file: IO[bytes], digest: Any = None) -> Iterator[tuple[int, list[bytes]]]:
+    """Yield ``(number of the first line, complete lines)`` from about 1 MiB of the index at a time,
+    updating ``digest`` (a :mod:`hashlib` object) with every byte read."""
     tail = b""
     number = 0
     while True:
         block = file.read(_BLOCK)
         if not block:
             break
+        if digest is not None:
+            digest.update(block)
         data = tail + block
         cut = data.rfind(b"\n") + 1
         lines = data[:cut].split(b"\n")[:-1]

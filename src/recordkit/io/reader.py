@@ -121,17 +121,22 @@ class _ShardIndex:
         self.path, self.shard = path, shard
 
     def index_path(self) -> str | None:
-        """Where the index file the manifest records would be (``None``: none recorded, or remote)."""
+        """Where the index file the manifest records would be (``None``: none recorded)."""
         recorded = self.shard.index
-        if recorded is None or is_url(self.path):
+        if recorded is None:
             return None
-        return os.path.join(os.path.dirname(self.path), os.path.basename(recorded.path))
+        name = os.path.basename(recorded.path)
+        if is_url(self.path):
+            return f"{self.path.rsplit('/', 1)[0]}/{name}"
+        return os.path.join(os.path.dirname(self.path), name)
 
     def recorded_path(self) -> str | None:
-        """The index file the manifest records, if it exists and still has the recorded checksum."""
+        """The local index file the manifest records, if it exists and still has the recorded checksum."""
         index_path = self.index_path()
+        if index_path is None or is_url(index_path):
+            return None
         try:
-            with builtins.open(index_path or "", "rb") as file:
+            with builtins.open(index_path, "rb") as file:
                 digest = sha256_of(file)[1]
         except FileNotFoundError:
             return None
@@ -139,6 +144,8 @@ class _ShardIndex:
         return index_path if digest == self.shard.index.sha256 else None
 
     def loader(self, opened: Opened) -> Callable[[], array[int]] | None:
+        if opened.source.remote:
+            return self._remote_loader(opened)
         if not _unchanged(self.shard, opened):
             return None  # the headers are walked: _ShardCheck compares them with the manifest
         index_path = self.index_path()
@@ -149,6 +156,21 @@ class _ShardIndex:
         if self.recorded_path() is None:
             return load  # changed since the manifest was written: checked against the headers
         return VerifiedOffsets(functools.partial(self._counted, load))
+
+    def _remote_loader(self, opened: Opened) -> Callable[[], array[int]] | None:
+        """A remote shard's recorded index, fetched once, which must have the recorded SHA-256 and count.
+
+        Its record headers are not walked (that would fetch the whole shard); each record read is checked
+        against its span instead (:class:`~recordkit.formats.sequential.SequentialFrameReader`).
+        """
+        index_path, recorded = self.index_path(), self.shard.index
+        if index_path is None or recorded is None:
+            return None
+        assert opened.source.size is not None
+        load = functools.partial(
+            load_index, index_path, size=opened.source.size, path=self.path, sha256=recorded.sha256
+        )
+        return functools.partial(self._counted, load)
 
     def _counted(self, load: Callable[[], array[int]]) -> array[int]:
         """The offsets ``load`` gives, which must count the records the manifest says."""

@@ -11,8 +11,9 @@ reader needs and no others:
   reader going through the file in windows of 1 MiB), the next :data:`AHEAD` windows are fetched in the
   background while the records of this one are parsed: the file is fetched once, in requests of the
   reader's window. Reading single records, or a header, fetches nothing ahead.
-* A request that fails is retried :data:`RETRIES` times, waiting :data:`BACKOFF` seconds, then twice as
-  long each time; then :class:`~recordkit.errors.RemoteReadError` names the URL and the byte range.
+* A request that fails, or takes longer than :data:`TIMEOUT` seconds, is retried :data:`RETRIES` times,
+  waiting :data:`BACKOFF` seconds, then twice as long each time; then
+  :class:`~recordkit.errors.RemoteReadError` names the URL and the byte range.
 * The file must not change while it is read. Over HTTP(S) every request carries ``If-Match`` with the ETag
   the server gave when the file was opened, and a server that answers 412 has a new file; elsewhere, and
   without an ETag, a range that comes back shorter than asked means the same. Either raises
@@ -24,6 +25,7 @@ use after ``fork``) is shared, and the read-ahead thread is started in the proce
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import time
 import warnings
@@ -35,7 +37,7 @@ from typing import Any
 from recordkit.errors import FileChangedError, RecordKitWarning, RemoteReadError
 from recordkit.formats.base import Source
 
-__all__ = ["AHEAD", "BACKOFF", "GAP", "RETRIES", "WINDOW", "RemoteSource", "file_info"]
+__all__ = ["AHEAD", "BACKOFF", "GAP", "RETRIES", "TIMEOUT", "WINDOW", "RemoteSource", "file_info"]
 
 GAP = 4 << 10
 """Ranges less than this many bytes apart are fetched in one request (the bytes between are thrown away)."""
@@ -51,6 +53,13 @@ RETRIES = 4
 """How many times a failed request is sent again before :class:`~recordkit.errors.RemoteReadError`."""
 BACKOFF = 0.25
 """Seconds before the first retry; each further retry waits twice as long."""
+TIMEOUT = 60.0
+"""Seconds a request may take, from when it is sent to its last byte, before it is abandoned and counted as a
+failure (retried, as :data:`RETRIES` says). ``None``: no limit but the file system's own. Enforced on the
+asynchronous file systems (HTTP, S3, GCS, Azure); the others (``memory://``, local) do not wait on a
+network."""
+_CONCURRENT = 64
+"""The most requests of one call sent at once; the others wait, outside their timeout."""
 
 
 class RemoteSource(Source):
@@ -216,24 +225,35 @@ class RemoteSource(Source):
         ) from results[todo[0]]
 
     def _request(self, spans: list[tuple[int, int]]) -> list[Any]:
-        if len(spans) == 1:
-            start, end = spans[0]
+        """One attempt at each span: its bytes, or the exception it failed with."""
+        if getattr(self.fs, "async_impl", False):
             try:
-                return [self.fs.cat_file(self.fs_path, start=start, end=end, **self._options)]
-            except Exception as exc:  # noqa: BLE001 - classified by the caller
-                return [exc]
+                result: list[Any] = _run(self.fs, self._gather(spans))
+                return result
+            except Exception as exc:  # noqa: BLE001 - a failure of the whole batch: each is retried
+                return [exc] * len(spans)
+        return [self._attempt(start, end) for start, end in spans]  # in process: nothing to wait on
+
+    def _attempt(self, start: int, end: int) -> Any:
+        """The bytes of ``[start, end)`` from a file system that is not asynchronous, or the exception."""
         try:
-            return list(
-                self.fs.cat_ranges(
-                    [self.fs_path] * len(spans),
-                    [start for start, _ in spans],
-                    [end for _, end in spans],
-                    on_error="return",
-                    **self._options,
-                )
-            )
-        except Exception as exc:  # noqa: BLE001 - a failure of the whole batch: each is retried
-            return [exc] * len(spans)
+            return self.fs.cat_file(self.fs_path, start=start, end=end, **self._options)
+        except Exception as exc:  # noqa: BLE001 - classified by the caller
+            return exc
+
+    async def _gather(self, spans: list[tuple[int, int]]) -> list[Any]:
+        """Every span requested concurrently (at most :data:`_CONCURRENT` at once), each within
+        :data:`TIMEOUT`."""
+        gate = asyncio.Semaphore(_CONCURRENT)
+
+        async def one(start: int, end: int) -> bytes:
+            async with gate:
+                fetch = self.fs._cat_file(self.fs_path, start=start, end=end, **self._options)
+                return await asyncio.wait_for(fetch, TIMEOUT)
+
+        return await asyncio.gather(
+            *(one(start, end) for start, end in spans), return_exceptions=True
+        )
 
     def _checked(self, span: tuple[int, int], data: bytes) -> bytes:
         start, end = span
@@ -290,8 +310,14 @@ def file_info(url: str, fs: Any, fs_path: str) -> dict[str, Any]:
         if attempt:
             time.sleep(BACKOFF * 2 ** (attempt - 1))
         try:
-            info: dict[str, Any] = fs.info(fs_path)
+            info: dict[str, Any] = (
+                _run(fs, asyncio.wait_for(fs._info(fs_path), TIMEOUT))
+                if getattr(fs, "async_impl", False)
+                else fs.info(fs_path)
+            )
             return info
+        except asyncio.TimeoutError as exc:
+            failure = exc
         except FileNotFoundError as exc:
             cause = exc.__cause__
             if cause is None or getattr(cause, "status", None) is not None:
@@ -305,8 +331,20 @@ def file_info(url: str, fs: Any, fs_path: str) -> dict[str, Any]:
     ) from failure
 
 
+def _run(fs: Any, awaitable: Any) -> Any:
+    """Run a coroutine on the event loop of an asynchronous fsspec file system, from this thread."""
+    from fsspec.asyn import sync
+
+    async def run() -> Any:
+        return await awaitable
+
+    return sync(fs.loop, run)
+
+
 def _brief(exc: BaseException | None) -> str:
     """An exception as a short text (aiohttp's name the whole request, headers and all)."""
+    if isinstance(exc, asyncio.TimeoutError) and not str(exc):
+        return f"no answer within {TIMEOUT} s (recordkit.io.remote.TIMEOUT)"
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= 200 else text[:197] + "..."
 
