@@ -70,11 +70,11 @@ def write_data(directory: str, small: int, large: int) -> dict[str, str]:
     return folders
 
 
-def record_size(directory: str) -> int:
-    """The mean size of the first records of ``directory``'s first shard, in bytes."""
+def record_size(directory: str, path: str | None = None) -> int:
+    """The mean size of the first records of ``path``, by default ``directory``'s first shard, in bytes."""
     import recordkit as rk
 
-    with rk.open(files(directory)[0]) as reader:
+    with rk.open(path or files(directory)[0]) as reader:
         sizes = [len(record) for record in itertools.islice(reader, 256)]
     return round(sum(sizes) / len(sizes))
 
@@ -223,6 +223,90 @@ def tf_data(directory: str) -> Pass | None:
         return sum(len(batch["id"]) for batch in pipeline.as_numpy_iterator())
 
     return run
+
+
+# -- one file in one process: read + parse, against tf.data's plain pipeline ------------------------------
+
+MNIST_DIR = "read-parse"
+
+
+def write_mnist_like(directory: str, count: int) -> str:
+    """``count`` Examples of ``bench_parse`` (int64 ``label``, 784 float32 ``image``, 32-byte ``raw``) in
+    one TFRecord file under ``directory``; return its path."""
+    import bench_parse
+
+    import recordkit as rk
+
+    path = os.path.join(directory, f"{MNIST_DIR}.tfrecord")
+    with rk.open(path, "w") as writer:
+        for start in range(0, count, 10_000):
+            writer.write_many(bench_parse.make_records(min(10_000, count - start), seed=start))
+    return path
+
+
+@functools.cache
+def _mnist_spec() -> dict[str, Any]:
+    import numpy as np
+
+    import recordkit as rk
+
+    return {
+        "label": rk.FixedLen((), np.int64),
+        "image": rk.FixedLen((784,), np.float32),
+        "raw": rk.FixedLen((), bytes),
+    }
+
+
+def parse_mnist(batch: list[bytes]) -> dict[str, Any]:
+    """A batch of ``bench_parse``'s Examples as numpy columns."""
+    import recordkit as rk
+
+    return rk.parse_examples(batch, _mnist_spec())
+
+
+def read_parse_plain(path: str) -> Pass:
+    """``rk.open(path)``, batches of 256 cut by hand, :func:`recordkit.parse_examples`."""
+    import recordkit as rk
+
+    def run() -> int:
+        delivered = 0
+        with rk.open(path) as reader:
+            batch: list[bytes] = []
+            for record in reader:
+                batch.append(record)
+                if len(batch) == BATCH:
+                    delivered += len(parse_mnist(batch)["label"])
+                    batch = []
+            if batch:
+                delivered += len(parse_mnist(batch)["label"])
+        return delivered
+
+    return run
+
+
+def read_parse_dataset(path: str) -> Pass:
+    """``Dataset(path).batch(256).map(parse)``, iterated in-process with the default settings."""
+    from recordkit.data import Dataset
+
+    pipeline = Dataset(path).batch(BATCH).map(parse_mnist)
+    return lambda: sum(len(batch["label"]) for batch in pipeline)
+
+
+def read_parse_tf(path: str) -> Pass | None:
+    """``tf.data.TFRecordDataset(path).batch(256).map(parse_example)``, read with ``as_numpy_iterator``."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return None
+    spec = {
+        "label": tf.io.FixedLenFeature([], tf.int64),
+        "image": tf.io.FixedLenFeature([784], tf.float32),
+        "raw": tf.io.FixedLenFeature([], tf.string),
+    }
+    pipeline = (
+        tf.data.TFRecordDataset(path).batch(BATCH).map(lambda b: tf.io.parse_example(b, spec))
+    )
+    return lambda: sum(len(batch["label"]) for batch in pipeline.as_numpy_iterator())
 
 
 # -- loaders with worker processes -------------------------------------------------------------------

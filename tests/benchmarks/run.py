@@ -220,6 +220,7 @@ class Case:
     baseline: str = (
         "recordkit"  # what the first contender is: the "vs ..." column is its rate / the row's
     )
+    fresh: bool = False  # each contender in a process of its own for each round (see run_case)
 
 
 @dataclass
@@ -259,7 +260,10 @@ def settings_for(args: argparse.Namespace) -> Settings:
     return chosen
 
 
-PIPELINE_CASES = ("pipeline-1k", "pipeline-100k")
+PIPELINE_CASES = ("pipeline-1k", "pipeline-100k", "pipeline-read-parse")
+READ_PARSE_CASE = "pipeline-read-parse"
+READ_PARSE_PLAIN = "plain loop: rk.open, batches of 256, parse_examples"
+READ_PARSE_TF = "tf.data.TFRecordDataset(p).batch(256).map(parse_example)"
 
 
 def make_data(directory: str, settings: Settings, only: list[str] | None = None) -> dict[str, str]:
@@ -298,6 +302,7 @@ def make_data(directory: str, settings: Settings, only: list[str] | None = None)
         paths[f"{fmt}-tiny"] = path
     if not only or any(part in case for part in only for case in PIPELINE_CASES):
         paths.update(bench_pipeline.write_data(directory, settings.small, settings.large))
+        paths[READ_PARSE_CASE] = bench_pipeline.write_mnist_like(directory, settings.small // 2)
     if not only or any(part in case for part in only for case in ARRAYRECORD_CASES):
         import bench_arrayrecord_write
 
@@ -418,7 +423,7 @@ def arrayrecord_cases(paths: dict[str, str], settings: Settings, written: str) -
         path = {"path": paths.get("arrayrecord-by-array_record")}
         rows.append(Contender(theirs, family, f"{ar}:{factory}", path))
     title = f"ArrayRecord read all, {count:,} x 1 KiB (group_size:1,zstd:3), written by recordkit and by array_record"
-    return [*cases, Case(AR_READ, title, KIB, rows)]
+    return [*cases, Case(AR_READ, title, KIB, rows, fresh=True)]
 
 
 def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list[Case]:
@@ -828,7 +833,28 @@ def pipeline_cases(paths: dict[str, str], settings: Settings) -> list[Case]:
             )
             for name, factory in large_loaders
         ]
+    mnist = paths[READ_PARSE_CASE]
+    one_file = [
+        Contender(READ_PARSE_PLAIN, "recordkit", f"{pl}:read_parse_plain", {"path": mnist}),
+        Contender(
+            "Dataset(p).batch(256).map(parse)",
+            "recordkit",
+            f"{pl}:read_parse_dataset",
+            {"path": mnist},
+            versus=READ_PARSE_TF,
+        ),
+        Contender(READ_PARSE_TF, "tensorflow", f"{pl}:read_parse_tf", {"path": mnist}),
+    ]
     return [
+        Case(
+            READ_PARSE_CASE,
+            f"One process: read + parse {settings.small // 2:,} Examples (int64 label, 784 float32, "
+            "32-byte raw) from one TFRecord file, batches of 256",
+            bench_pipeline.record_size(os.path.dirname(mnist), mnist),
+            one_file,
+            baseline="plain loop",
+            fresh=True,
+        ),
         Case(
             "pipeline-1k",
             f"Pipeline: {settings.small:,} Examples of 1 KiB in {bench_pipeline.SHARDS} TFRecord shards "
@@ -837,6 +863,7 @@ def pipeline_cases(paths: dict[str, str], settings: Settings) -> list[Case]:
             bench_pipeline.record_size(small),
             rows,
             baseline="plain loop",
+            fresh=True,
         ),
         Case(
             "pipeline-100k",
@@ -845,6 +872,7 @@ def pipeline_cases(paths: dict[str, str], settings: Settings) -> list[Case]:
             bench_pipeline.record_size(large),
             big,
             baseline="plain loop",
+            fresh=True,
         ),
     ]
 
@@ -887,6 +915,7 @@ def ffrecord_cases(
             f"FFRecord read(256), check on, {count:,} x {tag}, against the C++ ffrecord",
             size,
             reads,
+            fresh=True,
         )
     ]
     written_count = count // 2
@@ -960,33 +989,77 @@ def _mean_size(pickled: str) -> int:
 
 
 def run_case(case: Case, workers: dict[str, Worker], repeat: int) -> None:
-    """Prepare, warm up and time every contender of ``case`` in turns; fill ``contender.result``."""
-    timed = []
+    """Prepare, warm up and time every contender of ``case`` in turns; fill ``contender.result``.
+
+    A ``fresh`` case starts a new worker process for each contender in each round, which prepares, warms
+    up and times one pass, then ends: no contender runs beside another's threads, worker processes or
+    memory, and none inherits the state of the cases before it.
+    """
+    if case.fresh:
+        _run_fresh(case, repeat)
+    else:
+        _run_shared(case, workers, repeat)
+    _summarise(case)
+
+
+def _prepare(worker: Worker, case: Case, contender: Contender) -> bool:
+    """Prepare ``contender`` in ``worker``; on a skip, record why. Whether it can be timed."""
+    answer = worker.ask(
+        op="prepare",
+        key=case.id + "/" + contender.name,
+        factory=contender.factory,
+        kwargs=contender.kwargs,
+    )
+    if answer["status"] != "ok":
+        contender.result = {"status": "skipped", "reason": answer["reason"]}
+        return False
+    if not contender.result:
+        contender.result = {"status": "ok", "seconds": [], "records": None}
+        if contender.main_cpu:
+            contender.result["cpu_seconds"] = []
+    return True
+
+
+def _time(worker: Worker, case: Case, contender: Contender) -> None:
+    answer = worker.ask(op="time", key=case.id + "/" + contender.name, cpu=contender.main_cpu)
+    contender.result["seconds"].append(answer["seconds"])
+    contender.result["records"] = answer["records"]
+    if "cpu_seconds" in answer:
+        contender.result["cpu_seconds"].append(answer["cpu_seconds"])
+
+
+def _run_fresh(case: Case, repeat: int) -> None:
     for contender in case.contenders:
-        answer = workers[contender.family].ask(
-            op="prepare",
-            key=case.id + "/" + contender.name,
-            factory=contender.factory,
-            kwargs=contender.kwargs,
-        )
-        if answer["status"] == "ok":
-            contender.result = {"status": "ok", "seconds": [], "records": None}
-            if contender.main_cpu:
-                contender.result["cpu_seconds"] = []
-            timed.append(contender)
-        else:
-            contender.result = {"status": "skipped", "reason": answer["reason"]}
+        contender.result = {}
+    for _ in range(repeat):
+        for contender in case.contenders:
+            if contender.result.get("status") == "skipped":
+                continue
+            process = Worker(contender.family)
+            try:
+                process.start()
+                if _prepare(process, case, contender):
+                    _time(process, case, contender)
+            finally:
+                process.close()
+
+
+def _run_shared(case: Case, workers: dict[str, Worker], repeat: int) -> None:
+    for contender in case.contenders:
+        contender.result = {}
+    timed = [c for c in case.contenders if _prepare(workers[c.family], case, c)]
     for _ in range(repeat):
         for contender in timed:
-            answer = workers[contender.family].ask(
-                op="time", key=case.id + "/" + contender.name, cpu=contender.main_cpu
-            )
-            contender.result["seconds"].append(answer["seconds"])
-            contender.result["records"] = answer["records"]
-            if "cpu_seconds" in answer:
-                contender.result["cpu_seconds"].append(answer["cpu_seconds"])
+            _time(workers[contender.family], case, contender)
     for contender in timed:
         workers[contender.family].ask(op="drop", key=case.id + "/" + contender.name)
+
+
+def _summarise(case: Case) -> None:
+    """Medians, rates and ratios of a case whose passes were timed."""
+    for contender in case.contenders:
+        if contender.result.get("status") != "ok":
+            continue
         seconds = statistics.median(contender.result["seconds"])
         records = contender.result["records"]
         contender.result.update(
@@ -1161,7 +1234,24 @@ def evaluate_targets(cases: list[Case], memory: list[dict[str, Any]]) -> list[di
         "pipeline-1k",
         PIPELINE_BUFFER,
         PIPELINE_PLAIN,
-        0.9,
+        1.0,
+    )
+    ratio_target(
+        "one process: Dataset(p).batch(256).map(parse) vs tf.data",
+        READ_PARSE_CASE,
+        "Dataset(p).batch(256).map(parse)",
+        READ_PARSE_TF,
+        1.0,
+    )
+    ratio_target(
+        "one process: plain loop vs tf.data", READ_PARSE_CASE, READ_PARSE_PLAIN, READ_PARSE_TF, 1.0
+    )
+    ratio_target(
+        "ArrayRecord read all, default settings: list(rk.open(p)) vs ArrayRecordReader",
+        AR_READ,
+        "recordkit list(rk.open(p)) of array_record's file",
+        "ArrayRecordReader.read_all() of array_record's file",
+        0.7,
     )
     ratio_target(
         "pipeline: global Dataset.shuffle() vs plain read(permutation)",
@@ -1194,17 +1284,27 @@ def evaluate_targets(cases: list[Case], memory: list[dict[str, Any]]) -> list[di
                 "pipeline-1k",
                 contender.name,
                 PIPELINE_TF_DATA,
-                1.0,
+                1.3,
+            )
+        if contender.factory.endswith(":ffrecord_loader"):
+            workers = contender.kwargs["workers"]
+            ratio_target(
+                f"pipeline: {contender.name} vs dataloader(Dataset)",
+                "pipeline-1k",
+                contender.name,
+                pipeline_loader_name("torch", workers),
+                0.9,
             )
     # The transport's own cost: recordkit's loaders over 1 KiB batches. For 100 KiB raw records the main
     # process copies each record into a bytes object, so there the goal is to be no slower than torch's
     # own DataLoader over the same pipeline (the path dataloader() took before).
     for contender in pipeline.contenders if pipeline else []:
-        if contender.main_cpu and _is_recordkit_loader(contender):
+        map_style = contender.factory.endswith(":ffrecord_loader")
+        if contender.main_cpu and (_is_recordkit_loader(contender) or map_style):
             absolute_target(
                 f"main CPU per record, 1 KiB: {contender.name}",
                 contender.result.get("main_cpu_us_per_record"),
-                0.5,
+                0.5 if map_style else 0.3,
                 "µs",
                 "pipeline-1k",
                 at_most=True,

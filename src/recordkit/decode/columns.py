@@ -100,12 +100,12 @@ def as_records(records: Iterable[Any]) -> list[bytes]:
         raise TypeError(
             f"records must be an iterable of serialized records, not one {type(records).__name__}"
         )
-    out = []
-    for record in records:
-        if type(record) is not bytes:
-            record = _wire.as_buffer(record, "a record")
-        out.append(record)
-    return out
+    out = list(records)
+    if set(map(type, out)) <= {bytes}:  # the usual batch: checked without a Python loop
+        return out
+    return [
+        record if type(record) is bytes else _wire.as_buffer(record, "a record") for record in out
+    ]
 
 
 def _record_error(exc: Exception, index: int) -> DecodeError:
@@ -254,6 +254,16 @@ def _template_pieces(
     return misfits, out
 
 
+def _by_length(records: Sequence[bytes]) -> list[list[int]]:
+    """The indexes of the records, grouped by record length (each group in record order)."""
+    lengths = np.fromiter(map(len, records), np.int64, len(records))
+    if not len(lengths) or lengths.min() == lengths.max():
+        return [list(range(len(records)))]
+    order = np.argsort(lengths, kind="stable")
+    cuts = np.flatnonzero(np.diff(lengths[order])) + 1
+    return [group.tolist() for group in np.split(order, cuts)]
+
+
 def collect(
     records: Sequence[bytes], names: Sequence[str], *, ofrecord: bool = False
 ) -> dict[str, Column]:
@@ -277,10 +287,7 @@ def collect(
     pieces: dict[bytes, dict[int, list[Piece]]] = {key: {} for key in keys}
 
     to_scan: list[int] = []
-    groups: dict[int, list[int]] = {}
-    for i, record in enumerate(records):
-        groups.setdefault(len(record), []).append(i)
-    for rows in groups.values():
+    for rows in _by_length(records):
         # Records of one length may have several layouts (a longer name beside a shorter list): the first
         # misfit of each round is the next template, for a bounded number of rounds.
         for round_ in range(_TEMPLATE_ROUNDS):

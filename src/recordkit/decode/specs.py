@@ -381,7 +381,10 @@ class ColumnReader:
             accepted = {expected}
         else:
             accepted = set(column.pieces)
-        wrong = present & ~np.isin(kinds, list(accepted))
+        if len(accepted) == 1:  # the usual case: one kind, compared without np.isin's set-up
+            wrong = present & (kinds != next(iter(accepted)))
+        else:
+            wrong = present & ~np.isin(kinds, list(accepted))
         if wrong.any():
             i = _first(wrong)
             raise self.error(

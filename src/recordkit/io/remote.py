@@ -332,13 +332,13 @@ def file_info(url: str, fs: Any, fs_path: str) -> dict[str, Any]:
 
 
 def _run(fs: Any, awaitable: Any) -> Any:
-    """Run a coroutine on the event loop of an asynchronous fsspec file system, from this thread."""
-    from fsspec.asyn import sync
+    """Run a coroutine on the event loop of an asynchronous fsspec file system (which runs in a thread of
+    its own), from this thread."""
 
     async def run() -> Any:
         return await awaitable
 
-    return sync(fs.loop, run)
+    return asyncio.run_coroutine_threadsafe(run(), fs.loop).result()
 
 
 def _brief(exc: BaseException | None) -> str:
