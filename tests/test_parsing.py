@@ -508,3 +508,34 @@ def test_a_fixed_len_error_names_the_first_bad_record():
         rk.parse_examples(records[1:], {"tokens": rk.FixedLen((), np.int64)})
     assert caught.value.index == 1
     assert "expected 1 values" in str(caught.value)
+
+
+def test_a_layout_remembered_from_one_batch_is_not_used_for_another_laid_out_otherwise():
+    # Records of the same length, with the list kinds of x and y swapped: the layout template made for the
+    # first batch must not be taken for the second's.
+    def batch(x_float: bool) -> list[bytes]:
+        out = []
+        for i in range(32):
+            ints = [2**21 + i]  # a 4-byte varint, as long as one float
+            floats = np.array([i / 2], np.float32)
+            x, y = (floats, ints) if x_float else (ints, floats)
+            example = example_pb2.Example()
+            features = example.features.feature
+            (features["x"].float_list if x_float else features["x"].int64_list).value.extend(
+                x.tolist() if x_float else x
+            )
+            (features["y"].int64_list if x_float else features["y"].float_list).value.extend(
+                y if x_float else y.tolist()
+            )
+            out.append(example.SerializeToString(deterministic=True))
+        return out
+
+    first, second = batch(True), batch(False)
+    assert {len(r) for r in first} == {len(r) for r in second}  # one length: one template key
+    as_floats = rk.parse_examples(first, {"x": rk.VarLen(np.float32), "y": rk.VarLen(np.int64)})
+    as_ints = rk.parse_examples(second, {"x": rk.VarLen(np.int64), "y": rk.VarLen(np.float32)})
+    for parsed, float_name, int_name in ((as_floats, "x", "y"), (as_ints, "y", "x")):
+        np.testing.assert_array_equal(
+            parsed[float_name].values, np.arange(32, dtype=np.float32) / 2
+        )
+        np.testing.assert_array_equal(parsed[int_name].values, 2**21 + np.arange(32))

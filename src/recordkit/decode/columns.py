@@ -7,8 +7,9 @@ Two paths fill the columns, and both give the same result:
 
 * **template path** -- records of the same length are often laid out identically: the same features in
   the same order, with the same keys and lengths, differing only inside the value payloads. The first
-  record of such a group is scanned once, recording where each value payload lies; every other record is
-  then checked to have exactly the same bytes everywhere else (one vectorised comparison), and the
+  record of such a group is scanned once, recording where each value payload lies (and the layout is kept
+  for the next batches' records of that length, so that shuffled batches need no new scan); every other
+  record is then checked to have exactly the same bytes everywhere else (one vectorised comparison), and the
   payloads of the whole group are cut out of a 2-D byte array at once. Records that differ anywhere that
   matters fall back to the scanner.
 * **scanner path** -- :mod:`recordkit.decode._wire` walks each record, and the payloads of the batch are joined
@@ -183,39 +184,93 @@ def _build_column(n: int, pieces_by_kind: dict[int, list[Piece]]) -> Column:
     return Column(kinds, counts, pieces_by_kind)
 
 
+@dataclass(frozen=True)
+class _Template:
+    """The layout of one record, to find the records laid out the same way.
+
+    Attributes
+    ----------
+    layout
+        Per wanted feature found: its kind and the byte regions of its value payloads.
+    checked, expected
+        The positions of every byte outside the value payloads, and the template's bytes there.
+    varint_ends
+        The last byte of each varint payload, which must end a varint in every record that matches.
+    """
+
+    layout: dict[bytes, tuple[int, Any]]
+    checked: npt.NDArray[np.intp]
+    expected: npt.NDArray[np.uint8]
+    varint_ends: list[int]
+
+    def matches(self, table: npt.NDArray[np.uint8]) -> npt.NDArray[np.bool_]:
+        """Which rows of ``table`` (records as rows of bytes, of the template's length) share its layout."""
+        matches: npt.NDArray[np.bool_] = (table[:, self.checked] == self.expected).all(axis=1)
+        for end in self.varint_ends:
+            matches &= table[:, end] < 0x80
+        return matches
+
+
+_TEMPLATES: dict[tuple[int, frozenset[bytes], int], _Template] = {}
+"""The last template made for records of a length and a set of wanted features (and a kinds table): the
+next batches' groups are checked against it first, so that a layout is scanned once, not once per batch."""
+_TEMPLATES_LIMIT: Final = 256
+
+
+def _make_template(
+    first: bytes, wanted: frozenset[bytes], kinds_table: dict[int, int]
+) -> _Template | None:
+    """The template of the record ``first``, or ``None`` when it cannot serve as one (unpacked values, or
+    malformed: the scanner will then say what is wrong)."""
+    dont_care: list[tuple[int, int]] = []
+    try:
+        layout = _wire.scan_example(first, wanted, kinds_table, dont_care)
+    except (_wire.NotTemplatable, DecodeError, IndexError):
+        return None
+    compare = np.ones(len(first), bool)
+    for start, stop in dont_care:
+        compare[start:stop] = False
+    varint_ends = []
+    for kind, regions in layout.values():
+        varint = bool(kind) and kinds_table[kind] in _wire.VARINTS
+        for start, stop in regions:
+            compare[start:stop] = False
+            if varint and stop > start:
+                varint_ends.append(stop - 1)
+    checked = np.flatnonzero(compare)
+    expected = np.frombuffer(first, np.uint8)[checked]
+    return _Template(layout, checked, expected, varint_ends)
+
+
 def _template_pieces(
     records: Sequence[bytes],
     rows: list[int],
     wanted: frozenset[bytes],
     kinds_table: dict[int, int],
 ) -> tuple[list[int], dict[bytes, tuple[int, Piece]]] | None:
-    """Decode a group of equally long records that share the first one's layout.
+    """Decode a group of equally long records that share a layout: the one of the template last made for
+    their length, when some of them have it, else the first record's.
 
     Returns the rows that did not match the layout (to be scanned one by one) and, per wanted feature
     present in the layout, its kind and decoded piece; ``None`` when the first record cannot serve as a
     template (unpacked values, or malformed: the scanner will then say what is wrong).
     """
-    first = records[rows[0]]
-    dont_care: list[tuple[int, int]] = []
-    try:
-        layout = _wire.scan_example(first, wanted, kinds_table, dont_care)
-    except (_wire.NotTemplatable, DecodeError, IndexError):
-        return None
-    length = len(first)
-    compare = np.ones(length, bool)
-    for start, stop in dont_care:
-        compare[start:stop] = False
-    for _, regions in layout.values():
-        for start, stop in regions:
-            compare[start:stop] = False
-    table = np.frombuffer(b"".join([records[r] for r in rows]), np.uint8).reshape(len(rows), length)
-    checked = np.flatnonzero(compare)
-    matches = (table[:, checked] == table[0, checked]).all(axis=1)
-    for kind, regions in layout.values():
-        if kind and kinds_table[kind] in _wire.VARINTS:
-            for start, stop in regions:
-                if stop > start:
-                    matches &= table[:, stop - 1] < 0x80
+    length = len(records[rows[0]])
+    group = records if len(rows) == len(records) else [records[r] for r in rows]
+    table = np.frombuffer(b"".join(group), np.uint8).reshape(len(rows), length)
+    key = (length, wanted, id(kinds_table))
+    template = _TEMPLATES.get(key)
+    matches = template.matches(table) if template is not None else None
+    if template is None or matches is None or not matches[0]:
+        # The first record decides: a layout it does not share is not this group's.
+        template = _make_template(records[rows[0]], wanted, kinds_table)
+        if template is None:
+            return None
+        if len(_TEMPLATES) >= _TEMPLATES_LIMIT:
+            _TEMPLATES.clear()
+        _TEMPLATES[key] = template
+        matches = template.matches(table)
+    layout = template.layout
     if not matches.all():
         table = table[matches]
     row_array = np.asarray(rows, np.int64)
@@ -225,7 +280,7 @@ def _template_pieces(
     for name, (kind, regions) in layout.items():
         if not kind:
             continue
-        spans: list[tuple[int, int]] = regions  # type: ignore[assignment]
+        spans: list[tuple[int, int]] = regions
         encoding = kinds_table[kind]
         m = len(good_rows)
         if encoding == _wire.BYTES:
