@@ -58,7 +58,7 @@ TIMEOUT = 60.0
 failure (retried, as :data:`RETRIES` says). ``None``: no limit but the file system's own. Enforced on the
 asynchronous file systems (HTTP, S3, GCS, Azure); the others (``memory://``, local) do not wait on a
 network."""
-_CONCURRENT = 64
+_CONCURRENT = 128
 """The most requests of one call sent at once; the others wait, outside their timeout."""
 
 
