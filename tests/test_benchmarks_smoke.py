@@ -56,6 +56,7 @@ def test_every_case_measures_recordkit_and_reports_each_peer(report):
         "write-arrayrecord-1k",
         "write-arrayrecord-1k-defaults",
         "read-arrayrecord-1k",
+        "pipeline-read-parse",
     }
     for size in ("1k", "100k"):
         expected |= {f"ffrecord-read-{size}", f"ffrecord-write-{size}", f"ffrecord-loader-{size}"}

@@ -38,7 +38,10 @@ The data are generated deterministically in a temporary directory. Each library 
 its own (TensorFlow and vahidk ``tfrecord`` register the same protobuf names and cannot share a process;
 recordkit's process never imports either). Every case prepares its contenders, runs each once to warm up
 (which also fills the page cache), then times them in turns, one pass each per round, so that changes in
-machine load fall on all of them alike. Figures are medians over the rounds; "vs recordkit" is recordkit's
+machine load fall on all of them alike. The pipeline, FFRecord read and ArrayRecord read cases are "fresh":
+in each round every contender runs in a new process of its own, which warms up, times 3 passes in a row and
+keeps the fastest (tf.data's AUTOTUNE tunes itself over the first passes), then ends, so that no contender
+runs beside what another left behind (threads, loader workers, memory). Figures are medians over the rounds; "vs recordkit" is recordkit's
 median rate divided by the row's (above 1: recordkit is faster; in the pipeline cases, "vs plain loop": the
 plain loop's). Peers that are not installed are reported as skipped. With ``--only``, the printed targets are
 those of the cases that ran. ``--json`` writes every sample, the machine description and every target.
@@ -71,6 +74,10 @@ FAMILIES: dict[str, dict[str, str]] = {
     "array_record": {},
 }
 KIB = 1024
+FRESH_PASSES = 3
+"""Passes timed one after another in each fresh process (after the warm-up pass); the fastest is the round's
+sample, so that a contender that tunes itself as it runs (tf.data's AUTOTUNE) is measured once tuned
+(one with ``--quick``)."""
 
 
 # -- the worker side ---------------------------------------------------------------------------------
@@ -988,15 +995,18 @@ def _mean_size(pickled: str) -> int:
     return round(sum(map(len, records)) / len(records))
 
 
-def run_case(case: Case, workers: dict[str, Worker], repeat: int) -> None:
+def run_case(
+    case: Case, workers: dict[str, Worker], repeat: int, passes: int = FRESH_PASSES
+) -> None:
     """Prepare, warm up and time every contender of ``case`` in turns; fill ``contender.result``.
 
     A ``fresh`` case starts a new worker process for each contender in each round, which prepares, warms
-    up and times one pass, then ends: no contender runs beside another's threads, worker processes or
-    memory, and none inherits the state of the cases before it.
+    up, times ``passes`` passes (the fastest is the round's sample), then ends: no contender
+    runs beside another's threads, worker processes or memory, and none inherits the state of the cases
+    before it.
     """
     if case.fresh:
-        _run_fresh(case, repeat)
+        _run_fresh(case, repeat, passes)
     else:
         _run_shared(case, workers, repeat)
     _summarise(case)
@@ -1020,15 +1030,20 @@ def _prepare(worker: Worker, case: Case, contender: Contender) -> bool:
     return True
 
 
-def _time(worker: Worker, case: Case, contender: Contender) -> None:
-    answer = worker.ask(op="time", key=case.id + "/" + contender.name, cpu=contender.main_cpu)
+def _time(worker: Worker, case: Case, contender: Contender, passes: int = 1) -> None:
+    """Time ``passes`` passes in a row; the fastest is the round's sample (with its CPU time)."""
+    answers = [
+        worker.ask(op="time", key=case.id + "/" + contender.name, cpu=contender.main_cpu)
+        for _ in range(passes)
+    ]
+    answer = min(answers, key=lambda timed: timed["seconds"])
     contender.result["seconds"].append(answer["seconds"])
     contender.result["records"] = answer["records"]
     if "cpu_seconds" in answer:
         contender.result["cpu_seconds"].append(answer["cpu_seconds"])
 
 
-def _run_fresh(case: Case, repeat: int) -> None:
+def _run_fresh(case: Case, repeat: int, passes: int) -> None:
     for contender in case.contenders:
         contender.result = {}
     for _ in range(repeat):
@@ -1039,7 +1054,7 @@ def _run_fresh(case: Case, repeat: int) -> None:
             try:
                 process.start()
                 if _prepare(process, case, contender):
-                    _time(process, case, contender)
+                    _time(process, case, contender, passes=passes)
             finally:
                 process.close()
 
@@ -1450,7 +1465,7 @@ def main(argv: list[str] | None = None) -> int:
             cases = [case for case in cases if any(part in case.id for part in args.only)]
         try:
             for case in cases:
-                run_case(case, workers, settings.repeat)
+                run_case(case, workers, settings.repeat, 1 if args.quick else FRESH_PASSES)
                 print_case(case)
         finally:
             for process in workers.values():
