@@ -117,8 +117,8 @@ NOT_RUN = {
     "python tests/benchmarks/run.py --only pipeline --workers 1 2 4": (
         "full-size data, minutes; the smoke test runs the pipeline cases with --quick"
     ),
-    "python tests/benchmarks/run.py --only pipeline --no-build": (
-        "full-size data, minutes; the smoke test runs the pipeline cases with --quick"
+    "python tests/benchmarks/run.py --no-build --repeat 3 --only pipeline --only read-arrayrecord": (
+        "full-size data in fresh processes, minutes; the smoke test runs the same cases with --quick"
     ),
     "python tests/benchmarks/run.py --only pipeline --no-build --workers 1 2 4 8 16": (
         "minutes of a 16-core machine; the smoke test runs the pipeline cases with --quick"
