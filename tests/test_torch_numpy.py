@@ -238,3 +238,16 @@ def test_map_dataset_columns_of_the_wrong_length_are_refused(examples):
     ds = MapDataset(examples, process=lambda indices, data: {"label": 7})
     with pytest.raises(ValueError, match="column 'label' has no length for 2 indexes"):
         ds[[0, 1]]
+
+
+def test_parsed_batches_become_tensors_as_torchs_default_convert_makes_them(tmp_path):
+    from torch.utils.data import default_convert
+
+    paths = write_label_examples(tmp_path, [10])
+    spec = {"label": rk.FixedLen((), np.int64)}
+    ours = next(iter(dataloader(Dataset(paths).batch(5).map(lambda b: rk.parse_examples(b, spec)))))
+    batch = rk.parse_examples([rk.encode_example({"label": i}) for i in range(5)], spec)
+    theirs = default_convert(batch)
+    assert type(ours) is type(theirs) is type(batch)  # a ParsedBatch of tensors, the mapping kept
+    assert isinstance(ours["label"], torch.Tensor)
+    assert ours["label"].dtype == theirs["label"].dtype

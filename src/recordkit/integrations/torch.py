@@ -49,6 +49,7 @@ from recordkit.data.loading import (
 from recordkit.datasets.damage import OnError
 from recordkit.datasets.plan import EqualShards
 from recordkit.datasets.ranks import resolve_rank, worker_info
+from recordkit.decode.batch import ParsedBatch
 from recordkit.errors import (
     RecordKitError,
     StateError,
@@ -452,14 +453,15 @@ Output = Literal["torch", "numpy"]
 def _convert(data: Any) -> Any:
     """Turn numpy arrays in an item into tensors, as ``DataLoader`` does with unbatched items.
 
-    The arrays' memory is shared, not copied. A plain dict of numeric arrays (a parsed batch) takes a
-    shortcut past ``default_convert``'s type dispatch, with the same result.
+    The arrays' memory is shared, not copied. A plain dict or a parsed batch of numeric arrays takes a
+    shortcut past ``default_convert``'s type dispatch, with the same result (a mapping of its own type).
     """
-    if type(data) is dict and all(
+    kind = type(data)
+    if (kind is dict or kind is ParsedBatch) and all(
         type(v) is np.ndarray and v.dtype.kind in "biufc" for v in data.values()
     ):
         try:
-            return {key: torch.from_numpy(value) for key, value in data.items()}
+            return kind({key: torch.from_numpy(value) for key, value in data.items()})
         except TypeError:  # a dtype torch does not have
             pass
     return torch_data.default_convert(data)  # type: ignore[no-untyped-call]
