@@ -414,3 +414,19 @@ def test_follow_waits_for_a_log_directory_created_after_it_started(tmp_path):
     with pytest.raises(FileNotFoundError, match="waited") as caught:
         list(rk.tensorboard.follow(tmp_path / "never", idle_timeout=0.05, poll_interval=0.01))
     assert caught.value.filename == str(tmp_path / "never")
+
+
+def test_a_recordkit_writers_temporary_file_is_not_read_as_a_second_log(tmp_path):
+    from recordkit.io.atomic import temporary_name
+
+    event = event_pb2.Event(wall_time=1.5, step=1)
+    event.summary.value.add(tag="loss", simple_value=0.5)
+    final = tmp_path / "run" / "events.out.tfevents.1.host"
+    final.parent.mkdir()
+    with rk.open(final, "w") as writer:
+        writer.write(event.SerializeToString())
+    # What a writer of the same name has open at this moment, with the same events: hidden, then renamed.
+    Path(temporary_name(str(final))).write_bytes(final.read_bytes())
+    assert rows(rk.tensorboard.scalars(tmp_path)) == [("run", "loss", 1, 1.5, 0.5)]
+    with rk.tensorboard.follow(tmp_path, idle_timeout=0.2, poll_interval=0.01) as follower:
+        assert rows(follower.poll()) == [("run", "loss", 1, 1.5, 0.5)]

@@ -26,6 +26,7 @@ from recordkit.io.sources import is_url, require_fsspec
 __all__ = [
     "AtomicFile",
     "UploadOnCommit",
+    "is_temporary",
     "pending_temporaries",
     "remove_leftovers",
     "temporary_name",
@@ -46,6 +47,23 @@ def temporary_name(target: str) -> str:
     return os.path.join(directory, f".{name}.{secrets.token_hex(6)}.tmp")
 
 
+_TEMPORARY = re.compile(r"\.(?P<target>.+)\.[0-9a-f]{12}\.tmp")
+"""What :func:`temporary_name` names, the name of the file it is for in the group ``target``."""
+
+
+def is_temporary(path: str) -> bool:
+    """Whether ``path`` is named as :func:`temporary_name` names a writer's temporary file.
+
+    Examples
+    --------
+    >>> is_temporary(temporary_name("/logs/events.out.tfevents.1.host"))
+    True
+    >>> is_temporary("/logs/events.out.tfevents.1.host")
+    False
+    """
+    return _TEMPORARY.fullmatch(os.path.basename(path)) is not None
+
+
 def pending_temporaries(target: str) -> list[str]:
     """Return the temporary files beside ``target`` that writers of it have open or left behind, sorted.
 
@@ -53,12 +71,15 @@ def pending_temporaries(target: str) -> list[str]:
     it is closed.
     """
     directory, name = os.path.split(target)
-    pattern = re.compile(rf"\.{re.escape(name)}\.[0-9a-f]{{12}}\.tmp")
     try:
         entries = os.listdir(directory or ".")
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return sorted(os.path.join(directory, entry) for entry in entries if pattern.fullmatch(entry))
+    return sorted(
+        os.path.join(directory, entry)
+        for entry in entries
+        if (found := _TEMPORARY.fullmatch(entry)) is not None and found["target"] == name
+    )
 
 
 def remove_leftovers(target: str) -> int:

@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError as ProtobufDecodeError
 from recordkit._proto.tensorboard import hparams_pb2
 from recordkit.errors import DecodeError, TruncatedRecordError
 from recordkit.formats.bulk import tfrecord_frames
+from recordkit.io.atomic import is_temporary
 from recordkit.io.sources import is_glob_pattern
 from recordkit.tensorboard._events import Values, index_events
 from recordkit.tensorboard._tensors import to_array
@@ -53,8 +54,9 @@ _SCALAR_TENSORS = {
 
 
 def is_event_file(name: str) -> bool:
-    """Whether TensorBoard reads a file of this name: ``"tfevents"`` in its base name."""
-    return "tfevents" in os.path.basename(name)
+    """Whether a file of this name is read as an event file: ``"tfevents"`` in its base name, as TensorBoard
+    says, unless it is a recordkit writer's temporary file (its events come again under the final name)."""
+    return "tfevents" in os.path.basename(name) and not is_temporary(name)
 
 
 #: What the readers and :func:`recordkit.tensorboard.follow` take: a log directory, an event file or a glob
