@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -59,12 +60,26 @@ def batches(records: list[bytes]) -> list[list[bytes]]:
     return [records[i : i + BATCH] for i in range(0, len(records), BATCH)]
 
 
-def bench_recordkit(groups: list[list[bytes]]) -> Callable[[], None]:
-    spec = {
+def recordkit_spec() -> dict[str, rk.FixedLen]:
+    """The features of :func:`make_records`, as recordkit's parsers are asked for them."""
+    return {
         "label": rk.FixedLen((), np.int64),
         "image": rk.FixedLen((784,), np.float32),
         "raw": rk.FixedLen((), bytes),
     }
+
+
+def tensorflow_spec(tf: Any) -> dict[str, Any]:
+    """The features of :func:`make_records`, as ``tf.io.parse_example`` is asked for them."""
+    return {
+        "label": tf.io.FixedLenFeature([], tf.int64),
+        "image": tf.io.FixedLenFeature([784], tf.float32),
+        "raw": tf.io.FixedLenFeature([], tf.string),
+    }
+
+
+def bench_recordkit(groups: list[list[bytes]]) -> Callable[[], None]:
+    spec = recordkit_spec()
 
     def run() -> None:
         for group in groups:
@@ -92,11 +107,7 @@ def bench_tensorflow(groups: list[list[bytes]]) -> Callable[[], None] | None:
         import tensorflow as tf
     except ImportError:
         return None
-    spec = {
-        "label": tf.io.FixedLenFeature([], tf.int64),
-        "image": tf.io.FixedLenFeature([784], tf.float32),
-        "raw": tf.io.FixedLenFeature([], tf.string),
-    }
+    spec = tensorflow_spec(tf)
     tensors = [tf.constant(group) for group in groups]
 
     def run() -> None:

@@ -246,15 +246,9 @@ def write_mnist_like(directory: str, count: int) -> str:
 
 @functools.cache
 def _mnist_spec() -> dict[str, Any]:
-    import numpy as np
+    import bench_parse
 
-    import recordkit as rk
-
-    return {
-        "label": rk.FixedLen((), np.int64),
-        "image": rk.FixedLen((784,), np.float32),
-        "raw": rk.FixedLen((), bytes),
-    }
+    return bench_parse.recordkit_spec()
 
 
 def parse_mnist(batch: list[bytes]) -> dict[str, Any]:
@@ -298,11 +292,9 @@ def read_parse_tf(path: str) -> Pass | None:
         import tensorflow as tf
     except ImportError:
         return None
-    spec = {
-        "label": tf.io.FixedLenFeature([], tf.int64),
-        "image": tf.io.FixedLenFeature([784], tf.float32),
-        "raw": tf.io.FixedLenFeature([], tf.string),
-    }
+    import bench_parse
+
+    spec = bench_parse.tensorflow_spec(tf)
     pipeline = (
         tf.data.TFRecordDataset(path).batch(BATCH).map(lambda b: tf.io.parse_example(b, spec))
     )
