@@ -198,6 +198,7 @@ def test_a_server_that_cannot_be_reached_is_retried_then_named(tmp_path, monkeyp
         rk.open(url)
     assert caught.value.path == url
     assert caught.value.__cause__ is not None
+    assert f"{url}: its size: could not be reached" in str(caught.value)
 
 
 def test_a_missing_file_is_not_found(tmp_path, server):

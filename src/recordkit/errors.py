@@ -264,12 +264,14 @@ class RemoteReadError(RecordKitError, OSError):
     path
         The file's URL.
     start, end
-        The byte range asked for, ``[start, end)``.
+        The byte range asked for, ``[start, end)``; an empty range (``0, 0``) when what failed was asking
+        for the file's size.
     """
 
     def __init__(self, message: str, *, path: str, start: int, end: int) -> None:
         self.path, self.start, self.end = path, start, end
-        super().__init__(f"{path}: bytes {start}-{end - 1}: {message}")
+        what = f"bytes {start}-{end - 1}" if end > start else "its size"
+        super().__init__(f"{path}: {what}: {message}")
 
 
 class HeaderError(CorruptRecordError):
