@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import operator
 from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -328,15 +329,18 @@ class IndexedFrameReader(FrameReader):
         source = self.source
         if source.buffer is not None:
             return self.decode_many(source.buffer, 0, indices)
+        ordered = sorted(set(indices))
+        # The number of runs of consecutive indices, counted in C: one more than the gaps between them.
+        gaps = len(ordered) - 1 - sum(map((1).__eq__, map(operator.sub, ordered[1:], ordered)))
+        if source.fd is not None and 2 * (gaps + 1) > len(indices):
+            # Mostly scattered records: one pread each, inside the format's loop.
+            return self.decode_many(None, 0, indices)
         runs: list[tuple[int, int]] = []  # (first, last) of each run of consecutive indices
-        for i in sorted(set(indices)):
+        for i in ordered:
             if runs and runs[-1][1] == i - 1:
                 runs[-1] = (runs[-1][0], i)
             else:
                 runs.append((i, i))
-        if source.fd is not None and 2 * len(runs) > len(indices):
-            # Mostly scattered records: one pread each, inside the format's loop.
-            return self.decode_many(None, 0, indices)
         span, decode_many = self.span, self.decode_many
         bounds = [(span(first)[0], span(last)[1]) for first, last in runs]
         found: dict[int, bytes] = {}

@@ -17,6 +17,7 @@ import hashlib
 import itertools
 import operator
 import os
+import sys
 import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -106,6 +107,12 @@ def _unchanged(shard: Shard, opened: Opened) -> bool:
     """
     fingerprint = shard.fingerprint
     return fingerprint is not None and opened.info is not None and fingerprint.matches(opened.info)
+
+
+def _is_vector(value: Any) -> bool:
+    """Whether ``value`` is a one-dimensional numpy array (numpy is not imported to ask)."""
+    numpy = sys.modules.get("numpy")  # an array exists only once numpy is imported
+    return numpy is not None and isinstance(value, numpy.ndarray) and value.ndim == 1
 
 
 class _ShardIndex:
@@ -706,7 +713,12 @@ class RecordReader(_RecordFile):
     def _read(self, indices: Iterable[int]) -> list[bytes]:
         self._check_random_access("read(indices)")
         total = self._length()
-        wanted = indices if type(indices) is list else list(indices)
+        if type(indices) is list:
+            wanted = indices
+        elif _is_vector(indices):
+            wanted = indices.tolist()  # Python ints at C speed, rather than one numpy scalar each
+        else:
+            wanted = list(indices)
         # Every index must be an int (map(type) and the set run in C); anything else, or one out of
         # range, goes through _normalize, which raises TypeError or IndexError as reader[i] does.
         if wanted and (set(map(type, wanted)) != {int} or min(wanted) < 0 or max(wanted) >= total):
