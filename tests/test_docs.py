@@ -117,7 +117,7 @@ NOT_RUN = {
     "python tests/benchmarks/run.py --only pipeline --workers 1 2 4": (
         "full-size data, minutes; the smoke test runs the pipeline cases with --quick"
     ),
-    "python tests/benchmarks/run.py --no-build --repeat 3 --only pipeline --only read-arrayrecord": (
+    "python tests/benchmarks/run.py --no-build --repeat 3 --only pipeline --only read-arrayrecord --only ffrecord": (
         "full-size data in fresh processes, minutes; the smoke test runs the same cases with --quick"
     ),
     "python tests/benchmarks/run.py --only pipeline --no-build --workers 1 2 4 8 16": (
