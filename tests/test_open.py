@@ -165,6 +165,28 @@ def test_read_checks_the_type_of_every_index(tmp_path):
             assert reader.read([np.int64(4), 0, True]) == [b"r4", b"r0", b"r1"]
 
 
+def test_read_takes_numpy_index_arrays_but_not_masks(tmp_path):
+    """A 1-D integer array reads as its list of ints; a boolean array is not a list of indexes."""
+    import numpy as np
+
+    records = [b"r%d" % i for i in range(6)]
+    for name in ("a.tfrecord", "a.ffr"):
+        write(tmp_path / name, records)
+        reader = rk.open(tmp_path / name)
+        order = np.random.default_rng(0).permutation(6)
+        for dtype in (np.int64, np.int32, np.uint64, np.uint8):
+            wanted = order.astype(dtype)
+            assert reader.read(wanted) == [records[i] for i in order.tolist()]
+        assert reader.read(order[::-2]) == [records[i] for i in order[::-2].tolist()]
+        assert reader.read(np.array([-1, 0])) == [b"r5", b"r0"]
+        assert reader.read(np.array([], np.int64)) == []
+        with pytest.raises(TypeError):
+            reader.read(np.array([True, False, True]))
+        with pytest.raises(IndexError):
+            reader.read(np.array([0, 6]))
+        reader.close()
+
+
 def test_sequential_sources_refuse_random_access(tmp_path):
     write(tmp_path / "a.tfrecord.gz", RECORDS)
     with rk.open(tmp_path / "a.tfrecord.gz") as reader:

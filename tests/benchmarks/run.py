@@ -1488,7 +1488,9 @@ def main(argv: list[str] | None = None) -> int:
         for target in targets
         if not args.only or any(part in target["case"] for part in args.only)
     ]
-    print("\nTargets")
+    print(
+        "\nTargets" + (" (--quick: tiny data, so these verdicts say nothing)" if args.quick else "")
+    )
     width = max([58, *(len(target["target"]) for target in shown_targets)])
     for target in shown_targets:
         value = target["measured"]

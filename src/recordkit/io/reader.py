@@ -17,7 +17,6 @@ import hashlib
 import itertools
 import operator
 import os
-import sys
 import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -44,6 +43,7 @@ from recordkit.io.manifest import (
 from recordkit.io.mapped import ViewLedger
 from recordkit.io.sources import Opened, close_all, is_url, open_source, reading_format
 from recordkit.support.closing import Closing
+from recordkit.support.indices import index_list
 
 if TYPE_CHECKING:
     from recordkit.formats.sequential import SequentialFrameReader
@@ -107,12 +107,6 @@ def _unchanged(shard: Shard, opened: Opened) -> bool:
     """
     fingerprint = shard.fingerprint
     return fingerprint is not None and opened.info is not None and fingerprint.matches(opened.info)
-
-
-def _is_vector(value: Any) -> bool:
-    """Whether ``value`` is a one-dimensional numpy array (numpy is not imported to ask)."""
-    numpy = sys.modules.get("numpy")  # an array exists only once numpy is imported
-    return numpy is not None and isinstance(value, numpy.ndarray) and value.ndim == 1
 
 
 class _ShardIndex:
@@ -713,12 +707,7 @@ class RecordReader(_RecordFile):
     def _read(self, indices: Iterable[int]) -> list[bytes]:
         self._check_random_access("read(indices)")
         total = self._length()
-        if type(indices) is list:
-            wanted = indices
-        elif _is_vector(indices):
-            wanted = indices.tolist()  # Python ints at C speed, rather than one numpy scalar each
-        else:
-            wanted = list(indices)
+        wanted = index_list(indices)
         # Every index must be an int (map(type) and the set run in C); anything else, or one out of
         # range, goes through _normalize, which raises TypeError or IndexError as reader[i] does.
         if wanted and (set(map(type, wanted)) != {int} or min(wanted) < 0 or max(wanted) >= total):
