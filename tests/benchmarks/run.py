@@ -268,6 +268,12 @@ def settings_for(args: argparse.Namespace) -> Settings:
 
 
 PIPELINE_CASES = ("pipeline-1k", "pipeline-100k", "pipeline-read-parse")
+# JPEGs of 320 x 256 to 224 x 224 batches of 64 (bench_image_pipeline.py): recordkit's Image against tf.data.
+IMAGES_CASE = "images-jpeg"
+IMAGES_COUNT = 6_000
+IMAGES_TF = "tf.data: decode_jpeg, resize (antialias=False)"
+IMAGES_TF_CROP = "tf.data: decode_and_crop_jpeg (random box), flip, resize"
+IMAGES_ONE = "Dataset(files).batch(64).map(parse), one process"
 READ_PARSE_CASE = "pipeline-read-parse"
 READ_PARSE_PLAIN = "plain loop: rk.open, batches of 256, parse_examples"
 READ_PARSE_TF = "tf.data.TFRecordDataset(p).batch(256).map(parse_example)"
@@ -310,6 +316,12 @@ def make_data(directory: str, settings: Settings, only: list[str] | None = None)
     if not only or any(part in case for part in only for case in PIPELINE_CASES):
         paths.update(bench_pipeline.write_data(directory, settings.small, settings.large))
         paths[READ_PARSE_CASE] = bench_pipeline.write_mnist_like(directory, settings.small // 2)
+    if not only or any(part in IMAGES_CASE for part in only):
+        import bench_image_pipeline
+
+        paths[IMAGES_CASE] = bench_image_pipeline.write_data(
+            directory, min(IMAGES_COUNT, settings.small // 16)
+        )
     if not only or any(part in case for part in only for case in ARRAYRECORD_CASES):
         import bench_arrayrecord_write
 
@@ -658,6 +670,8 @@ def build_cases(paths: dict[str, str], settings: Settings, written: str) -> list
         cases.extend(pipeline_cases(paths, settings))
     if RESHARD_CASE in paths:
         cases.append(reshard_case(paths, settings, written))
+    if IMAGES_CASE in paths:
+        cases.append(images_case(paths[IMAGES_CASE], settings))
     if "arrayrecord-by-recordkit" in paths:
         cases.extend(arrayrecord_cases(paths, settings, written))
     if "remote" in paths:
@@ -698,6 +712,78 @@ def remote_cases(directory: str) -> list[Case]:
         title = f"Over HTTP, 10 ms a request, 40,000 x 1 KiB: {title} (bytes sent: bench_remote.py)"
         cases.append(Case(case_id, title, KIB, contenders))
     return cases
+
+
+def images_loader_name(workers: int, what: str = "") -> str:
+    """The name of the row of recordkit's loader over the image pipeline."""
+    return f"recordkit.data.loader(the same{what}), {workers} workers"
+
+
+def images_case(folder: str, settings: Settings) -> Case:
+    """JPEG Examples to 224 x 224 batches: recordkit's Image spec against tf.data, fresh processes."""
+    import bench_image_pipeline as bench
+
+    im = "bench_image_pipeline"
+    fast = {"antialias": False}
+    train = {"crop": "random", "flip": True}
+    rows = [
+        Contender(IMAGES_TF, "tensorflow", f"{im}:tf_data", {"folder": folder}),
+        Contender(IMAGES_ONE, "recordkit", f"{im}:recordkit_one_process", {"folder": folder}),
+        Contender(
+            IMAGES_ONE + ", antialias=False",
+            "recordkit",
+            f"{im}:recordkit_one_process",
+            {"folder": folder, **fast},
+        ),
+    ]
+    for n in settings.workers:
+        rows += [
+            Contender(
+                images_loader_name(n),
+                "recordkit",
+                f"{im}:recordkit_loader",
+                {"folder": folder, "workers": n},
+                main_cpu=True,
+            ),
+            Contender(
+                images_loader_name(n, ", antialias=False"),
+                "recordkit",
+                f"{im}:recordkit_loader",
+                {"folder": folder, "workers": n, **fast},
+                main_cpu=True,
+            ),
+        ]
+    rows += [
+        Contender(IMAGES_TF_CROP, "tensorflow", f"{im}:tf_data", {"folder": folder, "crop": True}),
+        Contender(
+            IMAGES_ONE + ", crop='random', flip=True",
+            "recordkit",
+            f"{im}:recordkit_one_process",
+            {"folder": folder, **train},
+            versus=IMAGES_TF_CROP,
+        ),
+    ]
+    rows += [
+        Contender(
+            images_loader_name(n, ", crop='random', flip=True"),
+            "recordkit",
+            f"{im}:recordkit_loader",
+            {"folder": folder, "workers": n, **train},
+            versus=IMAGES_TF_CROP,
+        )
+        for n in settings.workers
+    ]
+    import bench_pipeline
+
+    return Case(
+        IMAGES_CASE,
+        f"Images: {min(IMAGES_COUNT, settings.small // 16):,} JPEGs of 320 x 256 in "
+        f"{bench.SHARDS} TFRecord shards to RGB uint8 batches of 64 at 224 x 224",
+        bench_pipeline.record_size(folder),
+        rows,
+        baseline="tf.data",
+        fresh=True,
+    )
 
 
 def pipeline_cases(paths: dict[str, str], settings: Settings) -> list[Case]:
@@ -1261,6 +1347,19 @@ def evaluate_targets(cases: list[Case], memory: list[dict[str, Any]]) -> list[di
     ratio_target(
         "one process: plain loop vs tf.data", READ_PARSE_CASE, READ_PARSE_PLAIN, READ_PARSE_TF, 1.0
     )
+    ratio_target(
+        "images: one process, default settings, vs tf.data",
+        IMAGES_CASE,
+        IMAGES_ONE,
+        IMAGES_TF,
+        0.9,
+    )
+    images = by_id.get(IMAGES_CASE)
+    for contender in images.contenders if images else []:
+        if contender.factory.endswith(":recordkit_loader") and len(contender.kwargs) == 2:
+            ratio_target(
+                f"images: {contender.name} vs tf.data", IMAGES_CASE, contender.name, IMAGES_TF, 1.3
+            )
     ratio_target(
         "ArrayRecord read all, default settings: list(rk.open(p)) vs ArrayRecordReader",
         AR_READ,

@@ -32,13 +32,8 @@ import numpy as np
 
 from recordkit.compat._oneflow_reader import OFRecordReader, part_files
 from recordkit.decode import columns
-from recordkit.decode.images import (
-    CropWindow,
-    Image,
-    check_crop_ranges,
-    decode_images,
-    random_crop_window,
-)
+from recordkit.decode.image_windows import CropWindow, check_crop_ranges, random_crop_window
+from recordkit.decode.images import Image, decode_images
 from recordkit.decode.specs import ColumnReader, as_shape, as_value_type, pad_rows
 from recordkit.errors import DecodeError
 

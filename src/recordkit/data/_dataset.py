@@ -42,6 +42,7 @@ from recordkit.data._state import (
 )
 from recordkit.datasets.plan import EqualShards, check_equal_shards
 from recordkit.datasets.ranks import resolve_rank, shard_of, worker_info
+from recordkit.datasets.seeds import derive_seed
 from recordkit.errors import NoLengthError, StateError, UnsupportedOperationError
 from recordkit.io.resolve import Sources
 
@@ -623,15 +624,18 @@ class Dataset:
         ops = with_damage_filter(self._source, self._ops)
         records, cut, dropped = plan_skip(ops, skip)
         source = self._source
+        seed = derive_seed(self._seed, epoch, "map")  # random image crops and flips
         if isinstance(source, FileSource):
             # Records come a list at a time, straight from the readers; the trail names the file and
             # record of a decoding error.
             trail = Trail(source.catalog)
             chunks = source.chunks(epoch, shard, num_shards, records, trail)
-            items = run(chunks, ops, chunks=True, cut=cut, dropped=dropped, locate=trail.locate)
+            items = run(
+                chunks, ops, chunks=True, cut=cut, dropped=dropped, locate=trail.locate, seed=seed
+            )
         else:
             records_ = source.records(epoch, shard, num_shards, records)
-            items = run(records_, ops, chunks=False, cut=cut, dropped=dropped)
+            items = run(records_, ops, chunks=False, cut=cut, dropped=dropped, seed=seed)
         return items
 
     def _one_epoch(self, epoch: int, shard: int, num_shards: int, skip: int) -> Iterator[Any]:

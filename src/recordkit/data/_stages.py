@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from recordkit.decode.image_windows import seeded
 from recordkit.errors import DecodeError, NoLengthError
 
 __all__ = [
@@ -197,16 +198,20 @@ class _Items(_Pull):
 
 
 class _Mapped(_Pull):
-    def __init__(self, src: _Pull, fn: Callable[[Any], Any], locate: Locate | None) -> None:
+    def __init__(
+        self, src: _Pull, fn: Callable[[Any], Any], locate: Locate | None, seed: int | None
+    ) -> None:
         super().__init__(src)
         self.fn = fn
         self.locate = locate
+        self.seed = seed
 
     def _fill(self, out: list[Any], n: int) -> None:
         assert self.src is not None
         items = self.src.take(n)
         try:
-            out.extend(map(self.fn, items))
+            with seeded(self.seed):  # the random crops and flips of rk.Image
+                out.extend(map(self.fn, items))
         except DecodeError as exc:
             at = self.src.where
             if at is not None and self.locate is not None:
@@ -410,9 +415,9 @@ def _rows(item: Any) -> Iterator[Any]:
         yield from item
 
 
-def _stage(src: _Pull, stage: Stage, locate: Locate | None) -> _Pull:
+def _stage(src: _Pull, stage: Stage, locate: Locate | None, seed: int | None) -> _Pull:
     if isinstance(stage, Map):
-        return _Mapped(src, stage.fn, locate)
+        return _Mapped(src, stage.fn, locate, seed)
     if isinstance(stage, Filter):
         return _Filtered(src, stage.fn)
     if isinstance(stage, Batch):
@@ -428,6 +433,7 @@ def run(
     cut: int = 0,
     dropped: int = 0,
     locate: Locate | None = None,
+    seed: int | None = None,
 ) -> Iterator[Any]:
     """The items of ``stages`` run over ``source``; closing the result closes ``source``.
 
@@ -441,12 +447,14 @@ def run(
     position of ``source`` (counting its records from 0) came from: a map function's
     :class:`~recordkit.errors.DecodeError` for a record, or for a record of a batch (its ``index``), is
     then made to name the file and the record's index there (:meth:`~recordkit.errors.DecodeError.locate`).
+    ``seed`` is the seed of the random image transforms while map functions run
+    (:func:`~recordkit.decode.image_windows.seeded`).
     """
     top: _Pull = _Chunks(source) if chunks else _Items(source)
     for k, stage in enumerate(stages):
         if k == cut and dropped:
             top = _Dropped(top, dropped)
-        top = _stage(top, stage, locate if chunks else None)
+        top = _stage(top, stage, locate if chunks else None, seed)
     if cut == len(stages) and dropped:
         top = _Dropped(top, dropped)
     # Without stages, the records come out a list at a time as read; otherwise an item is made only

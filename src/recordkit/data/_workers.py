@@ -36,6 +36,7 @@ from recordkit.data._shm import (
     make_directory,
     shm_directory,
 )
+from recordkit.support.workers import mark_worker_process
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -88,6 +89,7 @@ class Job:
 
 
 def _become_worker(job: Job, worker: int, num_workers: int) -> None:
+    mark_worker_process()
     seed = job.seed + worker
     random.seed(seed)
     np.random.seed(seed % 2**32)

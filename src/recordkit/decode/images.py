@@ -1,11 +1,17 @@
 """Decode encoded images (JPEG, PNG, anything Pillow opens) held in bytes features into uint8 arrays.
 
 :class:`Image` is a parse spec: ``parse_examples(records, {"image": Image(size=(224, 224))})`` decodes the
-single bytes value of the feature ``image`` of every record. The OneFlow image decoders of
-:mod:`recordkit.compat.oneflow` use the same decoding, and :func:`random_crop_window` is their crop-window rule.
+single bytes value of the feature ``image`` of every record, and can crop, resize and flip it on the way
+(the training and evaluation transforms of torchvision, the pixels touched once). The OneFlow image
+decoders of :mod:`recordkit.compat.oneflow` use the same decoding; the crop windows are in
+:mod:`recordkit.decode.image_windows`.
 
 Pillow is imported on first use, not with this module; it is the ``image`` extra
-(``pip install "recordkit[image]"``).
+(``pip install "recordkit[image]"``). ``image-fast`` adds simplejpeg and OpenCV.
+
+The images of a batch are decoded on a pool of threads (Pillow, simplejpeg and OpenCV release the GIL
+while they work): :data:`THREADS` of them, by default as many as the CPUs this process may use, and one
+in a DataLoader worker process, where the processes already share the CPUs.
 
 Examples
 --------
@@ -22,28 +28,53 @@ from __future__ import annotations
 import functools
 import io
 import math
+import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
+from recordkit.decode.image_windows import (
+    CropWindow,
+    center_crop_window,
+    check_crop_ranges,
+    current_seed,
+    random_crop_window,
+    random_resized_crop_window,
+    record_rng,
+)
 from recordkit.errors import DecodeError
 from recordkit.support.extras import needs
 from recordkit.support.signatures import JPEG_SIGNATURE
+from recordkit.support.workers import in_worker_process
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
 
-__all__ = ["CropWindow", "Image", "decode_images", "random_crop_window"]
+# CropWindow and random_crop_window are imported from here since 0.2; their home is image_windows.
+__all__ = [
+    "THREADS",
+    "CropWindow",
+    "Image",
+    "decode_images",
+    "random_crop_window",
+]
 
 COLOR_SPACES: Final = ("RGB", "BGR", "GRAY")
+CROPS: Final = (None, "center", "random")
+LAYOUTS: Final = ("HWC", "CHW")
 # Pillow modes of one gray channel (with or without alpha); every other mode is a colour mode.
 _GRAY_MODES: Final = frozenset({"1", "L", "LA", "La", "F", "I", "I;16", "I;16L", "I;16B", "I;16N"})
 _WIDE_GRAY_MODES: Final = frozenset({"I", "I;16", "I;16L", "I;16B", "I;16N"})
 
+#: The threads that decode the images of one batch: ``None`` (default) is as many as the CPUs this
+#: process may use, or 1 inside a DataLoader worker process; set an int to choose.
+THREADS: int | None = None
+
 #: ``crop(height, width)`` -> the window ``(top, left, crop_height, crop_width)`` to keep.
-Cropper = Callable[[int, int], "CropWindow"]
+Cropper = Callable[[int, int], CropWindow]
 
 
 class _BadImage(Exception):
@@ -57,17 +88,44 @@ class Image:
     Parameters
     ----------
     size
-        ``(height, width)``: resize every image to it (Pillow's bilinear filter; the aspect ratio is not
-        kept) and return one ``(n, height, width, C)`` array. ``None`` (the default) keeps each image's own
-        size and returns a list of ``n`` arrays.
+        ``(height, width)``: resize every image (or its crop window) to it and return one
+        ``(n, height, width, C)`` array; the aspect ratio is not kept. ``None`` (the default) keeps each
+        image's own size and returns a list of ``n`` arrays.
     color_space
         ``"RGB"`` (default), ``"BGR"`` (channels reversed) or ``"GRAY"`` (one channel, ``C == 1``).
     formats
         The image formats accepted, as Pillow names them (e.g. ``("JPEG", "PNG")``); ``None`` accepts
         every format Pillow opens. Bytes of another format raise :class:`~recordkit.errors.DecodeError`.
+    crop
+        ``None`` (default): the whole image. ``"random"``: torchvision's ``RandomResizedCrop`` window
+        (``scale``, ``ratio``), for training. ``"center"``: the window that a resize of the short side to
+        ``max(size) / crop_fraction`` and a centre crop of ``size`` keep (torchvision's ``Resize(256)``,
+        ``CenterCrop(224)``), for evaluation. Both need ``size``; the window is cut before the resize.
+    scale, ratio
+        For ``crop="random"``: the range of the window's area as a fraction of the image's, and of its
+        aspect ratio (width / height), as torchvision's ``RandomResizedCrop`` takes them.
+    crop_fraction
+        For ``crop="center"``: ``size`` over the resized short side (0.875: 224 of 256).
+    flip
+        Flip each image left to right with probability 1/2 (torchvision's ``RandomHorizontalFlip``).
+    antialias
+        ``True`` (default): Pillow's bilinear filter, which widens when it shrinks, as
+        ``tf.image.resize(antialias=True)``. ``False``: OpenCV's ``INTER_LINEAR``, four pixels per output
+        pixel, as ``tf.image.resize``'s default (faster; aliases when it shrinks; needs ``opencv``).
+    dct_scaling
+        Decode a JPEG at 1/2, 1/4 or 1/8 of its size when its crop window still covers ``size`` at that
+        scale (libjpeg-turbo's DCT scaling, as FFCV does): much less work for large images.
+    layout
+        ``"HWC"`` (default) or ``"CHW"``: ``(n, C, height, width)``, a view of the same memory with no copy
+        (torch's ``channels_last`` memory format).
 
     Notes
     -----
+    Random crops and flips are drawn per record from the seed that a
+    :class:`~recordkit.data.Dataset` pipeline sets (its seed and epoch) and the record's bytes, so a
+    resumed pipeline crops as the uninterrupted one did; outside a pipeline, from fresh entropy (see
+    :func:`~recordkit.decode.image_windows.seeded`).
+
     Each record must hold exactly one bytes value; a missing feature or another number of values raises
     :class:`~recordkit.errors.DecodeError`, as do bytes that are not an image, a truncated image and an
     image of more pixels than ``PIL.Image.MAX_IMAGE_PIXELS``. See the images page of the documentation
@@ -77,6 +135,14 @@ class Image:
     size: tuple[int, int] | None = None
     color_space: str = "RGB"
     formats: tuple[str, ...] | None = None
+    crop: str | None = None
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    crop_fraction: float = 0.875
+    flip: bool = False
+    antialias: bool = True
+    dct_scaling: bool = True
+    layout: str = "HWC"
 
     def __init__(
         self,
@@ -84,23 +150,55 @@ class Image:
         color_space: str = "RGB",
         *,
         formats: Sequence[str] | None = None,
+        crop: str | None = None,
+        scale: Sequence[float] = (0.08, 1.0),
+        ratio: Sequence[float] = (3 / 4, 4 / 3),
+        crop_fraction: float = 0.875,
+        flip: bool = False,
+        antialias: bool = True,
+        dct_scaling: bool = True,
+        layout: str = "HWC",
     ) -> None:
-        object.__setattr__(self, "size", None if size is None else _check_size(size))
+        setattr_ = functools.partial(object.__setattr__, self)
+        setattr_("size", None if size is None else _check_size(size))
         if color_space not in COLOR_SPACES:
             raise ValueError(f"color_space must be one of {COLOR_SPACES}, not {color_space!r}")
-        object.__setattr__(self, "color_space", color_space)
+        setattr_("color_space", color_space)
         if formats is not None:
             if isinstance(formats, str) or not all(isinstance(f, str) for f in formats):
                 raise TypeError(
                     "formats is a sequence of Pillow format names, e.g. ('JPEG', 'PNG')"
                 )
             formats = tuple(f.upper() for f in formats)
-        object.__setattr__(self, "formats", formats)
+        setattr_("formats", formats)
+        if crop not in CROPS:
+            raise ValueError(f"crop must be one of {CROPS}, not {crop!r}")
+        if crop is not None and size is None:
+            raise ValueError(f"crop={crop!r} needs a size to resize the window to")
+        setattr_("crop", crop)
+        area, ratios = check_crop_ranges(10, scale, ratio, ("scale", "ratio"))
+        setattr_("scale", area)
+        setattr_("ratio", ratios)
+        if not 0.0 < float(crop_fraction) <= 1.0:
+            raise ValueError(f"crop_fraction must be in (0, 1], not {crop_fraction!r}")
+        setattr_("crop_fraction", float(crop_fraction))
+        for name, value in (("flip", flip), ("antialias", antialias), ("dct_scaling", dct_scaling)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be True or False, not {value!r}")
+            setattr_(name, value)
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
+        setattr_("layout", layout)
 
     @property
     def channels(self) -> int:
         """The number of channels of the decoded images: 1 for ``"GRAY"``, else 3."""
         return 1 if self.color_space == "GRAY" else 3
+
+    @property
+    def random(self) -> bool:
+        """Whether decoding draws random numbers (a random crop or a flip)."""
+        return self.crop == "random" or self.flip
 
 
 def _check_size(size: Any) -> tuple[int, int]:
@@ -130,44 +228,173 @@ def decode_images(
         The feature name, for error messages.
     crop
         Called with each image's ``(height, width)`` before any conversion; the image is cut to the
-        window it returns (see :func:`random_crop_window`).
+        window it returns (see :func:`random_crop_window`). It replaces ``spec.crop``, and is called in
+        record order.
     rows
         The record index of each value, for error messages (``range(len(values))`` by default).
 
     Returns
     -------
     numpy.ndarray or list of numpy.ndarray
-        ``(n, height, width, C)`` uint8 when ``spec.size`` is set, else ``n`` arrays ``(H_i, W_i, C)``.
+        ``(n, height, width, C)`` uint8 when ``spec.size`` is set, else ``n`` arrays ``(H_i, W_i, C)``;
+        ``(n, C, height, width)`` views (``(C, H_i, W_i)`` each) for ``layout="CHW"``.
 
     Raises
     ------
     DecodeError
-        An image could not be decoded; ``.index`` is its record, ``.feature`` is ``feature``.
+        An image could not be decoded; ``.index`` is its record, ``.feature`` is ``feature``. With
+        several bad images, the first in record order.
     """
     with needs("decoding images (recordkit.Image)", "Pillow", "image", "Pillow"):
         from PIL import Image as PILImageModule  # the optional dependency, loaded on first use
-
+    if not spec.antialias:
+        _opencv()  # fail at once, not in a thread, when OpenCV is missing
+    count = len(values)
     stacked = None
     if spec.size is not None:
-        stacked = np.empty((len(values), *spec.size, spec.channels), np.uint8)
-    images: list[np.ndarray[Any, Any]] = []
-    for i, data in enumerate(values):
+        stacked = np.empty((count, *spec.size, spec.channels), np.uint8)
+    seed = current_seed()
+    fresh = np.random.default_rng() if spec.random and seed is None else None
+
+    def one(i: int) -> np.ndarray[Any, Any]:
+        data = values[i]
+        slot = None if stacked is None else stacked[i]
+        rng = record_rng(data, seed, fresh) if spec.random else None
+        cropper = _once(crop or _cropper(spec, rng))
         try:
-            slot = None if stacked is None else stacked[i]
             # simplejpeg where it applies (straight into slot when it can), else Pillow
-            pixels = _decode_jpeg_fast(PILImageModule, data, spec, crop, slot)
+            pixels = _decode_jpeg_fast(PILImageModule, data, spec, cropper, slot)
             if pixels is None:
-                pixels = _decode_pillow(PILImageModule, data, spec, crop)
+                pixels = _decode_pillow(PILImageModule, data, spec, cropper)
+            pixels = _resize(PILImageModule, pixels, spec)
         except _BadImage as exc:
             index = i if rows is None else int(rows[i])
             raise DecodeError(
                 f"record {index}: feature {feature!r}: {exc}", index=index, feature=feature
             ) from exc.__cause__
-        if stacked is None:
-            images.append(np.require(pixels, requirements=["C", "W"]))  # copies views only
-        elif pixels is not slot:
-            stacked[i] = pixels
-    return images if stacked is None else stacked
+        if spec.flip and rng is not None and rng.random() < 0.5:
+            pixels = pixels[:, ::-1]
+        if slot is None:
+            return np.require(pixels, requirements=["C", "W"])  # copies views only
+        if pixels is not slot:
+            slot[...] = pixels  # numpy copies first where the two overlap (a flip in place)
+        return slot
+
+    # A crop callable of the caller's draws in record order from its own generator: no threads then.
+    threads = 1 if crop is not None else _threads(count)
+    if threads > 1:
+        images = list(_pool(threads).map(one, range(count)))
+    else:
+        images = [one(i) for i in range(count)]
+    if stacked is not None:
+        return stacked.transpose(0, 3, 1, 2) if spec.layout == "CHW" else stacked
+    if spec.layout == "CHW":
+        return [image.transpose(2, 0, 1) for image in images]
+    return images
+
+
+def _threads(count: int) -> int:
+    """How many threads decode a batch of ``count`` images."""
+    if count < 2:
+        return 1
+    if THREADS is not None:
+        return max(1, int(THREADS))
+    if in_worker_process():
+        return 1
+    return min(
+        count,
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """The process's pool of ``threads`` decoding threads, made on first use and kept."""
+    return ThreadPoolExecutor(threads, thread_name_prefix="recordkit-images")
+
+
+def _once(crop: Cropper | None) -> Cropper | None:
+    """``crop`` remembering its window, so that a JPEG that simplejpeg gives up on and Pillow decodes
+    gets the same window (and draws no more random numbers)."""
+    if crop is None:
+        return None
+    windows: dict[tuple[int, int], CropWindow] = {}
+
+    def once(height: int, width: int) -> CropWindow:
+        if (height, width) not in windows:
+            windows[height, width] = crop(height, width)
+        return windows[height, width]
+
+    return once
+
+
+def _cropper(spec: Image, rng: np.random.Generator | None) -> Cropper | None:
+    """The window rule of ``spec.crop``, drawing from ``rng`` when it is random."""
+    size = spec.size
+    if spec.crop == "center" and size is not None:
+        fraction = spec.crop_fraction
+        return lambda height, width: center_crop_window(height, width, size, fraction)
+    if spec.crop == "random" and rng is not None:
+        scale, ratio = spec.scale, spec.ratio
+        return lambda height, width: random_resized_crop_window(
+            height, width, rng, scale=scale, ratio=ratio
+        )
+    return None
+
+
+def _resize(pil: Any, pixels: np.ndarray[Any, Any], spec: Image) -> np.ndarray[Any, Any]:
+    """``pixels`` (``(h, w, C)``) resized to ``spec.size``, or as they are without one or at that size.
+
+    Pillow's bilinear filter (antialiased) or OpenCV's ``INTER_LINEAR``; both work channel by channel,
+    so BGR resizes as RGB does.
+    """
+    size = spec.size
+    if size is None or pixels.shape[:2] == size:
+        return pixels
+    if spec.antialias:
+        mode = "L" if pixels.shape[2] == 1 else "RGB"
+        image = pil.fromarray(
+            np.ascontiguousarray(pixels[:, :, 0] if mode == "L" else pixels), mode
+        )
+        resized = np.asarray(image.resize((size[1], size[0]), pil.Resampling.BILINEAR))
+        return resized[:, :, None] if mode == "L" else resized
+    cv2 = _opencv()
+    source = np.ascontiguousarray(pixels[:, :, 0] if pixels.shape[2] == 1 else pixels)
+    out: np.ndarray[Any, Any] = cv2.resize(
+        source, (size[1], size[0]), interpolation=cv2.INTER_LINEAR
+    )
+    return out[:, :, None] if out.ndim == 2 else out
+
+
+@functools.lru_cache(maxsize=1)
+def _opencv() -> Any:
+    """OpenCV's module, for ``Image(antialias=False)``: the ``image-fast`` extra."""
+    with needs("Image(antialias=False)", "OpenCV", "image-fast", "opencv-python-headless"):
+        import cv2
+    return cv2
+
+
+def _scaled_window(
+    window: CropWindow, factor_h: float, factor_w: float, height: int, width: int
+) -> CropWindow:
+    """``window`` of the full-size image, in the pixels of the image decoded at a reduced scale."""
+    top = math.floor(window.top * factor_h)
+    left = math.floor(window.left * factor_w)
+    bottom = min(height, max(top + 1, math.ceil((window.top + window.height) * factor_h)))
+    right = min(width, max(left + 1, math.ceil((window.left + window.width) * factor_w)))
+    return CropWindow(top, left, bottom - top, right - left, window.fallback)
+
+
+def _reduction(window: CropWindow | None, spec: Image, height: int, width: int) -> tuple[int, int]:
+    """The smallest ``(height, width)`` a JPEG may be decoded at so that ``window`` (the whole image when
+    ``None``) still covers ``spec.size``: ``(0, 0)`` when no reduction applies."""
+    if not spec.dct_scaling or spec.size is None:
+        return 0, 0
+    window = window or CropWindow(0, 0, height, width, False)
+    factor = max(spec.size[0] / window.height, spec.size[1] / window.width)
+    if factor > 0.5:  # scales between 1/2 and 1 save little and decode slower
+        return 0, 0
+    return math.ceil(height * factor), math.ceil(width * factor)
 
 
 @functools.lru_cache(maxsize=1)
@@ -205,42 +432,67 @@ def _decode_jpeg_fast(
     if colorspace not in ("YCbCr", "Gray"):
         return None
     _check_pixels(pil, width, height)
-    direct = slot is not None and crop is None and slot.shape[:2] == (height, width)
+    window = None if crop is None else crop(height, width)
+    direct = slot is not None and window is None and slot.shape[:2] == (height, width)
+    min_height, min_width = _reduction(window, spec, height, width)
     try:
         pixels: np.ndarray[Any, Any] = simplejpeg.decode_jpeg(
-            data, colorspace=spec.color_space, buffer=slot if direct else None
+            data,
+            colorspace=spec.color_space,
+            buffer=slot if direct else None,
+            min_height=min_height,
+            min_width=min_width,
         )
     except ValueError:  # strict mode refuses damaged data that Pillow may still decode
         return None
     if direct:
         return slot
-    if crop is not None:
-        window = crop(height, width)
+    if pixels.shape[:2] != (height, width):  # decoded at a reduced scale
+        whole = CropWindow(0, 0, height, width, False)
+        window = _scaled_window(
+            window or whole,
+            pixels.shape[0] / height,
+            pixels.shape[1] / width,
+            pixels.shape[0],
+            pixels.shape[1],
+        )
+    if window is not None:
         pixels = pixels[
             window.top : window.top + window.height, window.left : window.left + window.width
         ]
-    if spec.size is not None and pixels.shape[:2] != spec.size:
-        # Pillow's bilinear filter works channel by channel, so BGR resizes as RGB does.
-        resized = pil.fromarray(np.ascontiguousarray(pixels), "RGB").resize(
-            (spec.size[1], spec.size[0]), pil.Resampling.BILINEAR
-        )
-        pixels = np.asarray(resized)
     return pixels
 
 
 def _decode_pillow(
     pil: Any, data: bytes, spec: Image, crop: Cropper | None
 ) -> np.ndarray[Any, Any]:
-    """One image decoded, cropped, converted and resized by Pillow."""
-    image = _open(pil, data, spec.formats)
-    if crop is not None:
-        window = crop(image.height, image.width)
+    """One image decoded, cropped and converted by Pillow (a JPEG at a reduced DCT scale where the
+    window allows)."""
+    window: CropWindow | None = None
+
+    def prepare(image: PILImage) -> None:
+        nonlocal window
+        height, width = image.height, image.width
+        window = None if crop is None else crop(height, width)
+        if image.format == "JPEG" and spec.size is not None:
+            min_height, min_width = _reduction(window, spec, height, width)
+            if min_height:
+                image.draft(None, (min_width, min_height))
+                if image.size != (width, height) and window is not None:
+                    window = _scaled_window(
+                        window,
+                        image.height / height,
+                        image.width / width,
+                        image.height,
+                        image.width,
+                    )
+
+    image = _open(pil, data, spec.formats, prepare)
+    if window is not None:
         image = image.crop(
             (window.left, window.top, window.left + window.width, window.top + window.height)
         )
     image = _convert(pil, image, "L" if spec.color_space == "GRAY" else "RGB")
-    if spec.size is not None and image.size != (spec.size[1], spec.size[0]):
-        image = image.resize((spec.size[1], spec.size[0]), pil.Resampling.BILINEAR)
     pixels = np.asarray(image)  # a read-only view of Pillow's bytes
     if spec.color_space == "GRAY":
         pixels = pixels[:, :, None]
@@ -249,8 +501,16 @@ def _decode_pillow(
     return pixels
 
 
-def _open(pil: Any, data: bytes, formats: tuple[str, ...] | None) -> PILImage:
-    """Open and fully decode ``data`` (only its first frame), refusing decompression bombs."""
+def _open(
+    pil: Any,
+    data: bytes,
+    formats: tuple[str, ...] | None,
+    prepare: Callable[[PILImage], None] | None = None,
+) -> PILImage:
+    """Open and fully decode ``data`` (only its first frame), refusing decompression bombs.
+
+    ``prepare`` is called with the opened image before it is decoded (to set Pillow's ``draft``).
+    """
     try:
         image: PILImage = pil.open(io.BytesIO(data), formats=formats)
     except pil.UnidentifiedImageError as exc:
@@ -261,6 +521,8 @@ def _open(pil: Any, data: bytes, formats: tuple[str, ...] | None) -> PILImage:
     except Exception as exc:  # Pillow's header parsers raise many types
         raise _BadImage(f"cannot read the image header: {exc}") from exc
     _check_pixels(pil, image.width, image.height)
+    if prepare is not None:
+        prepare(image)
     try:
         image.load()
     except Exception as exc:  # truncated or corrupt data: OSError, SyntaxError, zlib.error, ...
@@ -295,101 +557,3 @@ def _convert(pil: Any, image: PILImage, target: str) -> PILImage:
         return image if image.mode == target else image.convert(target)
     except ValueError as exc:  # a mode Pillow cannot convert
         raise _BadImage(f"cannot convert a {image.mode!r} image to {target}: {exc}") from exc
-
-
-class CropWindow(NamedTuple):
-    """A crop window of an image: its top-left corner, its size, and whether the fallback gave it."""
-
-    top: int
-    left: int
-    height: int
-    width: int
-    fallback: bool
-
-
-def check_crop_ranges(
-    num_attempts: int, random_area: Sequence[float], random_aspect_ratio: Sequence[float]
-) -> tuple[tuple[float, float], tuple[float, float]]:
-    """Validate the random-crop parameters (as OneFlow's kernel does) and return them as tuples."""
-    if isinstance(num_attempts, bool) or not isinstance(num_attempts, (int, np.integer)):
-        raise TypeError(f"num_attempts must be an int, not {type(num_attempts).__name__}")
-    if num_attempts < 1:
-        raise ValueError(f"num_attempts must be at least 1, not {num_attempts}")
-    area = tuple(float(v) for v in random_area)
-    ratio = tuple(float(v) for v in random_aspect_ratio)
-    if len(area) != 2 or not 0.0 <= area[0] <= area[1] <= 1.0 or area[1] == 0.0:
-        raise ValueError(
-            f"random_area is (min, max) with 0 <= min <= max <= 1 and max > 0, not {random_area!r}"
-        )
-    if len(ratio) != 2 or not 0.0 < ratio[0] <= ratio[1] or not math.isfinite(ratio[1]):
-        raise ValueError(
-            f"random_aspect_ratio is (min, max) with 0 < min <= max, not {random_aspect_ratio!r}"
-        )
-    return (area[0], area[1]), (ratio[0], ratio[1])
-
-
-def random_crop_window(
-    height: int,
-    width: int,
-    rng: np.random.Generator,
-    *,
-    num_attempts: int = 10,
-    random_area: Sequence[float] = (0.08, 1.0),
-    random_aspect_ratio: Sequence[float] = (0.75, 1.333333),
-) -> CropWindow:
-    """Pick a random crop window of a ``height x width`` image, by OneFlow's Inception-style rule.
-
-    Up to ``num_attempts`` times, draw an area fraction uniformly from ``random_area`` and an aspect ratio
-    (width / height) log-uniformly from ``random_aspect_ratio``, and round the window's sides to whole
-    pixels; the first window that fits in the image and whose rounded area fraction and aspect ratio are
-    still inside the ranges is taken. If none is, the fallback window is the whole image with its aspect
-    ratio clamped into ``random_aspect_ratio`` (cutting the longer side), shrunk, keeping its shape, to at
-    most ``random_area[1]`` of the image (no side shorter than one pixel). Either window is placed
-    uniformly at random in the image.
-
-    Parameters
-    ----------
-    height, width
-        The image's size, at least 1 each.
-    rng
-        The random generator drawn from.
-    num_attempts, random_area, random_aspect_ratio
-        As ``flow.nn.OFRecordImageDecoderRandomCrop``.
-
-    Returns
-    -------
-    CropWindow
-        ``fallback`` says whether the fallback gave the window; its area fraction can then be below
-        ``random_area[0]`` (an image too elongated for the ratio range), and its aspect ratio can miss
-        the range by the rounding of its sides to whole pixels.
-    """
-    (area_min, area_max), (ratio_min, ratio_max) = check_crop_ranges(
-        num_attempts, random_area, random_aspect_ratio
-    )
-    total = height * width
-    log_ratios = (math.log(ratio_min), math.log(ratio_max))
-    for _ in range(num_attempts):
-        target = rng.uniform(area_min, area_max) * total
-        ratio = math.exp(rng.uniform(*log_ratios))
-        crop_w = max(1, round(math.sqrt(target * ratio)))
-        crop_h = max(1, round(math.sqrt(target / ratio)))
-        if (
-            crop_w <= width
-            and crop_h <= height
-            and ratio_min <= crop_w / crop_h <= ratio_max
-            and area_min <= crop_w * crop_h / total <= area_max
-        ):
-            fallback = False
-            break
-    else:  # the whole image, its aspect ratio clamped into range, shrunk to at most area_max
-        crop_h, crop_w = height, width
-        if width / height > ratio_max:
-            crop_w = max(1, int(height * ratio_max))
-        elif width / height < ratio_min:
-            crop_h = max(1, int(width / ratio_min))
-        shrink = math.sqrt(min(1.0, area_max * height * width / (crop_h * crop_w)))
-        crop_h, crop_w = max(1, int(crop_h * shrink)), max(1, int(crop_w * shrink))
-        fallback = True
-    top = int(rng.integers(0, height - crop_h + 1))
-    left = int(rng.integers(0, width - crop_w + 1))
-    return CropWindow(top, left, crop_h, crop_w, fallback)
