@@ -75,6 +75,8 @@ THREADS: int | None = None
 
 #: ``crop(height, width)`` -> the window ``(top, left, crop_height, crop_width)`` to keep.
 Cropper = Callable[[int, int], CropWindow]
+#: A window of an array to a fraction of a pixel: ``(left, top, right, bottom)``, or ``None`` for all of it.
+Box = tuple[float, float, float, float] | None
 
 
 class _BadImage(Exception):
@@ -263,10 +265,10 @@ def decode_images(
         cropper = _once(crop or _cropper(spec, rng))
         try:
             # simplejpeg where it applies (straight into slot when it can), else Pillow
-            pixels = _decode_jpeg_fast(PILImageModule, data, spec, cropper, slot)
-            if pixels is None:
-                pixels = _decode_pillow(PILImageModule, data, spec, cropper)
-            pixels = _resize(PILImageModule, pixels, spec)
+            decoded = _decode_jpeg_fast(PILImageModule, data, spec, cropper, slot)
+            if decoded is None:
+                decoded = _decode_pillow(PILImageModule, data, spec, cropper)
+            pixels = _resize(PILImageModule, *decoded, spec)
         except _BadImage as exc:
             index = i if rows is None else int(rows[i])
             raise DecodeError(
@@ -313,6 +315,10 @@ def _pool(threads: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(threads, thread_name_prefix="recordkit-images")
 
 
+# A forked child has the pool object but none of its threads: it makes its own.
+os.register_at_fork(after_in_child=_pool.cache_clear)
+
+
 def _once(crop: Cropper | None) -> Cropper | None:
     """``crop`` remembering its window, so that a JPEG that simplejpeg gives up on and Pillow decodes
     gets the same window (and draws no more random numbers)."""
@@ -342,23 +348,27 @@ def _cropper(spec: Image, rng: np.random.Generator | None) -> Cropper | None:
     return None
 
 
-def _resize(pil: Any, pixels: np.ndarray[Any, Any], spec: Image) -> np.ndarray[Any, Any]:
-    """``pixels`` (``(h, w, C)``) resized to ``spec.size``, or as they are without one or at that size.
+def _resize(pil: Any, pixels: np.ndarray[Any, Any], box: Box, spec: Image) -> np.ndarray[Any, Any]:
+    """``pixels`` (``(h, w, C)``), or the part ``box`` of them, resized to ``spec.size``; as they are
+    without a size, or already at that size.
 
     Pillow's bilinear filter (antialiased) or OpenCV's ``INTER_LINEAR``; both work channel by channel,
     so BGR resizes as RGB does.
     """
     size = spec.size
-    if size is None or pixels.shape[:2] == size:
+    if size is None or (box is None and pixels.shape[:2] == size):
         return pixels
     if spec.antialias:
         mode = "L" if pixels.shape[2] == 1 else "RGB"
         image = pil.fromarray(
             np.ascontiguousarray(pixels[:, :, 0] if mode == "L" else pixels), mode
         )
-        resized = np.asarray(image.resize((size[1], size[0]), pil.Resampling.BILINEAR))
+        resized = np.asarray(image.resize((size[1], size[0]), pil.Resampling.BILINEAR, box=box))
         return resized[:, :, None] if mode == "L" else resized
     cv2 = _opencv()
+    if box is not None:  # OpenCV takes no window to a fraction of a pixel: the nearest whole pixels
+        left, top, right, bottom = (round(v) for v in box)
+        pixels = pixels[top : max(top + 1, bottom), left : max(left + 1, right)]
     source = np.ascontiguousarray(pixels[:, :, 0] if pixels.shape[2] == 1 else pixels)
     out: np.ndarray[Any, Any] = cv2.resize(
         source, (size[1], size[0]), interpolation=cv2.INTER_LINEAR
@@ -376,13 +386,18 @@ def _opencv() -> Any:
 
 def _scaled_window(
     window: CropWindow, factor_h: float, factor_w: float, height: int, width: int
-) -> CropWindow:
-    """``window`` of the full-size image, in the pixels of the image decoded at a reduced scale."""
-    top = math.floor(window.top * factor_h)
-    left = math.floor(window.left * factor_w)
-    bottom = min(height, max(top + 1, math.ceil((window.top + window.height) * factor_h)))
-    right = min(width, max(left + 1, math.ceil((window.left + window.width) * factor_w)))
-    return CropWindow(top, left, bottom - top, right - left, window.fallback)
+) -> tuple[CropWindow, Box]:
+    """``window`` of the full-size image, in the pixels of the image decoded at a reduced scale: the
+    whole pixels that hold it, and where it lies in them to a fraction of a pixel (Pillow's ``box``),
+    so that the resize samples the same part of the picture as it would from the full-size image."""
+    y0, x0 = window.top * factor_h, window.left * factor_w
+    y1 = min(height, (window.top + window.height) * factor_h)
+    x1 = min(width, (window.left + window.width) * factor_w)
+    top, left = math.floor(y0), math.floor(x0)
+    bottom = min(height, max(top + 1, math.ceil(y1)))
+    right = min(width, max(left + 1, math.ceil(x1)))
+    cut = CropWindow(top, left, bottom - top, right - left, window.fallback)
+    return cut, (x0 - left, y0 - top, x1 - left, y1 - top)
 
 
 def _reduction(window: CropWindow | None, spec: Image, height: int, width: int) -> tuple[int, int]:
@@ -391,10 +406,11 @@ def _reduction(window: CropWindow | None, spec: Image, height: int, width: int) 
     if not spec.dct_scaling or spec.size is None:
         return 0, 0
     window = window or CropWindow(0, 0, height, width, False)
-    factor = max(spec.size[0] / window.height, spec.size[1] / window.width)
-    if factor > 0.5:  # scales between 1/2 and 1 save little and decode slower
-        return 0, 0
-    return math.ceil(height * factor), math.ceil(width * factor)
+    # Powers of two only: libjpeg-turbo's other scales (3/8, 5/8, ...) lose much more detail.
+    for reduction in (8, 4, 2):
+        if window.height >= spec.size[0] * reduction and window.width >= spec.size[1] * reduction:
+            return math.ceil(height / reduction), math.ceil(width / reduction)
+    return 0, 0
 
 
 @functools.lru_cache(maxsize=1)
@@ -409,8 +425,9 @@ def _simplejpeg() -> Any:
 
 def _decode_jpeg_fast(
     pil: Any, data: bytes, spec: Image, crop: Cropper | None, slot: np.ndarray[Any, Any] | None
-) -> np.ndarray[Any, Any] | None:
-    """An RGB or BGR YCbCr or gray JPEG decoded by simplejpeg, or ``None`` where it does not apply.
+) -> tuple[np.ndarray[Any, Any], Box] | None:
+    """An RGB or BGR YCbCr or gray JPEG decoded by simplejpeg (and its crop window's part of a pixel:
+    see :func:`_scaled_window`), or ``None`` where simplejpeg does not apply.
 
     simplejpeg and Pillow call the same libjpeg-turbo functions with the same settings (accurate integer
     IDCT, fancy upsampling), so the pixels are the same; simplejpeg skips Pillow's image object and its
@@ -446,11 +463,12 @@ def _decode_jpeg_fast(
     except ValueError:  # strict mode refuses damaged data that Pillow may still decode
         return None
     if direct:
-        return slot
+        assert slot is not None
+        return slot, None
+    box: Box = None
     if pixels.shape[:2] != (height, width):  # decoded at a reduced scale
-        whole = CropWindow(0, 0, height, width, False)
-        window = _scaled_window(
-            window or whole,
+        window, box = _scaled_window(
+            window or CropWindow(0, 0, height, width, False),
             pixels.shape[0] / height,
             pixels.shape[1] / width,
             pixels.shape[0],
@@ -460,32 +478,32 @@ def _decode_jpeg_fast(
         pixels = pixels[
             window.top : window.top + window.height, window.left : window.left + window.width
         ]
-    return pixels
+    return pixels, box
 
 
 def _decode_pillow(
     pil: Any, data: bytes, spec: Image, crop: Cropper | None
-) -> np.ndarray[Any, Any]:
+) -> tuple[np.ndarray[Any, Any], Box]:
     """One image decoded, cropped and converted by Pillow (a JPEG at a reduced DCT scale where the
-    window allows)."""
+    window allows), and its crop window's part of a pixel (see :func:`_scaled_window`)."""
     window: CropWindow | None = None
+    box: Box = None
 
     def prepare(image: PILImage) -> None:
-        nonlocal window
+        nonlocal window, box
         height, width = image.height, image.width
         window = None if crop is None else crop(height, width)
-        if image.format == "JPEG" and spec.size is not None:
-            min_height, min_width = _reduction(window, spec, height, width)
-            if min_height:
-                image.draft(None, (min_width, min_height))
-                if image.size != (width, height) and window is not None:
-                    window = _scaled_window(
-                        window,
-                        image.height / height,
-                        image.width / width,
-                        image.height,
-                        image.width,
-                    )
+        min_height, min_width = _reduction(window, spec, height, width)
+        if image.format == "JPEG" and min_height:
+            image.draft(None, (min_width, min_height))
+            if image.size != (width, height):
+                window, box = _scaled_window(
+                    window or CropWindow(0, 0, height, width, False),
+                    image.height / height,
+                    image.width / width,
+                    image.height,
+                    image.width,
+                )
 
     image = _open(pil, data, spec.formats, prepare)
     if window is not None:
@@ -498,7 +516,7 @@ def _decode_pillow(
         pixels = pixels[:, :, None]
     elif spec.color_space == "BGR":
         pixels = pixels[:, :, ::-1]
-    return pixels
+    return pixels, box
 
 
 def _open(
