@@ -25,7 +25,7 @@ def report(tmp_path_factory):
         check=False,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
     )
     assert completed.returncode == 0, completed.stderr
     return json.loads(out.read_text()), completed.stdout
@@ -57,6 +57,7 @@ def test_every_case_measures_recordkit_and_reports_each_peer(report):
         "write-arrayrecord-1k-defaults",
         "read-arrayrecord-1k",
         "pipeline-read-parse",
+        "images-jpeg",
     }
     for size in ("1k", "100k"):
         expected |= {f"ffrecord-read-{size}", f"ffrecord-write-{size}", f"ffrecord-loader-{size}"}

@@ -120,6 +120,9 @@ NOT_RUN = {
     "python tests/benchmarks/run.py --no-build --repeat 3 --only pipeline --only read-arrayrecord --only ffrecord": (
         "full-size data in fresh processes, minutes; the smoke test runs the same cases with --quick"
     ),
+    "python tests/benchmarks/run.py --no-build --repeat 3 --only images": (
+        "6,000 JPEGs in fresh processes, minutes; the smoke test runs the same case with --quick"
+    ),
     "python tests/benchmarks/run.py --only pipeline --no-build --workers 1 2 4 8 16": (
         "minutes of a 16-core machine; the smoke test runs the pipeline cases with --quick"
     ),

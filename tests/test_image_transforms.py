@@ -18,13 +18,10 @@ import pytest
 
 import recordkit as rk
 from recordkit.data import Dataset
-from recordkit.decode import images
-from recordkit.decode.image_windows import (
-    center_crop_window,
-    random_resized_crop_window,
-    seeded,
-)
+from recordkit.decode import image_windows, images
+from recordkit.decode.image_windows import center_crop_window, random_resized_crop_window
 from recordkit.errors import DecodeError
+from recordkit.support.seeding import seeded
 
 PILImage = pytest.importorskip("PIL.Image")
 
@@ -126,7 +123,7 @@ def test_random_crop_pixels_are_tensorflows_crop_then_antialiased_resize(tf):
     spec = rk.Image(size=(48, 64), crop="random", scale=(0.3, 0.9))
     with seeded(42):
         got = parse([png], spec)[0]
-        rng = images.record_rng(png, 42, None)
+        rng = image_windows.record_rng(png, 42, None)
     window = random_resized_crop_window(120, 160, rng, scale=(0.3, 0.9))
     cut = tf.image.crop_to_bounding_box(
         source, window.top, window.left, window.height, window.width
@@ -171,7 +168,7 @@ def test_dct_scaling_keeps_the_antialiased_quality(tf, crop):
         full = parse(
             [data], rk.Image(size=(224, 224), crop=crop, scale=(0.6, 1.0), dct_scaling=False)
         )[0]
-        rng = images.record_rng(data, 7, None)
+        rng = image_windows.record_rng(data, 7, None)
     decoded = tf.io.decode_jpeg(data, channels=3, dct_method="INTEGER_ACCURATE").numpy()
     if crop is not None:
         w = random_resized_crop_window(1080, 1440, rng, scale=(0.6, 1.0))

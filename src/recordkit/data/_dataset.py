@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing
@@ -620,23 +621,18 @@ class Dataset:
             skip = 0
 
     def _epoch_items(self, epoch: int, shard: int, num_shards: int, skip: int) -> Iterator[Any]:
-        """One epoch of one shard, without its first ``skip`` items."""
-        ops = with_damage_filter(self._source, self._ops)
+        """One epoch of one shard, without its first ``skip`` items (``seed``: of ``rk.Image``'s crops)."""
+        ops, source = with_damage_filter(self._source, self._ops), self._source
         records, cut, dropped = plan_skip(ops, skip)
-        source = self._source
-        seed = derive_seed(self._seed, epoch, "map")  # random image crops and flips
+        seed = derive_seed(self._seed, epoch, "map")
+        stages = functools.partial(run, stages=ops, cut=cut, dropped=dropped, seed=seed)
         if isinstance(source, FileSource):
             # Records come a list at a time, straight from the readers; the trail names the file and
             # record of a decoding error.
             trail = Trail(source.catalog)
             chunks = source.chunks(epoch, shard, num_shards, records, trail)
-            items = run(
-                chunks, ops, chunks=True, cut=cut, dropped=dropped, locate=trail.locate, seed=seed
-            )
-        else:
-            records_ = source.records(epoch, shard, num_shards, records)
-            items = run(records_, ops, chunks=False, cut=cut, dropped=dropped, seed=seed)
-        return items
+            return stages(chunks, chunks=True, locate=trail.locate)
+        return stages(source.records(epoch, shard, num_shards, records), chunks=False)
 
     def _one_epoch(self, epoch: int, shard: int, num_shards: int, skip: int) -> Iterator[Any]:
         """One epoch of one shard, without its first ``skip`` items, prefetched if asked."""

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from recordkit.decode.image_windows import seeded
 from recordkit.errors import DecodeError, NoLengthError
+from recordkit.support.seeding import seeded
 
 __all__ = [
     "Batch",
@@ -448,7 +448,7 @@ def run(
     :class:`~recordkit.errors.DecodeError` for a record, or for a record of a batch (its ``index``), is
     then made to name the file and the record's index there (:meth:`~recordkit.errors.DecodeError.locate`).
     ``seed`` is the seed of the random image transforms while map functions run
-    (:func:`~recordkit.decode.image_windows.seeded`).
+    (:func:`~recordkit.support.seeding.seeded`).
     """
     top: _Pull = _Chunks(source) if chunks else _Items(source)
     for k, stage in enumerate(stages):

@@ -6,10 +6,11 @@ Three rules give a window of a ``height x width`` image:
   ``rk.Image(crop="random")``;
 * :func:`center_crop_window`: a short-side resize and a centre crop, the evaluation crop of
   ``rk.Image(crop="center")``, expressed in the source image's pixels;
-* :func:`random_crop_window`: OneFlow's ``OFRecordImageDecoderRandomCrop``.
+* :func:`random_crop_window`: OneFlow's ``OFRecordImageDecoderRandomCrop`` (public as
+  ``recordkit.decode.images.random_crop_window``, with :class:`CropWindow`, since 0.2).
 
 Random choices are made per record from a generator :func:`record_rng` seeds with the seed that
-:func:`seeded` sets (a :class:`~recordkit.data.Dataset` sets its seed and epoch around its ``map`` stages)
+:func:`~recordkit.support.seeding.seeded` sets (a :class:`~recordkit.data.Dataset` sets its seed and epoch around its ``map`` stages)
 and the record's own bytes, so the same record gets the same crop in the same epoch, whatever the batch,
 the worker or a resume.
 
@@ -24,29 +25,19 @@ CropWindow(top=16, left=48, height=224, width=224, fallback=False)
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import math
 import zlib
-from collections.abc import Iterator, Sequence
-from typing import Final, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
 __all__ = [
-    "CropWindow",
     "center_crop_window",
     "check_crop_ranges",
-    "current_seed",
-    "random_crop_window",
     "random_resized_crop_window",
     "record_rng",
-    "seeded",
 ]
-
-_SEED: Final[contextvars.ContextVar[int | None]] = contextvars.ContextVar(
-    "recordkit_image_seed", default=None
-)
 
 
 class CropWindow(NamedTuple):
@@ -57,24 +48,6 @@ class CropWindow(NamedTuple):
     height: int
     width: int
     fallback: bool
-
-
-@contextlib.contextmanager
-def seeded(seed: int | None) -> Iterator[None]:
-    """Within the block, random crops and flips are a function of ``seed`` and each record's bytes.
-
-    ``None`` (as outside any block) draws fresh entropy for each batch.
-    """
-    token = _SEED.set(None if seed is None else int(seed))
-    try:
-        yield
-    finally:
-        _SEED.reset(token)
-
-
-def current_seed() -> int | None:
-    """The seed :func:`seeded` set for this thread or task, or ``None``."""
-    return _SEED.get()
 
 
 def record_rng(

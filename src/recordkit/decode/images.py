@@ -40,13 +40,13 @@ from recordkit.decode.image_windows import (
     CropWindow,
     center_crop_window,
     check_crop_ranges,
-    current_seed,
     random_crop_window,
     random_resized_crop_window,
     record_rng,
 )
 from recordkit.errors import DecodeError
 from recordkit.support.extras import needs
+from recordkit.support.seeding import current_seed
 from recordkit.support.signatures import JPEG_SIGNATURE
 from recordkit.support.workers import in_worker_process
 
@@ -126,7 +126,7 @@ class Image:
     Random crops and flips are drawn per record from the seed that a
     :class:`~recordkit.data.Dataset` pipeline sets (its seed and epoch) and the record's bytes, so a
     resumed pipeline crops as the uninterrupted one did; outside a pipeline, from fresh entropy (see
-    :func:`~recordkit.decode.image_windows.seeded`).
+    :func:`~recordkit.support.seeding.seeded`).
 
     Each record must hold exactly one bytes value; a missing feature or another number of values raises
     :class:`~recordkit.errors.DecodeError`, as do bytes that are not an image, a truncated image and an
