@@ -245,6 +245,8 @@ def test_spec_checks_its_transform_arguments():
     ]:
         with pytest.raises(error):
             rk.Image(**bad)
+    with pytest.raises(TypeError, match=r"\(224, 224\)"):
+        rk.Image(size=224)
     with pytest.raises(ValueError, match="scale"):
         rk.Image(size=(4, 4), crop="random", scale=(2, 3))
 

@@ -204,6 +204,8 @@ class Image:
 
 
 def _check_size(size: Any) -> tuple[int, int]:
+    if isinstance(size, (int, np.integer)):  # torchvision's RandomResizedCrop(224) means a square
+        raise TypeError(f"size is (height, width), e.g. ({size}, {size}), not {size!r}")
     dims = tuple(size)
     if len(dims) != 2 or not all(isinstance(d, (int, np.integer)) and d > 0 for d in dims):
         raise ValueError(f"size is (height, width), two positive ints, not {size!r}")
