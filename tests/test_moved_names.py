@@ -109,9 +109,7 @@ def missing_for(new: str) -> list[str]:
 
 
 def message(old: str) -> str:
-    return (
-        f"{old} moved to {MOVED[old]} in {MOVED_IN}; the old name will be removed in {REMOVED_IN}"
-    )
+    return f"{old} moved to {MOVED[old]}; the old name will be removed in {REMOVED_IN}"
 
 
 @pytest.mark.parametrize("old", sorted(MOVED))

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from test_public_api import COPIED_APIS, public_all
 
-from recordkit.support.moved import MOVED_IN, REMOVED_IN, RENAMED, renamed_arguments
+from recordkit.support.moved import REMOVED_IN, RENAMED, RENAMED_IN, renamed_arguments
 
 API_MD = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 
@@ -209,7 +209,7 @@ def test_an_old_keyword_warns_naming_the_new_one_and_works():
         assert _sample(old=1, gone=3) == (1, 0, 3)
     messages = sorted(str(warning.message) for warning in caught)
     assert "_sample(old=...) is now" in messages[1]
-    assert f"(new=...) since {MOVED_IN}" in messages[1]
+    assert f"(new=...) since {RENAMED_IN}" in messages[1]
     assert f"will be removed in {REMOVED_IN}" in messages[1]
     assert "(kept=...)" in messages[0]
     assert {warning.filename for warning in caught} == {__file__}  # the caller's line
@@ -251,7 +251,7 @@ def test_a_renamed_class_keeps_its_signature_and_is_recorded():
 def _documented_renames() -> set[tuple[str, str, str]]:
     """(callable, old, new) from the table of renamed arguments in docs/api.md."""
     text = API_MD.read_text(encoding="utf-8")
-    section = text.split("## Arguments renamed in 0.3", 1)[1].split("\n## ", 1)[0]
+    section = text.split("## Arguments renamed in 0.4", 1)[1].split("\n## ", 1)[0]
     found = set()
     for row in re.findall(r"^\| `([\w.]+)` \| (.+?) \|$", section, re.MULTILINE):
         for old, new in re.findall(r"`(\w+)=` → `(\w+)=`", row[1]):

@@ -1,3 +1,3 @@
 """The package version, read by the build backend."""
 
-__version__ = "0.1.0"
+__version__ = "0.4.0"

@@ -1,4 +1,4 @@
-"""The 0.2 names that moved in 0.3, and the arguments renamed in 0.3: both still work with a :class:`DeprecationWarning`.
+"""The names that moved since 0.2 and the keyword arguments renamed in 0.4: both work with a :class:`DeprecationWarning`.
 
 :data:`MOVED` is the one table of them: old dotted path -> new dotted path. A moved module
 (``import recordkit.ray``) is served by the finder that :func:`install_finder` adds to :data:`sys.meta_path`
@@ -30,16 +30,21 @@ __all__ = [
     "MOVED_IN",
     "RENAMED",
     "REMOVED_IN",
+    "RENAMED_IN",
     "install_finder",
     "moved_attribute",
     "renamed_arguments",
 ]
 
 MOVED_IN = "0.3"
-"""The release in which the names of :data:`MOVED` moved."""
+"""The release that regrouped the package, when most names of :data:`MOVED` moved (0.3 refused their old
+names; 0.4 accepts them again, with a warning). A few moved in 0.4, so the warnings name no release."""
+
+RENAMED_IN = "0.4"
+"""The release in which the keyword arguments of :data:`RENAMED` were renamed."""
 
 REMOVED_IN = "0.5"
-"""The release that removes the old names of :data:`MOVED` (the one after the next minor release)."""
+"""The release that removes the old names of :data:`MOVED` and the old keywords of :data:`RENAMED`."""
 
 _ERRORS = (
     "DataLossWarning",
@@ -165,7 +170,7 @@ def _stacklevel() -> int:
 def _warn(old: str) -> None:
     """Warn that ``old`` moved, pointing at the user's line."""
     warnings.warn(
-        f"{old} moved to {MOVED[old]} in {MOVED_IN}; the old name will be removed in {REMOVED_IN}",
+        f"{old} moved to {MOVED[old]}; the old name will be removed in {REMOVED_IN}",
         DeprecationWarning,
         stacklevel=_stacklevel(),
     )
@@ -183,7 +188,7 @@ _Renamed = TypeVar("_Renamed", bound=Callable[..., Any])
 def _warn_renamed(where: str, old: str, new: str) -> None:
     """Warn that the keyword ``old`` of ``where`` is now ``new``, pointing at the user's line."""
     warnings.warn(
-        f"{where}({old}=...) is now {where}({new}=...) since {MOVED_IN}; "
+        f"{where}({old}=...) is now {where}({new}=...) since {RENAMED_IN}; "
         f"the keyword {old}= will be removed in {REMOVED_IN}",
         DeprecationWarning,
         stacklevel=_stacklevel(),

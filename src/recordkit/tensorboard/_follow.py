@@ -21,7 +21,7 @@ from typing import Any
 from recordkit.errors import RecordKitError
 from recordkit.io.following import Follower
 from recordkit.support.closing import Closing
-from recordkit.support.moved import MOVED_IN, REMOVED_IN, renamed_arguments
+from recordkit.support.moved import REMOVED_IN, RENAMED_IN, renamed_arguments
 from recordkit.tensorboard import _read
 from recordkit.tensorboard._frames import Builder, Item
 
@@ -86,7 +86,7 @@ class LogFollower(Closing):
     def logdir(self) -> str | list[str]:
         """The old name of :attr:`sources`, until 0.5 (with a :class:`DeprecationWarning`)."""
         warnings.warn(
-            f"LogFollower.logdir is now LogFollower.sources since {MOVED_IN}; the name logdir will be "
+            f"LogFollower.logdir is now LogFollower.sources since {RENAMED_IN}; the name logdir will be "
             f"removed in {REMOVED_IN}",
             DeprecationWarning,
             stacklevel=2,
