@@ -724,57 +724,36 @@ def images_case(folder: str, settings: Settings) -> Case:
     import bench_image_pipeline as bench
 
     im = "bench_image_pipeline"
-    fast = {"antialias": False}
-    train = {"crop": "random", "flip": True}
     # recordkit's rows first (the "vs" column is the first row's rate / the row's); each also shows its
     # rate / tf.data's doing the same work.
+    variants = [
+        ("", {}, IMAGES_TF),
+        (", antialias=False", {"antialias": False}, IMAGES_TF),
+        (", crop='random', flip=True", {"crop": "random", "flip": True}, IMAGES_TF_CROP),
+    ]
     rows = [
         Contender(
-            IMAGES_ONE,
+            IMAGES_ONE + what,
             "recordkit",
             f"{im}:recordkit_one_process",
-            {"folder": folder},
-            versus=IMAGES_TF,
-        ),
-        Contender(
-            IMAGES_ONE + ", antialias=False",
-            "recordkit",
-            f"{im}:recordkit_one_process",
-            {"folder": folder, **fast},
-            versus=IMAGES_TF,
-        ),
+            {"folder": folder, **options},
+            versus=versus,
+        )
+        for what, options, versus in variants
     ]
-    for n in settings.workers:
-        rows += [
-            Contender(
-                images_loader_name(n, what),
-                "recordkit",
-                f"{im}:recordkit_loader",
-                {"folder": folder, "workers": n, **options},
-                versus=IMAGES_TF,
-                main_cpu=True,
-            )
-            for what, options in (("", {}), (", antialias=False", fast))
-        ]
     rows += [
         Contender(
-            IMAGES_ONE + ", crop='random', flip=True",
+            images_loader_name(n, what),
             "recordkit",
-            f"{im}:recordkit_one_process",
-            {"folder": folder, **train},
-            versus=IMAGES_TF_CROP,
-        ),
-        *(
-            Contender(
-                images_loader_name(n, ", crop='random', flip=True"),
-                "recordkit",
-                f"{im}:recordkit_loader",
-                {"folder": folder, "workers": n, **train},
-                versus=IMAGES_TF_CROP,
-                main_cpu=True,
-            )
-            for n in settings.workers
-        ),
+            f"{im}:recordkit_loader",
+            {"folder": folder, "workers": n, **options},
+            versus=versus,
+            main_cpu=True,
+        )
+        for n in settings.workers
+        for what, options, versus in variants
+    ]
+    rows += [
         Contender(IMAGES_TF, "tensorflow", f"{im}:tf_data", {"folder": folder}),
         Contender(IMAGES_TF_CROP, "tensorflow", f"{im}:tf_data", {"folder": folder, "crop": True}),
     ]
