@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import recordkit
-from recordkit.support.moved import MOVED, MOVED_IN, REMOVED_IN
+from recordkit.support.moved import MOVED, MOVED_IN, NO_LONGER_PUBLIC, REMOVED_IN
 
 API_MD = Path(__file__).resolve().parents[1] / "docs" / "api.md"
 
@@ -109,7 +109,8 @@ def missing_for(new: str) -> list[str]:
 
 
 def message(old: str) -> str:
-    return f"{old} moved to {MOVED[old]}; the old name will be removed in {REMOVED_IN}"
+    where = "is no longer public" if old in NO_LONGER_PUBLIC else f"moved to {MOVED[old]}"
+    return f"{old} {where}; the old name will be removed in {REMOVED_IN}"
 
 
 @pytest.mark.parametrize("old", sorted(MOVED))
@@ -228,3 +229,20 @@ def test_docs_table_rows_name_only_moved_names() -> None:
             if full in kept or full.startswith("{"):
                 continue
             assert full in MOVED, full
+
+
+def test_a_submodule_of_a_moved_package_is_the_new_module_not_a_copy() -> None:
+    """0.2's ``from recordkit.shards.tasks import plan_reads``: the old package's submodule is the new
+    package's module object, so its moved names resolve and its classes are the same classes."""
+    code = (
+        "import sys, warnings; warnings.simplefilter('ignore')\n"
+        "from recordkit.shards.tasks import plan_reads, ReadRange\n"
+        "import recordkit.datasets.ranges as ranges\n"
+        "assert sys.modules['recordkit.shards.tasks'] is sys.modules['recordkit.datasets.tasks']\n"
+        "assert plan_reads is ranges.plan_reads and ReadRange is ranges.ReadRange\n"
+        "print('ok')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.stdout.strip() == "ok", result.stderr[-3000:]

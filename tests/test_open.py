@@ -180,7 +180,7 @@ def test_read_takes_numpy_index_arrays_but_not_masks(tmp_path):
         assert reader.read(order[::-2]) == [records[i] for i in order[::-2].tolist()]
         assert reader.read(np.array([-1, 0])) == [b"r5", b"r0"]
         assert reader.read(np.array([], np.int64)) == []
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError, match="boolean mask"):
             reader.read(np.array([True, False, True]))
         with pytest.raises(IndexError):
             reader.read(np.array([0, 6]))

@@ -31,6 +31,7 @@ from recordkit.io.manifest import (
 )
 from recordkit.io.sources import is_url, require_fsspec, source_size
 from recordkit.io.writer import open_writer, scan_offsets
+from recordkit.support.moved import moved_attribute
 
 __all__ = [
     "begin_replacing",
@@ -374,3 +375,6 @@ def _existing_index(path: str, root: str, fmt: str, compression: str) -> IndexFi
     return IndexFile(
         path=relative_path(index_path, root), sha256=hashlib.sha256(expected).hexdigest()
     )
+
+
+__getattr__ = functools.partial(moved_attribute, __name__)  # 0.2's read_manifest

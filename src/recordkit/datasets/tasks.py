@@ -11,6 +11,7 @@ cuts sources into read ranges), and a home-grown scheduler can use them the same
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -27,6 +28,7 @@ from recordkit.io.atomic import remove_leftovers
 from recordkit.io.index import default_index_path
 from recordkit.io.manifest import MANIFEST_NAME, Manifest, Shard
 from recordkit.io.sources import is_url, require_fsspec
+from recordkit.support.moved import moved_attribute
 
 
 def task_shard_path(
@@ -124,3 +126,6 @@ def commit_manifest(
     )
     commit_manifest_file(manifest, _join(os.fspath(directory), MANIFEST_NAME))
     return manifest
+
+
+__getattr__ = functools.partial(moved_attribute, __name__)  # 0.2's read ranges

@@ -18,6 +18,7 @@ when they list a directory: files starting with ``_`` or ``.`` are metadata, nev
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ from recordkit.errors import ManifestError, UnknownFormatError
 from recordkit.formats import get_format
 from recordkit.io.atomic import write_atomically
 from recordkit.io.sources import is_url, require_fsspec
+from recordkit.support.moved import moved_attribute
 
 __all__ = [
     "MANIFEST_VERSION",
@@ -514,3 +516,8 @@ def _parse_shard(entry: Any, path: str | None, i: int) -> Shard:
         index=index,
         fingerprint=fingerprint,
     )
+
+
+__getattr__ = functools.partial(
+    moved_attribute, __name__
+)  # 0.2's merge_manifests (recordkit.formats.manifest)

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 __all__ = [
     "MOVED",
     "MOVED_IN",
+    "NO_LONGER_PUBLIC",
     "RENAMED",
     "REMOVED_IN",
     "RENAMED_IN",
@@ -94,6 +95,17 @@ _PLAN_SPLIT = {
     "ranges": "DEFAULT_RANGE_RECORDS ReadRange absolute_path open_range plan_reads read_range",
 }
 
+_TASK_RANGES = ("ReadRange", "plan_reads", "read_range")
+
+NO_LONGER_PUBLIC: frozenset[str] = frozenset(
+    [
+        *(f"recordkit.io.{name}" for name in _IO_HELPERS),
+        "recordkit.io.has_glob_wildcards",
+        *(f"recordkit.formats.base.{name}" for name in _BASE_CONSTANTS),
+    ]
+)
+"""The old names of :data:`MOVED` whose new home is private: their warning says so, naming no home."""
+
 MOVED: dict[str, str] = {
     # modules
     "recordkit.ray": "recordkit.integrations.ray",
@@ -107,6 +119,7 @@ MOVED: dict[str, str] = {
     "recordkit.example": "recordkit.decode.messages",
     "recordkit.parsing": "recordkit.decode.parsing",
     "recordkit.support.preview": "recordkit.decode.preview",
+    "recordkit.decode.oneflow": "recordkit.compat.oneflow",
     # names of modules
     **{f"recordkit.{name}": f"recordkit.errors.{name}" for name in _ERRORS},
     **{f"recordkit.{name}": f"recordkit.decode.messages.{name}" for name in _FEATURES},
@@ -132,6 +145,10 @@ MOVED: dict[str, str] = {
         for home, names in _PLAN_SPLIT.items()
         for name in names.split()
     },
+    # 0.2 imported them from recordkit.shards.tasks, .shardfile and recordkit.formats.manifest
+    **{f"recordkit.datasets.tasks.{n}": f"recordkit.datasets.ranges.{n}" for n in _TASK_RANGES},
+    "recordkit.datasets.shardfile.read_manifest": "recordkit.io.manifest.load_manifest",
+    "recordkit.io.manifest.merge_manifests": "recordkit.datasets.manifest.merge_manifests",
     "recordkit.formats.tfrecord.TFRecordReader": "recordkit.formats.tfrecord.TFRecordFrameReader",
     "recordkit.formats.tfrecord.TFRecordWriter": "recordkit.formats.tfrecord.TFRecordFrameWriter",
     "recordkit.formats.ofrecord.OFRecordReader": "recordkit.formats.ofrecord.OFRecordFrameReader",
@@ -167,10 +184,25 @@ def _stacklevel() -> int:
                 return level
 
 
+def _new_home(old: str) -> str | None:
+    """Where the module ``old`` moved: its entry in :data:`MOVED`, or the same submodule of a moved
+    package (``recordkit.shards.tasks`` is ``recordkit.datasets.tasks``); ``None`` if it did not move."""
+    if old in MOVED:
+        return MOVED[old]
+    package = old.rpartition(".")[0]
+    while package.count("."):
+        if package in MOVED and _is_module(MOVED[package]):
+            return MOVED[package] + old[len(package) :]
+        package = package.rpartition(".")[0]
+    return None
+
+
 def _warn(old: str) -> None:
-    """Warn that ``old`` moved, pointing at the user's line."""
+    """Warn that ``old`` moved (or, when its new home is not public, that it is no longer public), pointing at
+    the user's line."""
+    where = "is no longer public" if old in NO_LONGER_PUBLIC else f"moved to {_new_home(old)}"
     warnings.warn(
-        f"{old} moved to {MOVED[old]}; the old name will be removed in {REMOVED_IN}",
+        f"{old} {where}; the old name will be removed in {REMOVED_IN}",
         DeprecationWarning,
         stacklevel=_stacklevel(),
     )
@@ -298,7 +330,7 @@ class _Alias(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
         """Warn, then import the new module and return it under the old name."""
         _warn(spec.name)
-        return importlib.import_module(MOVED[spec.name])
+        return importlib.import_module(_new_home(spec.name) or spec.name)
 
     def exec_module(self, module: types.ModuleType) -> None:
         """Nothing to run: the new module is imported already."""
@@ -314,13 +346,20 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder):
         target: types.ModuleType | None = None,
     ) -> importlib.machinery.ModuleSpec | None:
         """A spec for a moved module's old name; ``None`` for any other name."""
-        new = MOVED.get(fullname)
+        if not fullname.startswith("recordkit."):
+            return None
+        new = _new_home(fullname)
         if new is None or not _is_module(new):
             return None
         return importlib.machinery.ModuleSpec(fullname, _Alias())
 
 
 def install_finder() -> None:
-    """Add the finder of moved modules to the end of :data:`sys.meta_path`, once."""
+    """Add the finder of moved modules to the front of :data:`sys.meta_path`, once.
+
+    In front, so that a submodule of a moved package (``recordkit.shards.tasks``) is the new module object,
+    not a second copy that the path finder would load from the new package's folder. It answers only for
+    moved names, after a dictionary lookup.
+    """
     if not any(isinstance(finder, _MovedModuleFinder) for finder in sys.meta_path):
-        sys.meta_path.append(_MovedModuleFinder())
+        sys.meta_path.insert(0, _MovedModuleFinder())
