@@ -320,7 +320,7 @@ def make_data(directory: str, settings: Settings, only: list[str] | None = None)
         import bench_image_pipeline
 
         paths[IMAGES_CASE] = bench_image_pipeline.write_data(
-            directory, min(IMAGES_COUNT, settings.small // 16)
+            directory, min(IMAGES_COUNT, settings.small // 32)
         )
     if not only or any(part in case for part in only for case in ARRAYRECORD_CASES):
         import bench_arrayrecord_write
@@ -761,7 +761,7 @@ def images_case(folder: str, settings: Settings) -> Case:
 
     return Case(
         IMAGES_CASE,
-        f"Images: {min(IMAGES_COUNT, settings.small // 16):,} JPEGs of 320 x 256 in "
+        f"Images: {min(IMAGES_COUNT, settings.small // 32):,} JPEGs of 320 x 256 in "
         f"{bench.SHARDS} TFRecord shards to RGB uint8 batches of 64 at 224 x 224",
         bench_pipeline.record_size(folder),
         rows,
