@@ -33,6 +33,12 @@ from recordkit.io import Follower
 TFRECORD_GOLDEN = Path(__file__).resolve().parent / "data" / "golden" / "tfrecord"
 
 
+def deflate(data: bytes, wbits: int) -> bytes:
+    """``zlib.compress(data, wbits=wbits)``, which Python 3.10's zlib.compress does not take."""
+    stream = zlib.compressobj(wbits=wbits)
+    return stream.compress(data) + stream.flush()
+
+
 def frame_ends(data: bytes, header: int, trailer: int, width: str) -> list[int]:
     """The end offset of every complete frame in ``data`` (a length of ``width`` at each frame's start)."""
     ends, pos = [], 0
@@ -264,7 +270,7 @@ def test_a_gzip_stream_is_followed_as_it_is_flushed(tmp_path: Path) -> None:
         raw.flush()
         assert follower.poll() == []
         # A second GZIP member appended later is read on.
-        raw.write(zlib.compress(frame(b"next"), wbits=31))
+        raw.write(deflate(frame(b"next"), wbits=31))
         raw.flush()
         assert follower.poll() == [b"next"]
 
@@ -305,7 +311,7 @@ def test_a_corrupt_length_checksum_does_not_wait_for_its_payload(tmp_path: Path)
 
 def test_damaged_compressed_data_is_located(tmp_path: Path) -> None:
     frames = b"".join(frame(b"r%d" % i) for i in range(3))
-    data = zlib.compress(frames, wbits=15) + b"more"  # bytes after the end of a ZLIB stream
+    data = deflate(frames, wbits=15) + b"more"  # bytes after the end of a ZLIB stream
     path = tmp_path / "log.tfrecord.zlib"
     path.write_bytes(data)
     with Follower(path) as follower:
