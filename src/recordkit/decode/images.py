@@ -387,11 +387,15 @@ def _opencv() -> Any:
 
 
 def _scaled_window(
-    window: CropWindow, factor_h: float, factor_w: float, height: int, width: int
+    window: CropWindow | None, full: tuple[int, int], reduced: tuple[int, int]
 ) -> tuple[CropWindow, Box]:
-    """``window`` of the full-size image, in the pixels of the image decoded at a reduced scale: the
-    whole pixels that hold it, and where it lies in them to a fraction of a pixel (Pillow's ``box``),
-    so that the resize samples the same part of the picture as it would from the full-size image."""
+    """``window`` of the full-size image (all of it when ``None``), in the pixels of the image decoded at
+    the ``reduced`` size: the whole pixels that hold it, and where it lies in them to a fraction of a
+    pixel (Pillow's ``box``), so that the resize samples the same part of the picture as it would from
+    the full-size image."""
+    window = window or CropWindow(0, 0, *full, False)
+    height, width = reduced
+    factor_h, factor_w = height / full[0], width / full[1]
     y0, x0 = window.top * factor_h, window.left * factor_w
     y1 = min(height, (window.top + window.height) * factor_h)
     x1 = min(width, (window.left + window.width) * factor_w)
@@ -469,13 +473,7 @@ def _decode_jpeg_fast(
         return slot, None
     box: Box = None
     if pixels.shape[:2] != (height, width):  # decoded at a reduced scale
-        window, box = _scaled_window(
-            window or CropWindow(0, 0, height, width, False),
-            pixels.shape[0] / height,
-            pixels.shape[1] / width,
-            pixels.shape[0],
-            pixels.shape[1],
-        )
+        window, box = _scaled_window(window, (height, width), pixels.shape[:2])
     if window is not None:
         pixels = pixels[
             window.top : window.top + window.height, window.left : window.left + window.width
@@ -499,13 +497,7 @@ def _decode_pillow(
         if image.format == "JPEG" and min_height:
             image.draft(None, (min_width, min_height))
             if image.size != (width, height):
-                window, box = _scaled_window(
-                    window or CropWindow(0, 0, height, width, False),
-                    image.height / height,
-                    image.width / width,
-                    image.height,
-                    image.width,
-                )
+                window, box = _scaled_window(window, (height, width), (image.height, image.width))
 
     image = _open(pil, data, spec.formats, prepare)
     if window is not None:
